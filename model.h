@@ -1,0 +1,100 @@
+/* The model: configuration, weights, run state and the forward pass of a LLaMA-style decoder.
+ *
+ * Checkpoint layout read here (llama2.c's legacy layout, little-endian, no padding):
+ *   int32 header[7]: dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len
+ *                    (vocab_size < 0 means the classifier is stored separately at the end)
+ *   float32 tensors, in this order, each row-major:
+ *     token_embedding (vocab_size, dim)
+ *     attn_norm       (n_layers, dim)
+ *     wq              (n_layers, n_heads * head_size, dim)
+ *     wk              (n_layers, n_kv_heads * head_size, dim)
+ *     wv              (n_layers, n_kv_heads * head_size, dim)
+ *     wo              (n_layers, dim, n_heads * head_size)
+ *     ffn_norm        (n_layers, dim)
+ *     w1              (n_layers, hidden_dim, dim)   gate projection
+ *     w2              (n_layers, dim, hidden_dim)   down projection
+ *     w3              (n_layers, hidden_dim, dim)   up projection
+ *     final_norm      (dim)
+ *     rope tables     (seq_len, head_size / 2) twice: legacy, skipped (RoPE is computed)
+ *     wcls            (vocab_size, dim), only when the header's vocab_size is negative
+ * A matrix (d, n) maps an n-vector to a d-vector: out[i] = sum_j w[i * n + j] * x[j].
+ */
+#ifndef MODEL_H
+#define MODEL_H
+
+#include <stddef.h>
+
+#include "norm.h"
+
+typedef struct {
+    int dim;        /* residual stream width */
+    int hidden_dim; /* SwiGLU inner width */
+    int n_layers;
+    int n_heads;           /* query heads */
+    int n_kv_heads;        /* key/value heads; n_heads / n_kv_heads query heads share each */
+    int vocab_size;        /* always positive here; see shared_classifier */
+    int seq_len;           /* longest sequence: size of the kv cache */
+    int shared_classifier; /* 1: logits use token_embedding as the classifier */
+    float norm_eps;        /* 1e-5 for llama2.c files */
+    float rope_theta;      /* RoPE base, 10000 for llama2.c files */
+} Config;
+
+typedef struct {
+    const float *token_embedding; /* (vocab_size, dim) */
+    const float *attn_norm;       /* (n_layers, dim) weight (gamma) of the pre-attention norm */
+    const float *wq;              /* (n_layers, n_heads * head_size, dim) */
+    const float *wk;              /* (n_layers, kv_dim, dim) */
+    const float *wv;              /* (n_layers, kv_dim, dim) */
+    const float *wo;              /* (n_layers, dim, n_heads * head_size) */
+    const float *ffn_norm;        /* (n_layers, dim) weight (gamma) of the pre-FFN norm */
+    const float *w1;              /* (n_layers, hidden_dim, dim) */
+    const float *w2;              /* (n_layers, dim, hidden_dim) */
+    const float *w3;              /* (n_layers, hidden_dim, dim) */
+    const float *final_norm;      /* (dim) */
+    const float *wcls;            /* (vocab_size, dim); token_embedding when shared */
+} Weights;
+
+/* Activations of the current position, and the kv cache of all earlier ones. */
+typedef struct {
+    float *x;           /* (dim) residual stream */
+    float *xb;          /* (dim) normed input of a block; attention output before wo */
+    float *xb2;         /* (dim) output of a block before the residual add */
+    float *hb;          /* (hidden_dim) gate, then SwiGLU output */
+    float *hb2;         /* (hidden_dim) up projection */
+    float *q;           /* (n_heads * head_size) */
+    float *att;         /* (n_heads, seq_len) attention weights */
+    float *logits;      /* (vocab_size) */
+    float *key_cache;   /* (n_layers, seq_len, kv_dim) */
+    float *value_cache; /* (n_layers, seq_len, kv_dim) */
+    float *inv_freq;    /* (head_size / 2) RoPE frequencies theta^(-2i / head_size) */
+} RunState;
+
+typedef struct {
+    Config config;
+    Weights weights;
+    RunState state;
+    NormFn norm; /* applied at every norm site; rmsnorm after model_load */
+    void *map;   /* the read-only memory map of the checkpoint */
+    size_t map_size;
+} Model;
+
+/* Memory-maps the checkpoint at `path` read-only, checks its header against itself and against
+ * the file size, points the weights into the map and allocates the run state.
+ * Returns 0 on success. On failure (missing, unreadable, empty or truncated file; impossible
+ * header such as non-positive sizes, dim % n_heads != 0, n_heads % n_kv_heads != 0, odd
+ * head_size; file size other than the header implies; out of memory) returns -1, leaves `m`
+ * empty and writes a one-line message naming the file and the problem into err[errlen]. */
+int model_load(Model *m, const char *path, char *err, size_t errlen);
+
+/* Unmaps the checkpoint and frees the run state; safe on an empty or already-freed model. */
+void model_free(Model *m);
+
+/* Runs one token through the model at position `pos` and returns the logits (vocab_size),
+ * owned by `m` and overwritten by the next call. Writes this position's keys and values into
+ * the kv cache and attends over positions 0..pos, so positions must be fed in order from 0.
+ * Requires 0 <= token < vocab_size and 0 <= pos < seq_len (the caller checks).
+ * Matches llama2.c's forward(): pre-norm blocks, pairwise RoPE on q and k, grouped kv heads,
+ * SwiGLU feed-forward, final norm, classifier; every norm is m->norm. */
+float *model_forward(Model *m, int token, int pos);
+
+#endif

@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# Fetch model files listed in models/manifest.tsv into models/, verifying sha256.
+#
+# usage: models/fetch.sh [NAME...]        (default: stories260K.bin tok512.bin)
+#
+# For each NAME: keep models/NAME if its sha256 already matches; otherwise copy
+# it from the local mirror ($MODELS_MIRROR/NAME) if present, else download it
+# from the URL in the manifest (curl, or wget if curl is missing). Every copy
+# goes through a temporary file in models/ that is moved into place only after
+# its sha256 matches the manifest.
+#
+# Environment:
+#   MODELS_MIRROR     mirror directory; default: <repo>/../shared/models if it exists
+#   ALLOW_UNVERIFIED  set to 1 to accept files whose manifest sha256 is "unknown"
+#   MODELS_MANIFEST   manifest to read (default: models/manifest.tsv next to this script)
+#
+# Exit status: 0 ok, 1 fetch or verification failure, 2 usage error / unknown name.
+set -euo pipefail
+
+prog=models/fetch.sh
+models_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
+repo_root=$(dirname "$models_dir")
+manifest=${MODELS_MANIFEST:-$models_dir/manifest.tsv}
+
+die() { # die STATUS MESSAGE
+    printf '%s: error: %s\n' "$prog" "$2" >&2
+    exit "$1"
+}
+
+# --- sha256 of a file (sha256sum, or shasum on macOS) ---
+if command -v sha256sum >/dev/null 2>&1; then
+    sha256_of() { sha256sum -- "$1" | cut -d' ' -f1; }
+elif command -v shasum >/dev/null 2>&1; then
+    sha256_of() { shasum -a 256 -- "$1" | cut -d' ' -f1; }
+else
+    die 1 "neither sha256sum nor shasum is installed; cannot verify model files"
+fi
+
+# --- read the manifest: name <TAB> url <TAB> sha256 <TAB> description ---
+[[ -r $manifest ]] || die 1 "cannot read manifest $manifest"
+m_names=() m_urls=() m_sums=()
+while IFS=$'\t' read -r name url sum _desc || [[ -n ${name:-} ]]; do
+    [[ -z $name || $name == \#* ]] && continue
+    [[ -n ${url:-} && -n ${sum:-} ]] || die 1 "malformed manifest line for '$name' in $manifest"
+    m_names+=("$name") m_urls+=("$url") m_sums+=("$sum")
+done <"$manifest"
+
+lookup() { # lookup NAME -> sets idx, or returns 1
+    local i
+    for i in "${!m_names[@]}"; do
+        if [[ ${m_names[$i]} == "$1" ]]; then idx=$i; return 0; fi
+    done
+    return 1
+}
+
+# --- mirror directory ---
+mirror=${MODELS_MIRROR:-}
+mirror_shown=$mirror
+if [[ -z $mirror && -d $repo_root/../shared/models ]]; then
+    mirror=$repo_root/../shared/models
+    mirror_shown=../shared/models
+fi
+
+# --- arguments: validate every name before fetching anything ---
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then
+    sed -n '2,17s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+    exit 0
+fi
+(($# > 0)) || set -- stories260K.bin tok512.bin
+for name in "$@"; do
+    lookup "$name" || die 2 "unknown model '$name'; known: ${m_names[*]}"
+done
+
+# --- temp file handling: never leave a partial file behind ---
+tmp=
+cleanup() { if [[ -n $tmp ]]; then rm -f -- "$tmp"; fi; }
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+mirror_state() { # why the mirror did not provide $name
+    if [[ -z $mirror ]]; then
+        echo "there is no mirror (MODELS_MIRROR unset, ../shared/models missing)"
+    elif [[ ! -d $mirror ]]; then
+        echo "mirror $mirror_shown does not exist"
+    else
+        echo "it is not in mirror $mirror_shown"
+    fi
+}
+
+download() { # download URL DEST
+    if command -v curl >/dev/null 2>&1; then
+        curl -fL --retry 2 --connect-timeout 30 -sS -o "$2" -- "$1"
+    elif command -v wget >/dev/null 2>&1; then
+        wget -nv --tries=3 --timeout=30 -O "$2" -- "$1"
+    else
+        echo "neither curl nor wget is installed" >&2
+        return 1
+    fi
+}
+
+for name in "$@"; do
+    lookup "$name"
+    url=${m_urls[$idx]} want=${m_sums[$idx]}
+    dest=$models_dir/$name
+    shown=models/$name
+
+    unverified=0
+    if [[ $want == unknown ]]; then
+        [[ ${ALLOW_UNVERIFIED:-0} == 1 ]] ||
+            die 1 "$shown: no known sha256 in the manifest, refusing to use it unverified (set ALLOW_UNVERIFIED=1 to accept it anyway)"
+        unverified=1
+    fi
+
+    note=
+    if [[ -f $dest ]]; then
+        if ((unverified)); then
+            echo "$shown: present, sha256 NOT verified (unknown in manifest, ALLOW_UNVERIFIED=1)"
+            continue
+        fi
+        have=$(sha256_of "$dest")
+        if [[ $have == "$want" ]]; then
+            echo "$shown: present, sha256 ok"
+            continue
+        fi
+        note=" (replaced a copy with wrong sha256 $have)"
+    fi
+
+    tmp=$(mktemp "$models_dir/.tmp.$name.XXXXXX")
+    if [[ -n $mirror && -f $mirror/$name ]]; then
+        cp -- "$mirror/$name" "$tmp" || die 1 "$shown: copy from $mirror/$name failed"
+        how="copied from $mirror_shown"
+    elif [[ $url == - ]]; then
+        die 1 "$shown: has no public URL (mirror only) and $(mirror_state); set MODELS_MIRROR to a directory holding it"
+    else
+        if ! err=$(download "$url" "$tmp" 2>&1); then
+            rc=$?
+            err=${err%$'\n'}
+            [[ -n $err ]] || err="exit status $rc"
+            die 1 "$shown: $(mirror_state) and download of $url failed: ${err##*$'\n'}"
+        fi
+        how="downloaded from $url"
+    fi
+
+    if ((unverified)); then
+        result="sha256 NOT verified (unknown in manifest, ALLOW_UNVERIFIED=1)"
+    else
+        have=$(sha256_of "$tmp")
+        [[ $have == "$want" ]] ||
+            die 1 "$shown: sha256 mismatch ($how): expected $want, got $have"
+        result="sha256 ok"
+    fi
+    chmod 0644 "$tmp"
+    mv -f -- "$tmp" "$dest"
+    tmp=
+    echo "$shown: $how, $result$note"
+done

@@ -1,0 +1,252 @@
+/* End to end: the `run` binary on stories260K against llama2.c's outputs, and every bad input
+ * getting one line on stderr and a non-zero exit. */
+#include <criterion/criterion.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "helpers.h"
+
+#define MODEL     "models/stories260K.bin"
+#define TOKENIZER "models/tok512.bin"
+
+/* ----------------------------------------------------------------------------
+ * Outputs of llama2.c's run.c (tests/fixtures, copied from ../shared/models/expected) */
+
+Test(run, greedy_matches_llama2c) {
+    char *expected = read_file("tests/fixtures/stories260K_greedy_once_upon_a_time.txt", NULL);
+    cr_assert_not_null(expected);
+    RunResult r = run_program(
+        (const char *[]){MODEL, "-t", "0", "-n", "256", "-i", "Once upon a time", NULL});
+    cr_assert_eq(r.exit_code, 0, "stderr: %s", r.err);
+    cr_assert_str_eq(r.out, expected);
+    cr_assert(strstr(r.err, "norm rmsnorm"), "summary names the norm: %s", r.err);
+    result_free(&r);
+    free(expected);
+}
+
+Test(run, seeded_topp_sample_matches_llama2c) {
+    char *expected = read_file("tests/fixtures/stories260K_t1.0_p0.9_s133742.txt", NULL);
+    cr_assert_not_null(expected);
+    RunResult r = run_program((const char *[]){MODEL, "-z", TOKENIZER, "-t", "1.0", "-p", "0.9",
+                                               "-s", "133742", "-n", "256", NULL});
+    cr_assert_eq(r.exit_code, 0, "stderr: %s", r.err);
+    cr_assert_str_eq(r.out, expected);
+    result_free(&r);
+    free(expected);
+}
+
+Test(run, positional_prompt_equals_dash_i) {
+    RunResult a =
+        run_program((const char *[]){MODEL, "Once upon a time", "-t", "0", "-n", "40", NULL});
+    RunResult b =
+        run_program((const char *[]){MODEL, "-i", "Once upon a time", "-t", "0", "-n", "40", NULL});
+    cr_assert_eq(a.exit_code, 0);
+    cr_assert_str_eq(a.out, b.out);
+    result_free(&a);
+    result_free(&b);
+}
+
+Test(run, layernorm_changes_the_text) {
+    char *rms = read_file("tests/fixtures/stories260K_greedy_once_upon_a_time.txt", NULL);
+    RunResult r = run_program((const char *[]){MODEL, "-t", "0", "-n", "256", "--norm=layernorm",
+                                               "Once upon a time", NULL});
+    cr_assert_eq(r.exit_code, 0, "stderr: %s", r.err);
+    cr_assert(strncmp(r.out, "Once upon a time", 16) == 0, "the prompt is echoed: %s", r.out);
+    cr_assert(strlen(r.out) > 40, "it generates text: %s", r.out);
+    cr_assert_str_neq(r.out, rms);
+    cr_assert(strstr(r.err, "norm layernorm"), "summary names the norm: %s", r.err);
+    result_free(&r);
+    free(rms);
+}
+
+Test(run, steps_are_clamped_to_seq_len) {
+    RunResult r = run_program((const char *[]){MODEL, "-t", "0", "-n", "100000", "Hi", NULL});
+    cr_assert_eq(r.exit_code, 0, "stderr: %s", r.err);
+    cr_assert(strstr(r.err, "seq_len 512"), "notice: %s", r.err);
+    result_free(&r);
+}
+
+Test(run, help_exits_zero) {
+    RunResult r = run_program((const char *[]){"--help", NULL});
+    cr_assert_eq(r.exit_code, 0);
+    cr_assert(strstr(r.out, "--norm"));
+    result_free(&r);
+}
+
+/* ----------------------------------------------------------------------------
+ * Bad input: exit 1, exactly one line on stderr containing `needle` */
+
+static void expect_error(const char *const *args, const char *needle) {
+    RunResult r = run_program(args);
+    cr_assert_eq(r.exit_code, 1, "exit code %d for '%s', stderr: %s", r.exit_code, needle, r.err);
+    cr_assert_eq(count_lines(r.err), 1, "one line expected: %s", r.err);
+    cr_assert(strstr(r.err, needle), "'%s' not in: %s", needle, r.err);
+    cr_assert_str_eq(r.out, "", "nothing on stdout: %s", r.out);
+    result_free(&r);
+}
+
+/* A scratch directory per test, removed by the OS's tmp cleaning; paths are built inside it. */
+static char scratch[64];
+static void make_scratch(void) {
+    snprintf(scratch, sizeof(scratch), "/tmp/normllama-test-XXXXXX");
+    cr_assert_not_null(mkdtemp(scratch));
+}
+
+static char *scratch_path(const char *name) {
+    static char paths[4][128];
+    static int next;
+    char *p = paths[next++ % 4];
+    snprintf(p, 128, "%s/%s", scratch, name);
+    return p;
+}
+
+/* Writes the first `size` bytes of `src` (or of src padded with zeros) as scratch/name. */
+static char *write_prefix(const char *src, const char *name, size_t size) {
+    size_t n;
+    char *data = read_file(src, &n);
+    cr_assert_not_null(data);
+    char *grown = calloc(size > n ? size : n, 1);
+    memcpy(grown, data, n);
+    char *path = scratch_path(name);
+    cr_assert_eq(write_file(path, grown, size), 0);
+    free(grown);
+    free(data);
+    return path;
+}
+
+/* stories260K.bin with its header replaced. */
+static char *write_header(const char *name, int32_t dim, int32_t hidden, int32_t layers,
+                          int32_t heads, int32_t kv_heads, int32_t vocab, int32_t seq_len) {
+    size_t n;
+    char *data = read_file(MODEL, &n);
+    int32_t h[7] = {dim, hidden, layers, heads, kv_heads, vocab, seq_len};
+    memcpy(data, h, sizeof(h));
+    char *path = scratch_path(name);
+    cr_assert_eq(write_file(path, data, n), 0);
+    free(data);
+    return path;
+}
+
+Test(bad_input, missing_model) {
+    expect_error((const char *[]){"models/no-such-model.bin", NULL}, "cannot open model");
+}
+
+Test(bad_input, no_model_argument) {
+    RunResult r = run_program((const char *[]){NULL});
+    cr_assert_eq(r.exit_code, 1);
+    cr_assert(strstr(r.err, "no model given"));
+    result_free(&r);
+}
+
+Test(bad_input, model_is_a_directory) {
+    expect_error((const char *[]){"models", NULL}, "not a regular file");
+}
+
+Test(bad_input, empty_model) {
+    make_scratch();
+    expect_error((const char *[]){write_prefix(MODEL, "empty.bin", 0), NULL}, "empty");
+}
+
+Test(bad_input, truncated_header) {
+    make_scratch();
+    expect_error((const char *[]){write_prefix(MODEL, "short.bin", 10), NULL},
+                 "shorter than its 28-byte header");
+}
+
+Test(bad_input, truncated_weights) {
+    make_scratch();
+    expect_error((const char *[]){write_prefix(MODEL, "cut.bin", 1056540 - 4), NULL},
+                 "implies 1056540");
+}
+
+Test(bad_input, trailing_bytes) {
+    make_scratch();
+    expect_error((const char *[]){write_prefix(MODEL, "long.bin", 1056540 + 4), NULL},
+                 "implies 1056540");
+}
+
+Test(bad_input, inconsistent_headers) {
+    make_scratch();
+    expect_error((const char *[]){write_header("a.bin", 0, 172, 5, 8, 4, 512, 512), NULL},
+                 "dim is 0");
+    expect_error((const char *[]){write_header("b.bin", -64, 172, 5, 8, 4, 512, 512), NULL},
+                 "dim is -64");
+    expect_error((const char *[]){write_header("c.bin", 64, 172, 5, 7, 7, 512, 512), NULL},
+                 "not a multiple of n_heads");
+    expect_error((const char *[]){write_header("d.bin", 64, 172, 5, 8, 3, 512, 512), NULL},
+                 "not a multiple of n_kv_heads");
+    expect_error((const char *[]){write_header("e.bin", 64, 172, 5, 64, 64, 512, 512), NULL},
+                 "head_size 1");
+    expect_error((const char *[]){write_header("f.bin", 64, 172, 2000000, 8, 4, 512, 512), NULL},
+                 "n_layers is 2000000");
+    expect_error((const char *[]){write_header("g.bin", 64, 172, 5, 8, 4, INT32_MIN, 512), NULL},
+                 "vocab_size is 0");
+    expect_error((const char *[]){write_header("h.bin", 64, 172, 5, 8, 16, 512, 512), NULL},
+                 "not a multiple of n_kv_heads");
+    /* consistent, but not this file's size */
+    expect_error((const char *[]){write_header("i.bin", 64, 172, 6, 8, 4, 512, 512), NULL},
+                 "implies");
+}
+
+Test(bad_input, missing_tokenizer) {
+    expect_error((const char *[]){MODEL, "-z", "models/no-such-tokenizer.bin", NULL},
+                 "no-such-tokenizer.bin");
+}
+
+Test(bad_input, no_tokenizer_beside_model) {
+    make_scratch();
+    char *model = write_prefix(MODEL, "stories260K.bin", 1056540);
+    expect_error((const char *[]){model, NULL}, "tok512.bin and");
+}
+
+Test(bad_input, empty_and_truncated_tokenizer) {
+    make_scratch();
+    expect_error((const char *[]){MODEL, "-z", write_prefix(TOKENIZER, "empty.bin", 0), NULL},
+                 "empty.bin");
+    expect_error((const char *[]){MODEL, "-z", write_prefix(TOKENIZER, "cut.bin", 3000), NULL},
+                 "cut.bin");
+}
+
+Test(bad_input, tokenizer_vocab_size_differs) {
+    expect_error((const char *[]){MODEL, "-z", "models/tokenizer.bin", NULL},
+                 "has 32000 pieces but the model's vocab_size is 512");
+}
+
+Test(bad_input, options) {
+    expect_error((const char *[]){MODEL, "--bogus", NULL}, "unknown option '--bogus'");
+    expect_error((const char *[]){MODEL, "-q", "1", NULL}, "unknown option '-q'");
+    expect_error((const char *[]){MODEL, "--norm=batchnorm", NULL}, "unknown --norm 'batchnorm'");
+    expect_error((const char *[]){MODEL, "-t", "-0.5", NULL}, "-t (temperature) must be >= 0");
+    expect_error((const char *[]){MODEL, "-t", "hot", NULL}, "-t needs a number");
+    expect_error((const char *[]){MODEL, "-p", "1.5", NULL}, "-p (top-p) must be in [0, 1]");
+    expect_error((const char *[]){MODEL, "-p", "-0.1", NULL}, "-p (top-p) must be in [0, 1]");
+    expect_error((const char *[]){MODEL, "-n", "0", NULL}, "-n (steps) must be a positive integer");
+    expect_error((const char *[]){MODEL, "-n", "-3", NULL},
+                 "-n (steps) must be a positive integer");
+    expect_error((const char *[]){MODEL, "-n", "12x", NULL}, "-n needs an integer");
+    expect_error((const char *[]){MODEL, "-n", NULL}, "-n needs a value");
+    expect_error((const char *[]){MODEL, "-s", "-1", NULL}, "-s (seed) must be >= 0");
+    expect_error((const char *[]){MODEL, "--threads=0", NULL}, "--threads must be in 1..1024");
+    expect_error((const char *[]){MODEL, "a", "b", NULL}, "unexpected argument 'b'");
+    expect_error((const char *[]){MODEL, "a", "-i", "b", NULL}, "the prompt is given twice");
+}
+
+Test(bad_input, prompt_longer_than_seq_len) {
+    /* each " a" is one token: 600 of them exceed seq_len 512 */
+    char prompt[1300] = "";
+    for (int i = 0; i < 600; i++) strcat(prompt, " a");
+    expect_error((const char *[]){MODEL, prompt, NULL}, "longer than the model's seq_len 512");
+}
+
+Test(bad_input, prompt_longer_than_steps) {
+    expect_error((const char *[]){MODEL, "Once upon a time", "-n", "3", NULL}, "more than -n 3");
+}
+
+Test(bad_input, invalid_utf8_prompt) {
+    expect_error((const char *[]){MODEL, "caf\xc3", NULL}, "not valid UTF-8");
+    expect_error((const char *[]){MODEL, "\xc0\xaf", NULL}, "not valid UTF-8");
+    expect_error((const char *[]){MODEL, "\xed\xa0\x80", NULL}, "not valid UTF-8");
+}

@@ -1,0 +1,440 @@
+/* SentencePiece-style BPE tokenizer over llama2.c's tokenizer file (see tokenizer.h).
+ *
+ * Encoding follows SentencePiece's bpe_model.cc: the text is cut into code points, each becomes a
+ * symbol in a doubly linked list, and a binary heap ("agenda") holds every adjacent pair whose
+ * concatenation is a piece, ordered by the piece's score (highest first), then by position
+ * (leftmost first). Popping a pair that is stale (one side already merged away or grown) is
+ * skipped instead of searching the heap for it: lazy invalidation keeps each merge O(log n).
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define STB_DS_IMPLEMENTATION
+#include <stb/stb_ds.h>
+
+#include "tokenizer.h"
+
+/* The element type of the stb_ds string hash map: key is a piece (pointing into the tokenizer's
+ * piece storage, not copied), value its id. */
+struct PieceIndex {
+    char *key;
+    int value;
+};
+
+/* A max_token_length above this is not a tokenizer file (Llama 2's is 27). */
+#define MAX_TOKEN_LENGTH_LIMIT 65536
+
+/* ----------------------------------------------------------------------------
+ * Loading */
+
+static uint32_t read_u32le(const unsigned char *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static int32_t read_i32le(const unsigned char *p) {
+    uint32_t u = read_u32le(p);
+    int32_t i;
+    memcpy(&i, &u, sizeof i);
+    return i;
+}
+
+static float read_f32le(const unsigned char *p) {
+    uint32_t u = read_u32le(p);
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* Reads the whole file; plain stdio loop so that directories and pipes fail or work cleanly. */
+static unsigned char *read_file(const char *path, size_t *size, char *err, size_t errlen) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot open tokenizer file: %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 1 << 16, n = 0;
+    unsigned char *buf = malloc(cap);
+    while (buf) {
+        n += fread(buf + n, 1, cap - n, f);
+        if (n < cap) break;
+        unsigned char *bigger = realloc(buf, cap * 2);
+        if (!bigger) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = bigger;
+        cap *= 2;
+    }
+    if (!buf) {
+        snprintf(err, errlen, "%s: out of memory reading tokenizer file", path);
+    } else if (ferror(f)) {
+        snprintf(err, errlen, "%s: cannot read tokenizer file: %s", path, strerror(errno));
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    *size = n;
+    return buf;
+}
+
+/* Returns the byte b when piece is exactly "<0xXX>" (two upper-case hex digits, as SentencePiece
+ * names its byte pieces), else -1. */
+static int byte_piece_value(const char *piece) {
+    static const char hex[] = "0123456789ABCDEF";
+    if (strncmp(piece, "<0x", 3) != 0 || piece[3] == '\0' || piece[4] == '\0' || piece[5] != '>' ||
+        piece[6] != '\0')
+        return -1;
+    const char *hi = strchr(hex, piece[3]), *lo = strchr(hex, piece[4]);
+    if (!hi || !lo) return -1;
+    return (int)(hi - hex) * 16 + (int)(lo - hex);
+}
+
+int tokenizer_load(Tokenizer *t, const char *path, char *err, size_t errlen) {
+    memset(t, 0, sizeof *t);
+    size_t size;
+    unsigned char *data = read_file(path, &size, err, errlen);
+    if (!data) return -1;
+
+    if (size == 0) {
+        snprintf(err, errlen, "%s: empty tokenizer file", path);
+        goto fail;
+    }
+    if (size < 4) {
+        snprintf(err, errlen, "%s: truncated header (%zu bytes, need 4)", path, size);
+        goto fail;
+    }
+    int max_len = read_i32le(data);
+    if (max_len <= 0 || max_len > MAX_TOKEN_LENGTH_LIMIT) {
+        snprintf(err, errlen, "%s: bad max_token_length %d in header", path, max_len);
+        goto fail;
+    }
+
+    /* First pass: validate every entry and count them, so the second pass cannot fail. */
+    int count = 0;
+    size_t text_bytes = 0;
+    for (size_t pos = 4; pos < size; count++) {
+        if (count == INT_MAX) {
+            snprintf(err, errlen, "%s: too many pieces", path);
+            goto fail;
+        }
+        if (size - pos < 8) {
+            snprintf(err, errlen,
+                     "%s: truncated entry %d (score and length need 8 bytes, %zu left)", path,
+                     count, size - pos);
+            goto fail;
+        }
+        int len = read_i32le(data + pos + 4);
+        pos += 8;
+        if (len < 0) {
+            snprintf(err, errlen, "%s: negative piece length %d in entry %d", path, len, count);
+            goto fail;
+        }
+        if (len > max_len) {
+            snprintf(err, errlen, "%s: piece length %d in entry %d exceeds max_token_length %d",
+                     path, len, count, max_len);
+            goto fail;
+        }
+        if ((size_t)len > size - pos) {
+            snprintf(err, errlen, "%s: piece length %d in entry %d runs past the end of the file",
+                     path, len, count);
+            goto fail;
+        }
+        pos += (size_t)len;
+        text_bytes += (size_t)len + 1;
+    }
+    if (count == 0) {
+        snprintf(err, errlen, "%s: no pieces after the header", path);
+        goto fail;
+    }
+
+    /* Second pass: copy the pieces, NUL-terminated, into one block. */
+    t->vocab = malloc((size_t)count * sizeof *t->vocab);
+    t->vocab_scores = malloc((size_t)count * sizeof *t->vocab_scores);
+    t->piece_storage = malloc(text_bytes);
+    if (!t->vocab || !t->vocab_scores || !t->piece_storage) {
+        snprintf(err, errlen, "%s: out of memory for %d pieces", path, count);
+        goto fail;
+    }
+    t->vocab_size = count;
+    t->max_token_length = max_len;
+    char *text = t->piece_storage;
+    size_t pos = 4;
+    for (int i = 0; i < count; i++) {
+        t->vocab_scores[i] = read_f32le(data + pos);
+        int len = read_i32le(data + pos + 4);
+        pos += 8;
+        memcpy(text, data + pos, (size_t)len);
+        text[len] = '\0';
+        t->vocab[i] = text;
+        text += len + 1;
+        pos += (size_t)len;
+    }
+    free(data);
+    data = NULL;
+
+    /* Index: as SentencePiece's pieces_ map, only the pieces text can be made of. The control
+     * pieces (ids 0..2) and the byte pieces are left out, so a literal "<s>" or "<0x41>" in the
+     * text is never merged into them. The first id wins if a piece appears twice. */
+    for (int b = 0; b < 256; b++) t->byte_tokens[b] = -1;
+    for (int i = 0; i < count; i++) {
+        int b = byte_piece_value(t->vocab[i]);
+        if (b >= 0) {
+            if (t->byte_tokens[b] < 0) t->byte_tokens[b] = i;
+            continue;
+        }
+        if (i <= TOKEN_EOS || t->vocab[i][0] == '\0') continue;
+        if (shgeti(t->index, t->vocab[i]) < 0) shput(t->index, t->vocab[i], i);
+    }
+    t->remove_extra_whitespaces = 1;
+    for (int i = 0; i < count && t->remove_extra_whitespaces; i++)
+        if (strstr(t->vocab[i], "  ")) t->remove_extra_whitespaces = 0;
+    for (int b = 0; b < 256; b++) {
+        t->byte_pieces[2 * b] = (char)b;
+        t->byte_pieces[2 * b + 1] = '\0';
+    }
+    return 0;
+
+fail:
+    free(data);
+    tokenizer_free(t);
+    return -1;
+}
+
+void tokenizer_free(Tokenizer *t) {
+    free(t->vocab);
+    free(t->vocab_scores);
+    free(t->piece_storage);
+    shfree(t->index);
+    memset(t, 0, sizeof *t);
+}
+
+/* ----------------------------------------------------------------------------
+ * Encoding */
+
+/* Id of the NUL-terminated piece s, or -1. Uses stb_ds's _ts lookup, which does not write into
+ * the map (plain shgeti stores its result in the map's header), so encode can take a const
+ * Tokenizer and be called from several threads. */
+static int piece_id(const Tokenizer *t, const char *s) {
+    if (!t->index) return -1; /* stb_ds would allocate on a lookup in an empty map */
+    ptrdiff_t slot;
+    stbds_hmget_key_ts(t->index, sizeof *t->index, (void *)(uintptr_t)s, sizeof t->index->key,
+                       &slot, STBDS_HM_STRING);
+    return slot < 0 ? -1 : t->index[slot].value;
+}
+
+/* Length of the well-formed UTF-8 sequence at s (1..4), or 0 if s[0] does not start one
+ * (stray continuation byte, overlong form, surrogate, above U+10FFFF, or cut short). */
+static int utf8_length(const unsigned char *s) {
+    unsigned c = s[0];
+    int n;
+    unsigned cp;
+    if (c < 0x80) return 1;
+    if (c >= 0xC2 && c <= 0xDF)
+        n = 2, cp = c & 0x1F;
+    else if (c >= 0xE0 && c <= 0xEF)
+        n = 3, cp = c & 0x0F;
+    else if (c >= 0xF0 && c <= 0xF4)
+        n = 4, cp = c & 0x07;
+    else
+        return 0;
+    for (int i = 1; i < n; i++) {
+        if ((s[i] & 0xC0) != 0x80) return 0; /* also stops at the terminating NUL */
+        cp = cp << 6 | (s[i] & 0x3F);
+    }
+    if ((n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) || cp > 0x10FFFF ||
+        (cp >= 0xD800 && cp <= 0xDFFF))
+        return 0;
+    return n;
+}
+
+/* A symbol is a span of the working text; merged-away symbols have len 0. */
+typedef struct {
+    int start, len;
+    int prev, next; /* neighbours in the list, -1 at the ends */
+    int id;
+    int frozen; /* a byte-fallback byte: never merges (SentencePiece's byte pieces are not in
+                   its piece map) */
+} Symbol;
+
+/* A candidate merge of symbols left and right into piece id. len is their total length when the
+ * pair was made; if it no longer matches, one side has changed and the pair is stale. */
+typedef struct {
+    float score;
+    int left, right;
+    int len;
+    int id;
+} Pair;
+
+/* Heap order: higher score first, then the leftmost pair (SymbolPairComparator in bpe_model.cc;
+ * symbol indices grow left to right, so "leftmost" is "smaller left index"). */
+static int pair_before(const Pair *a, const Pair *b) {
+    return a->score > b->score || (a->score == b->score && a->left < b->left);
+}
+
+static void heap_push(Pair *heap, int *n, Pair p) {
+    int i = (*n)++;
+    while (i > 0) {
+        int parent = (i - 1) / 2;
+        if (!pair_before(&p, &heap[parent])) break;
+        heap[i] = heap[parent];
+        i = parent;
+    }
+    heap[i] = p;
+}
+
+static Pair heap_pop(Pair *heap, int *n) {
+    Pair top = heap[0], last = heap[--*n];
+    int i = 0;
+    for (;;) {
+        int child = 2 * i + 1;
+        if (child >= *n) break;
+        if (child + 1 < *n && pair_before(&heap[child + 1], &heap[child])) child++;
+        if (!pair_before(&heap[child], &last)) break;
+        heap[i] = heap[child];
+        i = child;
+    }
+    if (*n > 0) heap[i] = last;
+    return top;
+}
+
+/* Pushes the pair (left, right) if their concatenation is a piece. The concatenation is a span
+ * of text, so it is looked up in place by NUL-terminating it for a moment: no string building. */
+static void try_pair(const Tokenizer *t, char *text, const Symbol *syms, int left, int right,
+                     Pair *heap, int *n_heap) {
+    if (left < 0 || right < 0 || syms[left].frozen || syms[right].frozen) return;
+    int len = syms[left].len + syms[right].len;
+    if (len > t->max_token_length) return; /* cannot be a piece */
+    char *end = text + syms[left].start + len;
+    char saved = *end;
+    *end = '\0';
+    int id = piece_id(t, text + syms[left].start);
+    *end = saved;
+    if (id < 0) return;
+    Pair p = {t->vocab_scores[id], left, right, len, id};
+    heap_push(heap, n_heap, p);
+}
+
+/* Writes the normalized text into work (room for strlen(text) + 2) and returns its length:
+ * SentencePiece's dummy prefix (a space, in the .bin's convention) and the text; with
+ * remove_extra_whitespaces, as SentencePiece's normalizer does it, without leading and trailing
+ * spaces and with runs of spaces squeezed. Text that normalizes to nothing gives 0 (no prefix). */
+static int normalize(const Tokenizer *t, const char *text, char *work) {
+    if (!t->remove_extra_whitespaces) {
+        if (text[0] == '\0') return 0;
+        work[0] = ' ';
+        strcpy(work + 1, text);
+        return (int)strlen(text) + 1;
+    }
+    while (*text == ' ') text++;
+    if (*text == '\0') return 0;
+    int n = 0;
+    work[n++] = ' ';
+    for (; *text; text++)
+        if (!(*text == ' ' && work[n - 1] == ' ')) work[n++] = *text;
+    while (work[n - 1] == ' ') n--; /* stops at the text's first character, not a space */
+    work[n] = '\0';
+    return n;
+}
+
+/* SentencePiece's BPE over the normalized text work[0..n), n > 0: writes the ids into tokens
+ * and returns how many. syms and heap have room for n and 3n entries. */
+static int bpe(const Tokenizer *t, char *work, int n, Symbol *syms, Pair *heap, int *tokens) {
+    /* Code points become symbols; ones the vocabulary lacks, and bytes that are not well-formed
+     * UTF-8, become frozen byte symbols. */
+    int n_syms = 0;
+    for (int pos = 0; pos < n;) {
+        int cp_len = utf8_length((const unsigned char *)work + pos);
+        int id = -1;
+        if (cp_len > 0) {
+            char saved = work[pos + cp_len];
+            work[pos + cp_len] = '\0';
+            id = piece_id(t, work + pos);
+            work[pos + cp_len] = saved;
+        }
+        if (id >= 0) {
+            syms[n_syms] = (Symbol){pos, cp_len, n_syms - 1, n_syms + 1, id, 0};
+            n_syms++;
+            pos += cp_len;
+            continue;
+        }
+        int n_bytes = cp_len > 0 ? cp_len : 1;
+        for (int i = 0; i < n_bytes; i++, pos++) {
+            int b = (unsigned char)work[pos];
+            int byte_id = t->byte_tokens[b] >= 0 ? t->byte_tokens[b] : TOKEN_UNK;
+            syms[n_syms] = (Symbol){pos, 1, n_syms - 1, n_syms + 1, byte_id, 1};
+            n_syms++;
+        }
+    }
+    syms[n_syms - 1].next = -1;
+
+    /* n - 1 initial pairs, and each of the at most n - 1 merges pushes at most 2: 3n. */
+    int n_heap = 0;
+    for (int i = 0; i + 1 < n_syms; i++) try_pair(t, work, syms, i, i + 1, heap, &n_heap);
+    while (n_heap > 0) {
+        Pair p = heap_pop(heap, &n_heap);
+        Symbol *l = &syms[p.left], *r = &syms[p.right];
+        if (l->len == 0 || r->len == 0 || l->len + r->len != p.len) continue; /* stale */
+        l->len = p.len;
+        l->id = p.id;
+        l->next = r->next;
+        if (r->next >= 0) syms[r->next].prev = p.left;
+        r->len = 0;
+        try_pair(t, work, syms, l->prev, p.left, heap, &n_heap);
+        try_pair(t, work, syms, p.left, l->next, heap, &n_heap);
+    }
+
+    int n_tokens = 0;
+    for (int i = 0; i >= 0; i = syms[i].next) tokens[n_tokens++] = syms[i].id;
+    return n_tokens;
+}
+
+int tokenizer_encode(const Tokenizer *t, const char *text, int bos, int eos, int *tokens) {
+    int n_tokens = 0;
+    if (bos) tokens[n_tokens++] = TOKEN_BOS;
+    size_t text_len = strlen(text);
+    if (text_len > 0) {
+        int fits = text_len < (size_t)INT_MAX - 3; /* the count must fit an int */
+        char *work = fits ? malloc(text_len + 2) : NULL;
+        Symbol *syms = fits ? malloc((text_len + 1) * sizeof *syms) : NULL;
+        Pair *heap = fits ? malloc(3 * (text_len + 1) * sizeof *heap) : NULL;
+        if (work && syms && heap) {
+            int n = normalize(t, text, work);
+            if (n > 0) n_tokens += bpe(t, work, n, syms, heap, tokens + n_tokens);
+        } else {
+            tokens[n_tokens++] = TOKEN_UNK; /* out of memory: nothing better to give */
+        }
+        free(work);
+        free(syms);
+        free(heap);
+    }
+    if (eos) tokens[n_tokens++] = TOKEN_EOS;
+    return n_tokens;
+}
+
+/* ----------------------------------------------------------------------------
+ * Decoding */
+
+const char *tokenizer_decode(const Tokenizer *t, int prev_token, int token) {
+    if (token < 0 || token >= t->vocab_size) return "";
+    const char *piece = t->vocab[token];
+    /* SentencePiece drops the dummy-prefix space of the first piece. */
+    if (prev_token == TOKEN_BOS && piece[0] == ' ') piece++;
+    int b = byte_piece_value(piece);
+    if (b >= 0) piece = t->byte_pieces + 2 * b;
+    return piece;
+}
+
+void tokenizer_print_piece(const char *piece) {
+    if (!piece || piece[0] == '\0') return;
+    if (piece[1] == '\0') {
+        unsigned char c = (unsigned char)piece[0];
+        if (!(isprint(c) || isspace(c))) return; /* a raw control byte */
+    }
+    fputs(piece, stdout);
+}

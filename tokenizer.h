@@ -1,0 +1,83 @@
+/* SentencePiece-style BPE tokenizer over llama2.c's tokenizer file.
+ *
+ * File layout (little-endian), as llama2.c's tokenizer.py writes it:
+ *   int32 max_token_length
+ *   vocab_size times: float32 score, int32 len, len bytes of the piece (no terminator)
+ * The file does not store vocab_size: it is the number of entries up to the end of the file.
+ * Ids 0, 1, 2 are <unk>, <s> (BOS) and </s> (EOS); ids 3..258 are the byte pieces <0x00>..<0xFF>.
+ */
+#ifndef TOKENIZER_H
+#define TOKENIZER_H
+
+#include <stddef.h>
+
+#define TOKEN_UNK 0
+#define TOKEN_BOS 1
+#define TOKEN_EOS 2
+
+typedef struct PieceIndex PieceIndex; /* private: piece string -> id hash map (stb_ds) */
+
+typedef struct {
+    char **vocab;        /* vocab_size NUL-terminated pieces */
+    float *vocab_scores; /* vocab_size merge scores: higher merges first */
+    int vocab_size;
+    int max_token_length;
+    PieceIndex *index;
+    int byte_tokens[256]; /* id of the piece <0xXX> for each byte, -1 if the vocabulary lacks it */
+    /* SentencePiece's normalizer option remove_extra_whitespaces, which the file does not store:
+     * 1 = drop leading and trailing spaces and squeeze runs of spaces (U+0020 only) to one before
+     * encoding. tokenizer_load sets it to 1 when no piece holds two spaces in a row: the
+     * normalizer then never let "  " reach the trainer, as for the vocabularies llama2.c trains
+     * (tok512: remove_extra_whitespaces true), while Llama 2's (false) has the piece "  ".
+     * Set it after loading to override. llama2.c's encode behaves as 0. */
+    int remove_extra_whitespaces;
+    /* private */
+    char *piece_storage;   /* all pieces, NUL-terminated, back to back; vocab[i] points in here */
+    char byte_pieces[512]; /* byte b as the string byte_pieces + 2 * b, returned by decode */
+} Tokenizer;
+
+/* Loads the tokenizer file at `path` into `t` (all fields owned by `t`).
+ * Returns 0 on success. On failure (missing, unreadable, empty or truncated file, a header
+ * max_token_length <= 0 or > 65536, an entry whose score/length is cut short, a piece length that
+ * is negative, above max_token_length or past the end of the file, no pieces at all) returns -1,
+ * leaves `t` empty (zeroed, safe to free), and writes a one-line message naming the file and the
+ * problem into err[errlen]. Never reads past the end of the file.
+ * The lookup index holds the pieces text can be made of, as SentencePiece's piece map does: not
+ * the control pieces (ids 0..2) nor the byte pieces "<0xXX>" (those are in byte_tokens). */
+int tokenizer_load(Tokenizer *t, const char *path, char *err, size_t errlen);
+
+/* Frees what tokenizer_load allocated; safe on an empty or already-freed tokenizer. */
+void tokenizer_free(Tokenizer *t);
+
+/* Encodes UTF-8 `text` into ids as SentencePiece's BPE does for the Llama 2 vocabularies:
+ * optional BOS, the text normalized as t->remove_extra_whitespaces says, a dummy-prefix space
+ * before the normalized text if it is non-empty, every code point mapped to its piece
+ * (or, when the vocabulary lacks it, to its UTF-8 bytes as <0xXX> pieces), then merges of adjacent
+ * pairs whose concatenation is a piece, highest score first, leftmost first among equal scores;
+ * optional EOS. `tokens` must hold strlen(text) + 3 ids. Returns the number of ids written.
+ *
+ * Algorithm: SentencePiece's bpe_model.cc (linked list of symbols, binary heap of candidate
+ * pairs with lazy invalidation), O(n log n) in the text length; ids equal llama2.c's encode for
+ * valid UTF-8 when t->remove_extra_whitespaces is 0. Byte-fallback bytes never merge. Pieces are in
+ * the .bin's convention (plain spaces, where SentencePiece writes U+2581), so the text is used as
+ * is. Differences from SentencePiece, both for unusual input only:
+ *  - a byte that does not start well-formed UTF-8 (stray continuation byte, overlong form,
+ *    surrogate, cut-short sequence) becomes its own <0xXX> token, as in llama2.c; SentencePiece
+ *    replaces it by U+FFFD instead.
+ *  - a literal U+2581 in the text stays that character (byte fallback if not a piece), as in
+ *    llama2.c; SentencePiece cannot tell it from an escaped space.
+ * A byte missing from byte_tokens gives TOKEN_UNK. On out of memory the text gives TOKEN_UNK.
+ * Thread-safe for a shared `t` (lookups do not write into the map). */
+int tokenizer_encode(const Tokenizer *t, const char *text, int bos, int eos, int *tokens);
+
+/* Returns the text of `token` as it should be printed after `prev_token`: the leading space of
+ * the first piece after BOS is dropped (SentencePiece's dummy prefix), and a byte piece <0xXX>
+ * becomes the single byte (so <0x00> gives ""). As llama2.c's decode. The returned string is
+ * owned by `t`. Out-of-range ids give "". */
+const char *tokenizer_decode(const Tokenizer *t, int prev_token, int token);
+
+/* Writes `piece` to stdout unless it is NULL, empty or a single byte that is neither printable
+ * nor whitespace (a raw control byte), as llama2.c's safe_printf does. */
+void tokenizer_print_piece(const char *piece);
+
+#endif
