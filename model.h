@@ -1,23 +1,13 @@
 /* The model: configuration, weights, run state and the forward pass of a LLaMA-style decoder.
  *
- * Checkpoint layout read here (llama2.c's legacy layout, little-endian, no padding):
- *   int32 header[7]: dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len
- *                    (vocab_size < 0 means the classifier is stored separately at the end)
- *   float32 tensors, in this order, each row-major:
- *     token_embedding (vocab_size, dim)
- *     attn_norm       (n_layers, dim)
- *     wq              (n_layers, n_heads * head_size, dim)
- *     wk              (n_layers, n_kv_heads * head_size, dim)
- *     wv              (n_layers, n_kv_heads * head_size, dim)
- *     wo              (n_layers, dim, n_heads * head_size)
- *     ffn_norm        (n_layers, dim)
- *     w1              (n_layers, hidden_dim, dim)   gate projection
- *     w2              (n_layers, dim, hidden_dim)   down projection
- *     w3              (n_layers, hidden_dim, dim)   up projection
- *     final_norm      (dim)
- *     rope tables     (seq_len, head_size / 2) twice: legacy, skipped (RoPE is computed)
- *     wcls            (vocab_size, dim), only when the header's vocab_size is negative
- * A matrix (d, n) maps an n-vector to a d-vector: out[i] = sum_j w[i * n + j] * x[j].
+ * model_load reads four file layouts, told apart by their first four bytes:
+ *   - normllama's own format (magic "NLLM"): docs/FORMAT.md, the one export.py writes;
+ *   - llama2.c "version 1" (magic "ak42", version 1): fp32, norms first;
+ *   - llama2.c "version 2" (magic "ak42", version 2): int8 with one fp32 scale per group;
+ *   - llama2.c's legacy layout (no magic: the file starts with dim).
+ * docs/FORMAT.md lists the header and tensor order of each. Whatever the file, the weights end
+ * up as the fp32 tensors of Weights, each row-major; a matrix (d, n) maps an n-vector to a
+ * d-vector: out[i] = sum_j w[i * n + j] * x[j].
  */
 #ifndef MODEL_H
 #define MODEL_H
@@ -35,8 +25,10 @@ typedef struct {
     int vocab_size;        /* always positive here; see shared_classifier */
     int seq_len;           /* longest sequence: size of the kv cache */
     int shared_classifier; /* 1: logits use token_embedding as the classifier */
-    float norm_eps;        /* 1e-5 for llama2.c files */
+    float norm_eps;        /* eps of every norm; 1e-5 for llama2.c files */
     float rope_theta;      /* RoPE base, 10000 for llama2.c files */
+    NormFn trained_norm;   /* the norm the model was trained with; rmsnorm for llama2.c files */
+    int norm_bias;         /* 1: the norms carry a bias (beta); Weights' *_norm_bias are set */
 } Config;
 
 typedef struct {
@@ -51,6 +43,10 @@ typedef struct {
     const float *w2;              /* (n_layers, dim, hidden_dim) */
     const float *w3;              /* (n_layers, hidden_dim, dim) */
     const float *final_norm;      /* (dim) */
+    const float
+        *attn_norm_bias;        /* (n_layers, dim) bias (beta) of the pre-attention norm, or NULL */
+    const float *ffn_norm_bias; /* (n_layers, dim) bias (beta) of the pre-FFN norm, or NULL */
+    const float *final_norm_bias; /* (dim) or NULL */
     const float *wcls;            /* (vocab_size, dim); token_embedding when shared */
 } Weights;
 
@@ -73,20 +69,29 @@ typedef struct {
     Config config;
     Weights weights;
     RunState state;
-    NormFn norm; /* applied at every norm site; rmsnorm after model_load */
+    NormFn norm; /* applied at every norm site; config.trained_norm after model_load */
     void *map;   /* the read-only memory map of the checkpoint */
     size_t map_size;
+    float *owned;       /* weights dequantized at load (llama2.c version 2 files), else NULL */
+    const char *format; /* name of the file layout read, e.g. "normllama v1" */
 } Model;
 
-/* Memory-maps the checkpoint at `path` read-only, checks its header against itself and against
- * the file size, points the weights into the map and allocates the run state.
- * Returns 0 on success. On failure (missing, unreadable, empty or truncated file; impossible
- * header such as non-positive sizes, dim % n_heads != 0, n_heads % n_kv_heads != 0, odd
- * head_size; file size other than the header implies; out of memory) returns -1, leaves `m`
- * empty and writes a one-line message naming the file and the problem into err[errlen]. */
+/* Memory-maps the checkpoint at `path` read-only, tells its layout by its magic (see the top of
+ * this file), checks its header against itself and the whole tensor layout against the file size
+ * before setting any pointer, then points the weights into the map (fp32 layouts) or dequantizes
+ * them into m->owned (llama2.c version 2: w[i] = q[i] * scale[i / group_size] over each flattened
+ * tensor, as llama2.c's export.py quantized them), and allocates the run state. m->norm is set to
+ * the trained norm.
+ * Returns 0 on success. On failure (missing, unreadable, empty or truncated file; unknown
+ * version or weight dtype; impossible header such as non-positive sizes, dim % n_heads != 0,
+ * n_heads % n_kv_heads != 0, odd head_size, a flag other than 0/1, non-positive eps or RoPE base,
+ * alignment not a power of two; file size other than the header implies; out of memory) returns
+ * -1, leaves `m` empty and writes a one-line message naming the file and the problem into
+ * err[errlen]. */
 int model_load(Model *m, const char *path, char *err, size_t errlen);
 
-/* Unmaps the checkpoint and frees the run state; safe on an empty or already-freed model. */
+/* Unmaps the checkpoint, frees dequantized weights and the run state; safe on an empty or
+ * already-freed model. */
 void model_free(Model *m);
 
 /* Runs one token through the model at position `pos` and returns the logits (vocab_size),
@@ -94,7 +99,8 @@ void model_free(Model *m);
  * the kv cache and attends over positions 0..pos, so positions must be fed in order from 0.
  * Requires 0 <= token < vocab_size and 0 <= pos < seq_len (the caller checks).
  * Matches llama2.c's forward(): pre-norm blocks, pairwise RoPE on q and k, grouped kv heads,
- * SwiGLU feed-forward, final norm, classifier; every norm is m->norm. */
+ * SwiGLU feed-forward, final norm, classifier; every norm is m->norm, given the norm biases
+ * (NULL when the file has none; rmsnorm ignores them). */
 float *model_forward(Model *m, int token, int pos);
 
 #endif
