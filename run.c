@@ -138,13 +138,16 @@ typedef struct {
     unsigned long long seed; /* 0: from the clock */
     int steps;               /* positions to run, prompt included, as llama2.c counts them */
     int threads;             /* 0: OpenMP's default */
-    NormFn norm;
+    NormFn norm;             /* NULL: the norm the model was trained with */
+    const char *logits_path; /* NULL: do not write logits */
 } Options;
 
 static void usage(FILE *f) {
     fprintf(f,
             "usage: run MODEL [PROMPT] [options]\n"
-            "  MODEL             checkpoint in llama2.c's layout (e.g. models/stories260K.bin)\n"
+            "  MODEL             checkpoint: normllama's format (export.py writes it) or\n"
+            "                    llama2.c's legacy, version 1 or version 2 (int8) layout\n"
+            "                    (e.g. models/stories260K.bin)\n"
             "  PROMPT            text to continue; may also be given with -i\n"
             "options:\n"
             "  -i TEXT           the prompt\n"
@@ -155,7 +158,11 @@ static void usage(FILE *f) {
             "  -s INT            random seed, >= 0; 0 takes one from the clock (default 0)\n"
             "  -n INT            positions to run, prompt tokens included, as in llama2.c;\n"
             "                    clamped to the model's seq_len (default 256)\n"
-            "  --norm=NAME       every norm in the model: %s (default rmsnorm)\n"
+            "  --norm=NAME       every norm in the model: %s (default: the norm the\n"
+            "                    model was trained with; rmsnorm for llama2.c files)\n"
+            "  --logits FILE     write the logits of every position run (prompt positions\n"
+            "                    teacher-forced) to FILE: vocab_size float32 (native byte\n"
+            "                    order) per position, position after position\n"
             "  --threads=N       OpenMP threads, >= 1 (default: all cores)\n"
             "  -h, --help        this text\n",
             norm_names());
@@ -199,7 +206,7 @@ static const char *option_value(int argc, char **argv, int *i, const char *flag)
 }
 
 static Options parse_args(int argc, char **argv) {
-    Options o = {.temperature = 1.0f, .topp = 0.9f, .steps = 256, .norm = rmsnorm};
+    Options o = {.temperature = 1.0f, .topp = 0.9f, .steps = 256};
     int n_positional = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -245,6 +252,8 @@ static Options parse_args(int argc, char **argv) {
             const char *name = option_value(argc, argv, &i, flag);
             o.norm = norm_by_name(name);
             if (!o.norm) die("unknown --norm '%s' (expected %s)", name, norm_names());
+        } else if (strcmp(flag, "--logits") == 0) {
+            o.logits_path = option_value(argc, argv, &i, flag);
         } else if (strcmp(flag, "--threads") == 0) {
             long long threads = parse_int(flag, option_value(argc, argv, &i, flag));
             if (threads < 1 || threads > 1024)
@@ -317,8 +326,11 @@ int main(int argc, char **argv) {
     char err[1024];
     Model model;
     if (model_load(&model, o.model_path, err, sizeof(err)) != 0) die("%s", err);
-    model.norm = o.norm;
     const Config *c = &model.config;
+    if (o.norm) model.norm = o.norm;
+    if (c->norm_bias && model.norm == rmsnorm)
+        fprintf(stderr, "run: the model was trained with %s; rmsnorm ignores its norm biases\n",
+                norm_name(c->trained_norm));
 
     char tokenizer_path[1024];
     if (o.tokenizer_path)
@@ -353,6 +365,9 @@ int main(int argc, char **argv) {
         .candidates = malloc(c->vocab_size * sizeof(ProbIndex)),
     };
     if (!sampler.candidates) die("out of memory for the sampler");
+    FILE *logits_file = NULL;
+    if (o.logits_path && !(logits_file = fopen(o.logits_path, "wb")))
+        die("cannot open --logits file %s: %s", o.logits_path, strerror(errno));
 
     /* Position pos feeds `token` and predicts the token at pos + 1: forced from the prompt while
      * there is one, sampled after. BOS (id 1) ends the text, as in llama2.c. */
@@ -361,6 +376,9 @@ int main(int argc, char **argv) {
     int pos = 0;
     while (pos < o.steps) {
         float *logits = model_forward(&model, token, pos);
+        if (logits_file &&
+            fwrite(logits, sizeof(float), c->vocab_size, logits_file) != (size_t)c->vocab_size)
+            die("cannot write --logits file %s: %s", o.logits_path, strerror(errno));
         int next = pos + 1 < n_prompt ? prompt_tokens[pos + 1] : sample(&sampler, logits);
         pos++;
         if (next == TOKEN_BOS) break;
@@ -369,10 +387,13 @@ int main(int argc, char **argv) {
         token = next;
     }
     printf("\n");
+    if (logits_file && fclose(logits_file) != 0)
+        die("cannot write --logits file %s: %s", o.logits_path, strerror(errno));
     double elapsed = now_seconds() - start;
     int generated = pos - n_prompt;
     fprintf(stderr, "prompt tokens %d, generated tokens %d, %.1f tokens/s, norm %s\n", n_prompt,
-            generated > 0 ? generated : 0, elapsed > 0 ? pos / elapsed : 0.0, norm_name(o.norm));
+            generated > 0 ? generated : 0, elapsed > 0 ? pos / elapsed : 0.0,
+            norm_name(model.norm));
 
     free(sampler.candidates);
     free(prompt_tokens);
