@@ -1,0 +1,428 @@
+#!/usr/bin/env python3
+"""Export checkpoints to normllama's model file (docs/FORMAT.md) and SentencePiece models to the
+tokenizer file run reads.
+
+Inputs (the kind is told from the path):
+  llama2.c checkpoint   a .pt file written by llama2.c's train.py: "model_args" and a "model"
+                        state dict (keys with or without the "_orig_mod." prefix of torch.compile)
+  Hugging Face Llama    a directory with config.json (architecture LlamaForCausalLM) and its
+                        weights as model.safetensors, a sharded model.safetensors.index.json,
+                        pytorch_model.bin or a sharded pytorch_model.bin.index.json; f32, f16 and
+                        bf16 tensors; tied or separate classifier; rms_norm_eps and rope_theta
+  Meta Llama            a directory with params.json and consolidated.*.pth (one or more shards)
+  SentencePiece model   a .model file: written as the llama2.c tokenizer layout (same as tok512.bin)
+
+Run with Debian's Python (/usr/bin/python3, see `make export-deps`): numpy, torch, sentencepiece
+and tqdm. Errors print one line "export.py: error: ..." and exit 1.
+"""
+import argparse
+import json
+import os
+import struct
+import sys
+
+import numpy as np
+
+MAGIC = 0x4D4C4C4E  # "NLLM" on disk
+VERSION = 1
+HEADER_BYTES = 256
+ALIGN = 64
+DTYPE_CODES = {"f32": 0}  # 1 (bf16) and 2 (q8_0) are reserved in the format
+NORM_CODES = {"rmsnorm": 0, "layernorm": 1}
+
+
+class ExportError(Exception):
+    """A problem with the input, reported as one line without a traceback."""
+
+
+# ----------------------------------------------------------------------------
+# Our file: config, tensor order, writer
+
+
+class Config:
+    """The header fields of docs/FORMAT.md."""
+
+    def __init__(self, dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len,
+                 rope_theta=10000.0, norm_eps=1e-5, norm="rmsnorm", norm_bias=False,
+                 shared_classifier=False):
+        self.dim, self.hidden_dim, self.n_layers = int(dim), int(hidden_dim), int(n_layers)
+        self.n_heads, self.n_kv_heads = int(n_heads), int(n_kv_heads)
+        self.vocab_size, self.seq_len = int(vocab_size), int(seq_len)
+        self.rope_theta, self.norm_eps = float(rope_theta), float(norm_eps)
+        self.norm, self.norm_bias = norm, bool(norm_bias)
+        self.shared_classifier = bool(shared_classifier)
+
+    def check(self):
+        if self.dim % self.n_heads or (self.dim // self.n_heads) % 2:
+            raise ExportError(f"dim {self.dim} with n_heads {self.n_heads} gives no even head_size")
+        if self.n_heads % self.n_kv_heads:
+            raise ExportError(f"n_heads {self.n_heads} is not a multiple of n_kv_heads "
+                              f"{self.n_kv_heads}")
+
+
+def tensor_order(c):
+    """(name, per_layer, shape of one layer or of the whole tensor), in file order."""
+    kv_dim = c.n_kv_heads * (c.dim // c.n_heads)
+    order = [("token_embedding", False, (c.vocab_size, c.dim)),
+             ("attn_norm", True, (c.dim,))]
+    if c.norm_bias:
+        order.append(("attn_norm_bias", True, (c.dim,)))
+    order += [("wq", True, (c.dim, c.dim)), ("wk", True, (kv_dim, c.dim)),
+              ("wv", True, (kv_dim, c.dim)), ("wo", True, (c.dim, c.dim)),
+              ("ffn_norm", True, (c.dim,))]
+    if c.norm_bias:
+        order.append(("ffn_norm_bias", True, (c.dim,)))
+    order += [("w1", True, (c.hidden_dim, c.dim)), ("w2", True, (c.dim, c.hidden_dim)),
+              ("w3", True, (c.hidden_dim, c.dim)), ("final_norm", False, (c.dim,))]
+    if c.norm_bias:
+        order.append(("final_norm_bias", False, (c.dim,)))
+    if not c.shared_classifier:
+        order.append(("wcls", False, (c.vocab_size, c.dim)))
+    return order
+
+
+def header_bytes(c, dtype="f32"):
+    h = struct.pack("<II7iffIIIII", MAGIC, VERSION, c.dim, c.hidden_dim, c.n_layers, c.n_heads,
+                    c.n_kv_heads, c.vocab_size, c.seq_len, c.rope_theta, c.norm_eps,
+                    NORM_CODES[c.norm], int(c.norm_bias), int(c.shared_classifier),
+                    DTYPE_CODES[dtype], ALIGN)
+    return h + bytes(HEADER_BYTES - len(h))
+
+
+def write_model(path, c, get, dtype="f32", progress=True):
+    """Writes our file. get(name, layer) returns one tensor as an array of the shape in
+    tensor_order (layer is None for the tensors that are not per layer)."""
+    from tqdm import tqdm
+
+    c.check()
+    order = tensor_order(c)
+    total = sum(c.n_layers if per_layer else 1 for _, per_layer, _ in order)
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f, tqdm(total=total, desc="export", unit="tensor",
+                                     disable=None if progress else True) as bar:
+        f.write(header_bytes(c, dtype))
+        for name, per_layer, shape in order:
+            f.write(bytes(-f.tell() % ALIGN))
+            for layer in range(c.n_layers) if per_layer else [None]:
+                t = np.asarray(get(name, layer))
+                if tuple(t.shape) != shape:
+                    where = name if layer is None else f"{name} of layer {layer}"
+                    raise ExportError(f"{where} has shape {tuple(t.shape)}, expected {shape}")
+                f.write(np.ascontiguousarray(t, dtype="<f4").tobytes())
+                bar.update(1)
+    os.replace(tmp, path)
+
+
+# ----------------------------------------------------------------------------
+# Reading tensors: safetensors (by its spec, with numpy) and torch pickles
+
+SAFETENSORS_DTYPES = {"F32": "<f4", "F16": "<f2", "BF16": "<u2", "F64": "<f8"}
+
+
+def bf16_to_f32(u16):
+    """bf16 is the high half of an f32: shift the 16 bits into the high half."""
+    return (u16.astype(np.uint32) << 16).view(np.float32)
+
+
+class SafetensorsFile:
+    """8-byte little-endian header length N, N bytes of JSON {name: {dtype, shape,
+    data_offsets: [begin, end]}} (offsets relative to the data after the header), raw data."""
+
+    def __init__(self, path):
+        self.path = path
+        size = os.path.getsize(path)
+        with open(path, "rb") as f:
+            raw = f.read(8)
+            if len(raw) != 8:
+                raise ExportError(f"{path}: shorter than the 8-byte safetensors header length")
+            (n,) = struct.unpack("<Q", raw)
+            if n > size - 8:
+                raise ExportError(f"{path}: header length {n} runs past the end of the file")
+            try:
+                self.header = json.loads(f.read(n))
+            except ValueError as e:
+                raise ExportError(f"{path}: safetensors header is not JSON ({e})")
+        self.header.pop("__metadata__", None)
+        self.data_start = 8 + n
+        self.size = size
+
+    def keys(self):
+        return self.header.keys()
+
+    def get(self, name):
+        info = self.header[name]
+        dtype = SAFETENSORS_DTYPES.get(info["dtype"])
+        if dtype is None:
+            raise ExportError(f"{self.path}: tensor {name} has unsupported dtype {info['dtype']}")
+        begin, end = info["data_offsets"]
+        count = int(np.prod(info["shape"], dtype=np.int64))
+        if end - begin != count * np.dtype(dtype).itemsize or self.data_start + end > self.size:
+            raise ExportError(f"{self.path}: tensor {name}'s data_offsets do not fit its shape "
+                              f"{info['shape']} and the file")
+        a = np.memmap(self.path, dtype=dtype, mode="r", offset=self.data_start + begin,
+                      shape=(count,))
+        a = bf16_to_f32(a) if info["dtype"] == "BF16" else a.astype(np.float32)
+        return a.reshape(info["shape"])
+
+
+def torch_load(path):
+    import torch
+
+    try:
+        return torch.load(path, map_location="cpu")
+    except Exception as e:  # torch raises many types for a bad file
+        raise ExportError(f"{path}: cannot load with torch ({type(e).__name__}: {e})")
+
+
+def to_numpy(t):
+    import torch
+
+    return t.detach().to(torch.float32).numpy()
+
+
+class TensorSource:
+    """name -> f32 numpy array over one or more files, loaded as needed."""
+
+    def __init__(self, where, files):
+        self.where = where
+        self.files = {}  # tensor name -> reader of its file
+        self.readers = {}
+        for path in files:
+            if path.endswith(".safetensors"):
+                reader = SafetensorsFile(path)
+                names = reader.keys()
+            else:
+                state = torch_load(path)
+                if "model" in state and isinstance(state["model"], dict):
+                    state = state["model"]
+                state = {k[len("_orig_mod."):] if k.startswith("_orig_mod.") else k: v
+                         for k, v in state.items()}
+                reader = state
+                names = state.keys()
+            for name in names:
+                self.files[name] = reader
+
+    def has(self, name):
+        return name in self.files
+
+    def get(self, name):
+        reader = self.files.get(name)
+        if reader is None:
+            raise ExportError(f"missing tensor '{name}' in {self.where}")
+        if isinstance(reader, SafetensorsFile):
+            return reader.get(name)
+        return to_numpy(reader[name])
+
+
+# ----------------------------------------------------------------------------
+# Inputs
+
+# llama2.c and Meta name their tensors alike
+META_NAMES = {
+    "token_embedding": "tok_embeddings.weight", "attn_norm": "layers.{}.attention_norm.weight",
+    "wq": "layers.{}.attention.wq.weight", "wk": "layers.{}.attention.wk.weight",
+    "wv": "layers.{}.attention.wv.weight", "wo": "layers.{}.attention.wo.weight",
+    "ffn_norm": "layers.{}.ffn_norm.weight", "w1": "layers.{}.feed_forward.w1.weight",
+    "w2": "layers.{}.feed_forward.w2.weight", "w3": "layers.{}.feed_forward.w3.weight",
+    "final_norm": "norm.weight", "wcls": "output.weight",
+}
+
+HF_NAMES = {
+    "token_embedding": "model.embed_tokens.weight",
+    "attn_norm": "model.layers.{}.input_layernorm.weight",
+    "wq": "model.layers.{}.self_attn.q_proj.weight", "wk": "model.layers.{}.self_attn.k_proj.weight",
+    "wv": "model.layers.{}.self_attn.v_proj.weight", "wo": "model.layers.{}.self_attn.o_proj.weight",
+    "ffn_norm": "model.layers.{}.post_attention_layernorm.weight",
+    "w1": "model.layers.{}.mlp.gate_proj.weight", "w2": "model.layers.{}.mlp.down_proj.weight",
+    "w3": "model.layers.{}.mlp.up_proj.weight", "final_norm": "model.norm.weight",
+    "wcls": "lm_head.weight",
+}
+
+
+def getter(source, names, fix=None):
+    def get(name, layer):
+        t = source.get(names[name].format(layer))
+        return fix(name, t) if fix else t
+    return get
+
+
+def shape_of(source, name):
+    return source.get(name).shape
+
+
+def load_llama2c(path, seq_len):
+    ckpt = torch_load(path)
+    if not isinstance(ckpt, dict) or "model_args" not in ckpt or "model" not in ckpt:
+        raise ExportError(f"{path}: not a llama2.c checkpoint (needs 'model_args' and 'model')")
+    args = ckpt["model_args"]
+    del ckpt
+    source = TensorSource(path, [path])
+    hidden_dim = shape_of(source, META_NAMES["w1"].format(0))[0]
+    emb = source.get(META_NAMES["token_embedding"])
+    shared = not source.has(META_NAMES["wcls"]) or np.array_equal(emb, source.get(META_NAMES["wcls"]))
+    c = Config(args["dim"], hidden_dim, args["n_layers"], args["n_heads"],
+               args.get("n_kv_heads") or args["n_heads"], args["vocab_size"],
+               seq_len or args["max_seq_len"], norm_eps=args.get("norm_eps", 1e-5),
+               shared_classifier=shared)
+    return c, getter(source, META_NAMES)
+
+
+def load_meta(path, seq_len):
+    with open(os.path.join(path, "params.json")) as f:
+        params = json.load(f)
+    shards = sorted(p for p in os.listdir(path) if p.startswith("consolidated.") and p.endswith(".pth"))
+    if not shards:
+        raise ExportError(f"{path}: has params.json but no consolidated.*.pth")
+    states = [TensorSource(os.path.join(path, s), [os.path.join(path, s)]) for s in shards]
+    # model-parallel shards split these along dim 1, every other matrix along dim 0; norms repeat
+    along_1 = ("tok_embeddings.weight", "attention.wo.weight", "feed_forward.w2.weight")
+
+    class Merged:
+        def has(self, name):
+            return states[0].has(name)
+
+        def get(self, name):
+            parts = [s.get(name) for s in states]
+            if len(parts) == 1 or parts[0].ndim == 1:
+                return parts[0]
+            return np.concatenate(parts, axis=1 if name.endswith(along_1) else 0)
+
+    source = Merged()
+    emb_shape = shape_of(source, META_NAMES["token_embedding"])
+    hidden_dim = shape_of(source, META_NAMES["w1"].format(0))[0]
+    c = Config(params["dim"], hidden_dim, params["n_layers"], params["n_heads"],
+               params.get("n_kv_heads") or params["n_heads"], emb_shape[0], seq_len or 2048,
+               rope_theta=params.get("rope_theta", 10000.0), norm_eps=params.get("norm_eps", 1e-5),
+               shared_classifier=not source.has(META_NAMES["wcls"]))
+    return c, getter(source, META_NAMES)
+
+
+def hf_weight_files(path):
+    for index in ("model.safetensors.index.json", "pytorch_model.bin.index.json"):
+        if os.path.exists(os.path.join(path, index)):
+            with open(os.path.join(path, index)) as f:
+                files = sorted(set(json.load(f)["weight_map"].values()))
+            return [os.path.join(path, p) for p in files]
+    for single in ("model.safetensors", "pytorch_model.bin"):
+        if os.path.exists(os.path.join(path, single)):
+            return [os.path.join(path, single)]
+    raise ExportError(f"{path}: no model.safetensors, model.safetensors.index.json or "
+                      "pytorch_model.bin beside config.json")
+
+
+def unpermute(w, n_heads):
+    """Undoes the Hugging Face q/k row permutation: HF rotates dimension i of a head with
+    i + head_size/2 (rotate-half), Meta and run with i's pair partner 2i+1; HF's conversion moved
+    row 2i to i and row 2i+1 to i + head_size/2 within each head."""
+    rows, cols = w.shape
+    return w.reshape(n_heads, 2, rows // n_heads // 2, cols).swapaxes(1, 2).reshape(rows, cols)
+
+
+def load_hf(path, seq_len):
+    with open(os.path.join(path, "config.json")) as f:
+        cfg = json.load(f)
+    arch = (cfg.get("architectures") or [cfg.get("model_type", "?")])[0]
+    if arch != "LlamaForCausalLM" and cfg.get("model_type") != "llama":
+        raise ExportError(f"{path}: unsupported architecture {arch} (only LlamaForCausalLM)")
+    if cfg.get("hidden_act", "silu") != "silu":
+        raise ExportError(f"{path}: unsupported hidden_act {cfg['hidden_act']} (only silu)")
+    if cfg.get("rope_scaling"):
+        raise ExportError(f"{path}: unsupported rope_scaling {cfg['rope_scaling']}")
+    if cfg.get("attention_bias") or cfg.get("mlp_bias"):
+        raise ExportError(f"{path}: unsupported attention_bias/mlp_bias")
+    dim, n_heads = cfg["hidden_size"], cfg["num_attention_heads"]
+    n_kv_heads = cfg.get("num_key_value_heads") or n_heads
+    if cfg.get("head_dim") not in (None, dim // n_heads):
+        raise ExportError(f"{path}: unsupported head_dim {cfg['head_dim']} != hidden_size / heads")
+    source = TensorSource(path, hf_weight_files(path))
+    shared = cfg.get("tie_word_embeddings", False) or not source.has(HF_NAMES["wcls"])
+    c = Config(dim, cfg["intermediate_size"], cfg["num_hidden_layers"], n_heads, n_kv_heads,
+               cfg["vocab_size"], seq_len or cfg.get("max_position_embeddings", 2048),
+               rope_theta=cfg.get("rope_theta", 10000.0), norm_eps=cfg.get("rms_norm_eps", 1e-6),
+               shared_classifier=shared)
+    c.check()
+
+    def fix(name, t):
+        if name == "wq":
+            return unpermute(t, c.n_heads)
+        if name == "wk":
+            return unpermute(t, c.n_kv_heads)
+        return t
+
+    return c, getter(source, HF_NAMES, fix)
+
+
+def export_tokenizer(path, out):
+    """llama2.c's tokenizer layout: int32 max_token_length, then per piece float32 score, int32
+    length, bytes; U+2581 becomes a space, BOS/EOS are written as "\\n<s>\\n" and "\\n</s>\\n" as
+    llama2.c's tokenizer.py does."""
+    import sentencepiece as spm
+
+    try:
+        sp = spm.SentencePieceProcessor(model_file=path)
+    except Exception as e:
+        raise ExportError(f"{path}: not a SentencePiece model ({e})")
+    pieces, scores = [], []
+    for i in range(sp.vocab_size()):
+        t = sp.id_to_piece(i)
+        if i == sp.bos_id():
+            t = "\n<s>\n"
+        elif i == sp.eos_id():
+            t = "\n</s>\n"
+        pieces.append(t.replace("\u2581", " ").encode("utf-8"))
+        scores.append(sp.get_score(i))
+    with open(out, "wb") as f:
+        f.write(struct.pack("<i", max(len(p) for p in pieces)))
+        for p, s in zip(pieces, scores):
+            f.write(struct.pack("<fi", s, len(p)) + p)
+
+
+def load(path, seq_len):
+    """(Config, get) for a checkpoint path of any supported kind."""
+    if os.path.isdir(path):
+        if os.path.exists(os.path.join(path, "config.json")):
+            return load_hf(path, seq_len)
+        if os.path.exists(os.path.join(path, "params.json")):
+            return load_meta(path, seq_len)
+        raise ExportError(f"{path}: directory without config.json (Hugging Face) or params.json (Meta)")
+    if not os.path.exists(path):
+        raise ExportError(f"{path}: no such file or directory")
+    return load_llama2c(path, seq_len)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(
+        prog="export.py", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=__doc__.split("\n\n")[0],
+        epilog=__doc__.split("\n", 2)[2] + "\nexamples:\n"
+        "  export.py ../shared/models/stories260K.pt --out models/stories260K.nllm\n"
+        "  export.py path/to/TinyLlama-1.1B --out tinyllama.nllm\n"
+        "  export.py ../shared/models/tok512.model --out models/tok512.bin\n")
+    p.add_argument("input", help="checkpoint file or directory, or a SentencePiece .model")
+    p.add_argument("--out", required=True, help="file to write")
+    p.add_argument("--dtype", choices=sorted(DTYPE_CODES), default="f32",
+                   help="weight type in the file (f32; bf16 and q8_0 are reserved in the format)")
+    p.add_argument("--seq-len", type=int, default=0,
+                   help="kv cache length to record (default: the checkpoint's max_seq_len / "
+                   "max_position_embeddings; 2048 for Meta checkpoints, which do not store it)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    a = p.parse_args(argv)
+    try:
+        if a.seq_len < 0:
+            raise ExportError(f"--seq-len must be positive, got {a.seq_len}")
+        if a.input.endswith(".model"):
+            export_tokenizer(a.input, a.out)
+        else:
+            c, get = load(a.input, a.seq_len)
+            write_model(a.out, c, get, a.dtype, progress=not a.quiet)
+    except ExportError as e:
+        print(f"export.py: error: {e}", file=sys.stderr)
+        return 1
+    except (KeyError, OSError) as e:
+        print(f"export.py: error: {a.input}: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
