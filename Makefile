@@ -14,7 +14,8 @@ TEST_SRC = $(wildcard tests/test_*.c) tests/helpers.c
 MODEL ?= models/stories260K.bin
 PROMPT ?= Once upon a time
 MODELS ?= stories260K.bin tok512.bin
-TEST_MODELS = stories260K.bin tok512.bin tokenizer.bin
+TEST_MODELS = stories260K.bin tok512.bin tokenizer.bin stories260K.pt tok512.model \
+              stories260K_ak42_v1.bin stories260K_ak42_v2_q8.bin
 
 .PHONY: all test sanitize models clean format
 

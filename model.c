@@ -278,6 +278,13 @@ static int read_legacy(Model *m, const char *map, Layout *l, char *err, size_t e
     int32_t vocab = c->vocab_size;
     c->shared_classifier = vocab > 0; /* llama2.c: a negative vocab_size means a separate wcls */
     c->vocab_size = vocab == INT32_MIN ? 0 : abs(vocab);
+    if (c->dim > MAX_SIZE) {
+        snprintf(err, errlen,
+                 "unknown magic 0x%08x: not normllama (NLLM), not llama2.c version 1/2 (ak42), "
+                 "and too large for a llama2.c legacy dim",
+                 (unsigned)c->dim);
+        return -1;
+    }
     if (check_config(c, err, errlen) != 0) return -1;
     legacy_layout(l, &m->weights, c);
     m->format = "llama2.c legacy";
@@ -308,8 +315,9 @@ static int read_ak42(Model *m, const char *map, Layout *l, char *err, size_t err
     for (int i = 0; i < l->n; i++) {
         const TensorSpec *t = &l->tensors[i];
         if (t->kind == TENSOR_Q8 && t->numel / t->parts % group_size != 0) {
-            snprintf(err, errlen, "%s has %llu values per layer, not a multiple of group_size %d",
-                     t->name, (unsigned long long)(t->numel / t->parts), group_size);
+            snprintf(err, errlen, "%s has %llu values%s, not a multiple of group_size %d", t->name,
+                     (unsigned long long)(t->numel / t->parts), t->parts > 1 ? " per layer" : "",
+                     group_size);
             return -1;
         }
     }
