@@ -1,4 +1,4 @@
-# normllama: make run | make test | make sanitize | make models
+# normllama: make run | make test | make sanitize | make models | make export-deps
 CC ?= gcc
 PYTHON ?= /usr/bin/python3
 OPT ?= -O3 -march=native
@@ -17,7 +17,9 @@ MODELS ?= stories260K.bin tok512.bin
 TEST_MODELS = stories260K.bin tok512.bin tokenizer.bin stories260K.pt tok512.model \
               stories260K_ak42_v1.bin stories260K_ak42_v2_q8.bin
 
-.PHONY: all test sanitize models clean format
+EXPORT_DEPS = python3-numpy python3-torch python3-sentencepiece python3-tqdm
+
+.PHONY: all test sanitize models clean format export-deps
 
 all: run
 
@@ -42,6 +44,7 @@ build/tests: $(TEST_SRC) $(LIB_SRC) $(HEADERS) tests/helpers.h
 test: run build/tests
 	models/fetch.sh $(TEST_MODELS)
 	NORMLLAMA_RUN=./run build/tests
+	NORMLLAMA_RUN=./run $(PYTHON) tests/test_export.py
 
 run-sanitize: run.c $(LIB_SRC) $(HEADERS)
 	$(CC) $(CFLAGS) -O1 -g $(SANITIZE) -o $@ run.c $(LIB_SRC) $(LDLIBS)
@@ -53,6 +56,11 @@ build/tests-sanitize: $(TEST_SRC) $(LIB_SRC) $(HEADERS) tests/helpers.h
 sanitize: run-sanitize build/tests-sanitize
 	models/fetch.sh $(TEST_MODELS)
 	NORMLLAMA_RUN=./run-sanitize build/tests-sanitize
+	NORMLLAMA_RUN=./run-sanitize $(PYTHON) tests/test_export.py
+
+# Debian packages export.py and tests/test_export.py need (run as root).
+export-deps:
+	apt-get install -y $(EXPORT_DEPS)
 
 format:
 	clang-format -i *.c *.h tests/*.c tests/*.h

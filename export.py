@@ -250,6 +250,13 @@ def shape_of(source, name):
     return source.get(name).shape
 
 
+def classifier_shared(source, names):
+    """llama2.c ties the classifier to the embedding and still stores both; Meta may omit it."""
+    if not source.has(names["wcls"]):
+        return True
+    return np.array_equal(source.get(names["token_embedding"]), source.get(names["wcls"]))
+
+
 def load_llama2c(path, seq_len):
     ckpt = torch_load(path)
     if not isinstance(ckpt, dict) or "model_args" not in ckpt or "model" not in ckpt:
@@ -258,12 +265,10 @@ def load_llama2c(path, seq_len):
     del ckpt
     source = TensorSource(path, [path])
     hidden_dim = shape_of(source, META_NAMES["w1"].format(0))[0]
-    emb = source.get(META_NAMES["token_embedding"])
-    shared = not source.has(META_NAMES["wcls"]) or np.array_equal(emb, source.get(META_NAMES["wcls"]))
     c = Config(args["dim"], hidden_dim, args["n_layers"], args["n_heads"],
                args.get("n_kv_heads") or args["n_heads"], args["vocab_size"],
                seq_len or args["max_seq_len"], norm_eps=args.get("norm_eps", 1e-5),
-               shared_classifier=shared)
+               shared_classifier=classifier_shared(source, META_NAMES))
     return c, getter(source, META_NAMES)
 
 
@@ -293,7 +298,7 @@ def load_meta(path, seq_len):
     c = Config(params["dim"], hidden_dim, params["n_layers"], params["n_heads"],
                params.get("n_kv_heads") or params["n_heads"], emb_shape[0], seq_len or 2048,
                rope_theta=params.get("rope_theta", 10000.0), norm_eps=params.get("norm_eps", 1e-5),
-               shared_classifier=not source.has(META_NAMES["wcls"]))
+               shared_classifier=classifier_shared(source, META_NAMES))
     return c, getter(source, META_NAMES)
 
 

@@ -1,0 +1,532 @@
+#!/usr/bin/env python3
+"""export.py end to end: real checkpoints against llama2.c's files and outputs, small Hugging Face
+checkpoints built here against a PyTorch reference forward pass in the HF convention, and bad
+input. Run from the repository root with /usr/bin/python3 (make test does); the program under
+test is $NORMLLAMA_RUN (default ./run). Prints one line per test and "N passed, M failed"."""
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import traceback
+
+import numpy as np
+import sentencepiece as spm
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import export  # noqa: E402
+
+RUN = os.environ.get("NORMLLAMA_RUN", "./run")
+PT = "models/stories260K.pt"
+LEGACY = "models/stories260K.bin"
+TOK_BIN = "models/tok512.bin"
+TOK_MODEL = "models/tok512.model"
+SP = spm.SentencePieceProcessor(model_file=TOK_MODEL)
+TMP = tempfile.mkdtemp(prefix="normllama-export-")
+
+TESTS = []
+
+
+def test(fn):
+    TESTS.append(fn)
+    return fn
+
+
+def tmp(name):
+    return os.path.join(TMP, name)
+
+
+def run(*args):
+    p = subprocess.run([RUN, *args], capture_output=True, text=True)
+    return p.returncode, p.stdout, p.stderr
+
+
+def export_cli(*args):
+    p = subprocess.run([sys.executable, "export.py", *args, "--quiet"] if args[0] != "--help"
+                       else [sys.executable, "export.py", *args], capture_output=True, text=True)
+    return p.returncode, p.stdout, p.stderr
+
+
+def run_logits(model, text, steps=None, extra=()):
+    """run's logits for BOS + text, teacher-forced: (positions, vocab_size)."""
+    ids = [1] + SP.encode(text)
+    out = tmp("logits.f32")
+    code, _, err = run(model, "-z", TOK_BIN, "-t", "0", "-n", str(steps or len(ids)), "--logits",
+                       out, *extra, text)
+    assert code == 0, err
+    return ids, np.fromfile(out, dtype=np.float32).reshape(-1, 512), err
+
+
+# ----------------------------------------------------------------------------
+# Readers of the files, written from docs/FORMAT.md and llama2.c's layouts
+
+
+def read_nllm(path):
+    data = open(path, "rb").read()
+    magic, version, *sizes = struct.unpack_from("<II7i", data, 0)
+    theta, eps = struct.unpack_from("<ff", data, 36)
+    norm, bias, shared, dtype, align = struct.unpack_from("<5I", data, 44)
+    assert (magic, version, dtype) == (0x4D4C4C4E, 1, 0)
+    dim, hidden, layers, heads, kv_heads, vocab, seq_len = sizes
+    kv_dim = kv_heads * dim // heads
+    shapes = [("token_embedding", (vocab, dim)), ("attn_norm", (layers, dim))]
+    shapes += [("attn_norm_bias", (layers, dim))] if bias else []
+    shapes += [("wq", (layers, dim, dim)), ("wk", (layers, kv_dim, dim)),
+               ("wv", (layers, kv_dim, dim)), ("wo", (layers, dim, dim)),
+               ("ffn_norm", (layers, dim))]
+    shapes += [("ffn_norm_bias", (layers, dim))] if bias else []
+    shapes += [("w1", (layers, hidden, dim)), ("w2", (layers, dim, hidden)),
+               ("w3", (layers, hidden, dim)), ("final_norm", (dim,))]
+    shapes += [("final_norm_bias", (dim,))] if bias else []
+    shapes += [] if shared else [("wcls", (vocab, dim))]
+    off, t = 256, {}
+    for name, shape in shapes:
+        off = (off + align - 1) // align * align
+        n = int(np.prod(shape))
+        t[name] = np.frombuffer(data, dtype="<f4", count=n, offset=off).reshape(shape)
+        off += 4 * n
+    assert off == len(data), f"{path}: {len(data)} bytes, layout ends at {off}"
+    header = dict(zip(["dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads", "vocab_size",
+                       "seq_len"], sizes), rope_theta=theta, norm_eps=eps, norm=norm,
+                  norm_bias=bias, shared=shared, align=align)
+    return header, t
+
+
+def read_legacy(path):
+    data = open(path, "rb").read()
+    dim, hidden, layers, heads, kv_heads, vocab, seq_len = struct.unpack_from("<7i", data, 0)
+    kv_dim = kv_heads * dim // heads
+    shapes = [("token_embedding", (abs(vocab), dim)), ("attn_norm", (layers, dim)),
+              ("wq", (layers, dim, dim)), ("wk", (layers, kv_dim, dim)),
+              ("wv", (layers, kv_dim, dim)), ("wo", (layers, dim, dim)),
+              ("ffn_norm", (layers, dim)), ("w1", (layers, hidden, dim)),
+              ("w2", (layers, dim, hidden)), ("w3", (layers, hidden, dim)),
+              ("final_norm", (dim,)), ("rope", (2, seq_len, dim // heads // 2))]
+    off, t = 28, {}
+    for name, shape in shapes:
+        n = int(np.prod(shape))
+        t[name] = np.frombuffer(data, dtype="<f4", count=n, offset=off).reshape(shape)
+        off += 4 * n
+    assert off == len(data) and vocab > 0
+    del t["rope"]
+    return t
+
+
+def read_tokenizer(path):
+    data = open(path, "rb").read()
+    (max_len,) = struct.unpack_from("<i", data, 0)
+    off, pieces = 4, []
+    while off < len(data):
+        score, n = struct.unpack_from("<fi", data, off)
+        pieces.append((data[off + 8:off + 8 + n], score))
+        off += 8 + n
+    return max_len, pieces
+
+
+# ----------------------------------------------------------------------------
+# Reference forward passes (float64), one per RoPE convention
+
+
+def rmsnorm(x, w, b, eps):
+    return x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps) * w
+
+
+def layernorm(x, w, b, eps):
+    return torch.nn.functional.layer_norm(x, x.shape[-1:], w, b, eps)
+
+
+def attention(q, k, v, n_heads, n_kv_heads):
+    """Causal attention; q (T, H, hd), k/v (T, KV, hd) shared by H / KV query heads each."""
+    T, _, hd = q.shape
+    k = k.repeat_interleave(n_heads // n_kv_heads, dim=1)
+    v = v.repeat_interleave(n_heads // n_kv_heads, dim=1)
+    scores = torch.einsum("thd,shd->hts", q, k) / hd ** 0.5
+    scores = scores + torch.triu(torch.full((T, T), float("-inf"), dtype=q.dtype), 1)
+    return torch.einsum("hts,shd->thd", torch.softmax(scores, -1), v).reshape(T, -1)
+
+
+def forward(w, c, tokens, rope, norm=rmsnorm):
+    """LLaMA decoder over tokens; w holds per-layer lists under our tensor names."""
+    d = {k: (torch.tensor(np.asarray(v), dtype=torch.float64) if not isinstance(v, list) else
+             [torch.tensor(np.asarray(x), dtype=torch.float64) for x in v]) for k, v in w.items()}
+    H, KV, hd = c["n_heads"], c["n_kv_heads"], c["dim"] // c["n_heads"]
+    eps = c["norm_eps"]
+    x = d["token_embedding"][tokens]
+    T = len(tokens)
+    inv_freq = 1.0 / c["rope_theta"] ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd)
+    angles = torch.arange(T, dtype=torch.float64)[:, None] * inv_freq[None, :]  # (T, hd/2)
+    nb = lambda name, l: d[name][l] if name in d else None  # noqa: E731
+    for l in range(c["n_layers"]):
+        h = norm(x, d["attn_norm"][l], nb("attn_norm_bias", l), eps)
+        q = rope((h @ d["wq"][l].T).reshape(T, H, hd), angles)
+        k = rope((h @ d["wk"][l].T).reshape(T, KV, hd), angles)
+        v = (h @ d["wv"][l].T).reshape(T, KV, hd)
+        x = x + attention(q, k, v, H, KV) @ d["wo"][l].T
+        h = norm(x, d["ffn_norm"][l], nb("ffn_norm_bias", l), eps)
+        x = x + (torch.nn.functional.silu(h @ d["w1"][l].T) * (h @ d["w3"][l].T)) @ d["w2"][l].T
+    x = norm(x, d["final_norm"], d.get("final_norm_bias"), eps)
+    return (x @ d.get("wcls", d["token_embedding"]).T).numpy()
+
+
+def rope_interleaved(x, angles):
+    """Meta / llama2.c: rotate pairs (2i, 2i+1) by angles[:, i]."""
+    cos, sin = torch.cos(angles)[:, None, :], torch.sin(angles)[:, None, :]
+    x0, x1 = x[..., 0::2], x[..., 1::2]
+    return torch.stack([x0 * cos - x1 * sin, x0 * sin + x1 * cos], -1).flatten(-2)
+
+
+def rope_rotate_half(x, angles):
+    """Hugging Face: x * cos + rotate_half(x) * sin, cos/sin of cat(angles, angles)."""
+    emb = torch.cat([angles, angles], -1)
+    cos, sin = torch.cos(emb)[:, None, :], torch.sin(emb)[:, None, :]
+    half = x.shape[-1] // 2
+    rotated = torch.cat([-x[..., half:], x[..., :half]], -1)
+    return x * cos + rotated * sin
+
+
+# ----------------------------------------------------------------------------
+# llama2.c checkpoint and tokenizer
+
+
+def stories_nllm():
+    path = tmp("stories260K.nllm")
+    if not os.path.exists(path):
+        code, _, err = export_cli(PT, "--out", path)
+        assert code == 0, err
+    return path
+
+
+@test
+def pt_export_tensors_identical_to_legacy_bin():
+    header, ours = read_nllm(stories_nllm())
+    legacy = read_legacy(LEGACY)
+    assert header["shared"] == 1 and header["norm"] == 0 and header["norm_bias"] == 0
+    assert (header["dim"], header["n_kv_heads"], header["seq_len"]) == (64, 4, 512)
+    assert np.float32(header["norm_eps"]) == np.float32(1e-5) and header["rope_theta"] == 10000
+    assert header["align"] == 64
+    assert set(ours) == set(legacy), (set(ours), set(legacy))
+    for name in legacy:
+        assert np.array_equal(ours[name], legacy[name]), name
+
+
+@test
+def pt_export_greedy_and_seeded_texts_match_llama2c():
+    model = stories_nllm()
+    for fixture, args in [("stories260K_greedy_once_upon_a_time.txt",
+                           ["-t", "0", "-n", "256", "-i", "Once upon a time"]),
+                          ("stories260K_t1.0_p0.9_s133742.txt",
+                           ["-t", "1.0", "-p", "0.9", "-s", "133742", "-n", "256"])]:
+        code, out, err = run(model, "-z", TOK_BIN, *args)
+        assert code == 0, err
+        assert out == open("tests/fixtures/" + fixture).read(), out
+
+
+@test
+def pt_export_without_orig_mod_prefix_is_identical():
+    ckpt = torch.load(PT, map_location="cpu")
+    ckpt["model"] = {k.replace("_orig_mod.", ""): v for k, v in ckpt["model"].items()}
+    torch.save(ckpt, tmp("plain.pt"))
+    code, _, err = export_cli(tmp("plain.pt"), "--out", tmp("plain.nllm"))
+    assert code == 0, err
+    assert open(tmp("plain.nllm"), "rb").read() == open(stories_nllm(), "rb").read()
+
+
+@test
+def meta_consolidated_two_shards_export_equals_pt_export():
+    state = {k.replace("_orig_mod.", ""): v for k, v in
+             torch.load(PT, map_location="cpu")["model"].items()}
+    along_1 = ("tok_embeddings.weight", "attention.wo.weight", "feed_forward.w2.weight")
+    shards = [{}, {}]
+    for k, v in state.items():
+        if v.ndim == 1:
+            parts = [v, v]
+        else:
+            parts = torch.chunk(v, 2, dim=1 if k.endswith(along_1) else 0)
+        for s, p in zip(shards, parts):
+            s[k] = p.clone()
+    os.makedirs(tmp("meta"), exist_ok=True)
+    for i, s in enumerate(shards):
+        torch.save(s, tmp(f"meta/consolidated.0{i}.pth"))
+    json.dump({"dim": 64, "n_layers": 5, "n_heads": 8, "n_kv_heads": 4, "vocab_size": -1,
+               "multiple_of": 4, "norm_eps": 1e-5}, open(tmp("meta/params.json"), "w"))
+    code, _, err = export_cli(tmp("meta"), "--out", tmp("meta.nllm"), "--seq-len", "512")
+    assert code == 0, err
+    # stories260K.pt stores output.weight (tied): the shards do too, so both files equal
+    assert open(tmp("meta.nllm"), "rb").read() == open(stories_nllm(), "rb").read()
+
+
+@test
+def tokenizer_export_equals_tok512_bin():
+    code, _, err = export_cli(TOK_MODEL, "--out", tmp("tok.bin"))
+    assert code == 0, err
+    max_a, ours = read_tokenizer(tmp("tok.bin"))
+    max_b, theirs = read_tokenizer(TOK_BIN)
+    assert max_a == max_b and len(ours) == len(theirs) == 512
+    for i, (a, b) in enumerate(zip(ours, theirs)):
+        assert a == b, (i, a, b)
+
+
+@test
+def reference_forward_matches_run_logits_on_64_positions_of_the_greedy_story():
+    ids, logits, _ = run_logits(LEGACY, "Once upon a time", steps=64)
+    assert logits.shape == (64, 512)
+    tokens = ids + [int(logits[p].argmax()) for p in range(len(ids) - 1, 63)]
+    legacy = read_legacy(LEGACY)
+    w = {k: (list(v) if v.ndim == 3 or k in ("attn_norm", "ffn_norm") else v)
+         for k, v in legacy.items()}
+    c = dict(dim=64, n_heads=8, n_kv_heads=4, n_layers=5, norm_eps=1e-5, rope_theta=10000.0)
+    ref = forward(w, c, tokens[:64], rope_interleaved)
+    err = np.abs(ref - logits).max()
+    print(f"  stories260K: max |logit - reference| over 64 positions = {err:.2e}")
+    assert err < 1e-4, err
+
+
+# ----------------------------------------------------------------------------
+# Hugging Face checkpoints built here
+
+
+HF_BASE = dict(hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+               vocab_size=512, max_position_embeddings=64, rms_norm_eps=1e-6, rope_theta=1000.0,
+               hidden_act="silu", architectures=["LlamaForCausalLM"], model_type="llama")
+
+
+def hf_weights(cfg, seed):
+    """Random HF-named float32 tensors: embedding ~ N(0, 1), matrices ~ N(0, 1/fan_in) so that
+    attention scores vary and RoPE matters, norm weights near 1."""
+    g = torch.Generator().manual_seed(seed)
+    dim, hidden, V = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"]
+    kv_dim = cfg["num_key_value_heads"] * dim // cfg["num_attention_heads"]
+    mat = lambda d, n: torch.randn(d, n, generator=g) / n ** 0.5  # noqa: E731
+    vec = lambda: 1 + 0.1 * torch.randn(dim, generator=g)  # noqa: E731
+    w = {"model.embed_tokens.weight": torch.randn(V, dim, generator=g), "model.norm.weight": vec()}
+    for l in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{l}."
+        w.update({p + "input_layernorm.weight": vec(), p + "post_attention_layernorm.weight": vec(),
+                  p + "self_attn.q_proj.weight": mat(dim, dim),
+                  p + "self_attn.k_proj.weight": mat(kv_dim, dim),
+                  p + "self_attn.v_proj.weight": mat(kv_dim, dim),
+                  p + "self_attn.o_proj.weight": mat(dim, dim),
+                  p + "mlp.gate_proj.weight": mat(hidden, dim),
+                  p + "mlp.up_proj.weight": mat(hidden, dim),
+                  p + "mlp.down_proj.weight": mat(dim, hidden)})
+    if not cfg["tie_word_embeddings"]:
+        w["lm_head.weight"] = mat(V, dim)
+    return w
+
+
+def write_safetensors(path, tensors, dtype):
+    """Per the safetensors spec: u64 header length, JSON header, raw little-endian data."""
+    header, blobs, off = {}, [], 0
+    for name, t in tensors.items():
+        if dtype == "BF16":
+            raw = t.to(torch.bfloat16).view(torch.int16).numpy().astype("<i2").tobytes()
+        else:
+            raw = t.numpy().astype("<f4" if dtype == "F32" else "<f2").tobytes()
+        header[name] = {"dtype": dtype, "shape": list(t.shape), "data_offsets": [off, off + len(raw)]}
+        blobs.append(raw)
+        off += len(raw)
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+
+def stored(t, dtype):
+    """What the checkpoint holds after rounding to its dtype, as float32."""
+    return {"BF16": t.to(torch.bfloat16), "F16": t.to(torch.float16)}.get(dtype, t).float()
+
+
+def hf_checkpoint(name, storage, dtype="F32", seed=0, **overrides):
+    """Writes a HF directory; returns (path, config, float32 weights as stored)."""
+    cfg = dict(HF_BASE, **overrides)
+    path = tmp("hf-" + name)
+    os.makedirs(path, exist_ok=True)
+    w = hf_weights(cfg, seed)
+    json.dump(cfg, open(os.path.join(path, "config.json"), "w"))
+    if storage == "safetensors":
+        write_safetensors(os.path.join(path, "model.safetensors"), w, dtype)
+    elif storage == "sharded":
+        names = sorted(w)
+        shards = {"model-00001-of-00002.safetensors": names[::2],
+                  "model-00002-of-00002.safetensors": names[1::2]}
+        for fname, keys in shards.items():
+            write_safetensors(os.path.join(path, fname), {k: w[k] for k in keys}, dtype)
+        json.dump({"metadata": {}, "weight_map": {k: f for f, ks in shards.items() for k in ks}},
+                  open(os.path.join(path, "model.safetensors.index.json"), "w"))
+    else:
+        torch.save({k: stored(v, dtype) for k, v in w.items()},
+                   os.path.join(path, "pytorch_model.bin"))
+    return path, cfg, {k: stored(v, dtype).numpy() for k, v in w.items()}
+
+
+def hf_as_ours(w, cfg):
+    """HF tensor names to ours, keeping the HF q/k row order (the reference rotates halves)."""
+    L = cfg["num_hidden_layers"]
+    per = lambda key: [w[f"model.layers.{l}.{key}.weight"] for l in range(L)]  # noqa: E731
+    ours = {"token_embedding": w["model.embed_tokens.weight"], "final_norm": w["model.norm.weight"],
+            "attn_norm": per("input_layernorm"), "ffn_norm": per("post_attention_layernorm"),
+            "wq": per("self_attn.q_proj"), "wk": per("self_attn.k_proj"),
+            "wv": per("self_attn.v_proj"), "wo": per("self_attn.o_proj"),
+            "w1": per("mlp.gate_proj"), "w2": per("mlp.down_proj"), "w3": per("mlp.up_proj")}
+    if "lm_head.weight" in w:
+        ours["wcls"] = w["lm_head.weight"]
+    c = dict(dim=cfg["hidden_size"], n_heads=cfg["num_attention_heads"],
+             n_kv_heads=cfg["num_key_value_heads"], n_layers=L, norm_eps=cfg["rms_norm_eps"],
+             rope_theta=cfg["rope_theta"])
+    return ours, c
+
+
+PROMPT = "Once upon a time, there was a big dog named Max. He liked to run in the park."
+
+
+def check_hf(name, storage, dtype, **overrides):
+    path, cfg, w = hf_checkpoint(name, storage, dtype, seed=len(name), **overrides)
+    out = tmp(name + ".nllm")
+    code, _, err = export_cli(path, "--out", out)
+    assert code == 0, err
+    header, _ = read_nllm(out)
+    assert header["shared"] == int(cfg["tie_word_embeddings"])
+    assert header["rope_theta"] == 1000.0 and np.float32(header["norm_eps"]) == np.float32(1e-6)
+    assert header["n_kv_heads"] == cfg["num_key_value_heads"]
+    ids, logits, _ = run_logits(out, PROMPT)
+    assert logits.shape == (len(ids), 512)
+    ours, c = hf_as_ours(w, cfg)
+    ref = forward(ours, c, ids, rope_rotate_half)
+    err = np.abs(ref - logits).max()
+    print(f"  {name}: {len(ids)} positions, max |logit - HF reference| = {err:.2e}")
+    assert err < 1e-4, err
+    return path, ours, c, ids, logits
+
+
+@test
+def hf_gqa_separate_classifier_safetensors_f32():
+    check_hf("gqa-separate-f32", "safetensors", "F32", num_key_value_heads=2,
+             tie_word_embeddings=False)
+
+
+@test
+def hf_tied_classifier_safetensors_bf16():
+    check_hf("tied-bf16", "safetensors", "BF16", num_key_value_heads=2, tie_word_embeddings=True)
+
+
+@test
+def hf_sharded_safetensors_f16_one_kv_head():
+    check_hf("sharded-f16", "sharded", "F16", num_key_value_heads=1, tie_word_embeddings=False)
+
+
+@test
+def hf_pytorch_model_bin():
+    check_hf("pytorch-bin", "bin", "F32", num_key_value_heads=4, tie_word_embeddings=False)
+
+
+@test
+def hf_reference_tells_the_rope_conventions_apart():
+    """The comparison above can fail: the same weights with the other RoPE pairing, or exported
+    without undoing the permutation, give logits far from the reference."""
+    _, ours, c, ids, logits = check_hf("discriminate", "safetensors", "F32",
+                                       num_key_value_heads=2, tie_word_embeddings=False)
+    wrong = forward(ours, c, ids, rope_interleaved)
+    assert np.abs(wrong - logits).max() > 1e-2
+
+
+@test
+def layernorm_trained_model_uses_biases_by_default():
+    """A file written by export.write_model with trained norm layernorm and biases: run's default
+    norm matches a LayerNorm reference; --norm=rmsnorm drops the biases with a notice."""
+    g = torch.Generator().manual_seed(7)
+    dim, hidden, L, V, H, KV = 32, 48, 2, 512, 4, 2
+    kv_dim = KV * dim // H
+    r = lambda *s: (torch.randn(*s, generator=g) / (s[-1] ** 0.5 if len(s) > 1 else 10)).numpy()  # noqa: E731
+    w = {"token_embedding": torch.randn(V, dim, generator=g).numpy(), "wcls": r(V, dim),
+         "attn_norm": [1 + r(dim) for _ in range(L)], "attn_norm_bias": [r(dim) for _ in range(L)],
+         "ffn_norm": [1 + r(dim) for _ in range(L)], "ffn_norm_bias": [r(dim) for _ in range(L)],
+         "wq": [r(dim, dim) for _ in range(L)], "wk": [r(kv_dim, dim) for _ in range(L)],
+         "wv": [r(kv_dim, dim) for _ in range(L)], "wo": [r(dim, dim) for _ in range(L)],
+         "w1": [r(hidden, dim) for _ in range(L)], "w2": [r(dim, hidden) for _ in range(L)],
+         "w3": [r(hidden, dim) for _ in range(L)], "final_norm": 1 + r(dim),
+         "final_norm_bias": r(dim)}
+    cfg = export.Config(dim, hidden, L, H, KV, V, 64, rope_theta=10000.0, norm_eps=1e-5,
+                        norm="layernorm", norm_bias=True, shared_classifier=False)
+    path = tmp("layernorm.nllm")
+    export.write_model(path, cfg, lambda n, l: w[n] if l is None else w[n][l], progress=False)
+    c = dict(dim=dim, n_heads=H, n_kv_heads=KV, n_layers=L, norm_eps=1e-5, rope_theta=10000.0)
+    ids, logits, err = run_logits(path, PROMPT)
+    assert "norm layernorm" in err and "ignores" not in err, err
+    ref = forward(w, c, ids, rope_interleaved, layernorm)
+    e = np.abs(ref - logits).max()
+    print(f"  layernorm model: max |logit - reference| = {e:.2e}")
+    assert e < 1e-4, e
+    _, rms_logits, err = run_logits(path, PROMPT, extra=["--norm=rmsnorm"])
+    assert "run: the model was trained with layernorm; rmsnorm ignores its norm biases" in err
+    no_bias = {k: v for k, v in w.items() if not k.endswith("_bias")}
+    ref = forward(no_bias, c, ids, rope_interleaved, rmsnorm)
+    assert np.abs(ref - rms_logits).max() < 1e-4
+
+
+# ----------------------------------------------------------------------------
+# Bad input: exit 1, one line "export.py: error: ...", no traceback
+
+
+def expect_export_error(args, needle):
+    code, out, err = export_cli(*args)
+    assert code == 1, (code, err)
+    assert err.count("\n") == 1 and err.startswith("export.py: error: "), err
+    assert needle in err, (needle, err)
+    assert "Traceback" not in err
+
+
+@test
+def export_errors():
+    path, cfg, _ = hf_checkpoint("errors", "safetensors", "F32", num_key_value_heads=2,
+                                 tie_word_embeddings=False)
+    out = tmp("never.nllm")
+    cfg_path = os.path.join(path, "config.json")
+    json.dump(dict(cfg, architectures=["GPT2LMHeadModel"], model_type="gpt2"), open(cfg_path, "w"))
+    expect_export_error([path, "--out", out], "unsupported architecture GPT2LMHeadModel")
+    json.dump(dict(cfg, intermediate_size=40), open(cfg_path, "w"))
+    expect_export_error([path, "--out", out], "w1 of layer 0 has shape (48, 32), expected (40, 32)")
+    json.dump(cfg, open(cfg_path, "w"))
+    w = hf_weights(cfg, 0)
+    del w["model.layers.1.mlp.up_proj.weight"]
+    write_safetensors(os.path.join(path, "model.safetensors"), w, "F32")
+    expect_export_error([path, "--out", out], "missing tensor 'model.layers.1.mlp.up_proj.weight'")
+    os.remove(os.path.join(path, "model.safetensors"))
+    expect_export_error([path, "--out", out], "no model.safetensors")
+    expect_export_error([tmp("no-such.pt"), "--out", out], "no such file or directory")
+    expect_export_error([TOK_BIN, "--out", out], "cannot load with torch")
+    open(tmp("bad.model"), "wb").write(b"not a model")
+    expect_export_error([tmp("bad.model"), "--out", out], "not a SentencePiece model")
+    assert not os.path.exists(out)
+
+
+@test
+def export_help_documents_inputs_and_options():
+    code, out, _ = export_cli("--help")
+    assert code == 0
+    for word in ["--out", "--dtype", "--seq-len", "--quiet", "llama2.c", "Hugging Face",
+                 "model.safetensors.index.json", "pytorch_model.bin", "consolidated", "params.json",
+                 "SentencePiece", "bf16"]:
+        assert word in out, word
+
+
+def main():
+    passed = failed = 0
+    for fn in TESTS:
+        try:
+            fn()
+            print(f"PASS {fn.__name__}")
+            passed += 1
+        except Exception as e:  # report every failure, keep going
+            print(f"FAIL {fn.__name__}: {type(e).__name__}: {str(e)[:500]}")
+            traceback.print_exc(limit=3)
+            failed += 1
+    shutil.rmtree(TMP, ignore_errors=True)
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
