@@ -16,7 +16,7 @@ PROMPT ?= Once upon a time
 MODELS ?= stories260K.bin tok512.bin
 TEST_MODELS = stories260K.bin tok512.bin tokenizer.bin
 
-.PHONY: all test sanitize models clean format
+.PHONY: all test sanitize models clean format bench
 
 all: run
 
@@ -52,6 +52,15 @@ build/tests-sanitize: $(TEST_SRC) $(LIB_SRC) $(HEADERS) tests/helpers.h
 sanitize: run-sanitize build/tests-sanitize
 	models/fetch.sh $(TEST_MODELS)
 	NORMLLAMA_RUN=./run-sanitize build/tests-sanitize
+
+build/bandwidth: tools/bandwidth.c
+	@mkdir -p build
+	$(CC) $(CFLAGS) -o $@ $< $(LDLIBS)
+
+# Speed is measured here, never asserted by tests. BENCH_QUICK=1 for a short run.
+bench: run build/bandwidth
+	models/fetch.sh tokenizer.bin
+	PYTHON=$(PYTHON) tools/bench.sh
 
 format:
 	clang-format -i *.c *.h tests/*.c tests/*.h
