@@ -19,7 +19,7 @@ TEST_MODELS = stories260K.bin tok512.bin tokenizer.bin stories260K.pt tok512.mod
 
 EXPORT_DEPS = python3-numpy python3-torch python3-sentencepiece python3-tqdm
 
-.PHONY: all test sanitize models clean format export-deps
+.PHONY: all test sanitize models clean format bench export-deps
 
 all: run
 
@@ -61,6 +61,15 @@ sanitize: run-sanitize build/tests-sanitize
 # Debian packages export.py and tests/test_export.py need (run as root).
 export-deps:
 	apt-get install -y $(EXPORT_DEPS)
+
+build/bandwidth: tools/bandwidth.c
+	@mkdir -p build
+	$(CC) $(CFLAGS) -o $@ $< $(LDLIBS)
+
+# Speed is measured here, never asserted by tests. BENCH_QUICK=1 for a short run.
+bench: run build/bandwidth
+	models/fetch.sh tokenizer.bin
+	PYTHON=$(PYTHON) tools/bench.sh
 
 format:
 	clang-format -i *.c *.h tests/*.c tests/*.h

@@ -516,6 +516,7 @@ static void matmul(float *out, const float *x, const float *w, int n, int d) {
     for (int i = 0; i < d; i++) {
         const float *row = w + (size_t)i * n;
         float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
         for (int j = 0; j < n; j++) sum += row[j] * x[j];
         out[i] = sum;
     }

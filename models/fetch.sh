@@ -11,8 +11,6 @@
 #
 # Environment:
 #   MODELS_MIRROR     mirror directory; default: <repo>/../shared/models if it exists
-#   ALLOW_UNVERIFIED  set to 1 to accept files whose manifest sha256 is "unknown"
-#   MODELS_MANIFEST   manifest to read (default: models/manifest.tsv next to this script)
 #
 # Exit status: 0 ok, 1 fetch or verification failure, 2 usage error / unknown name.
 set -euo pipefail
@@ -20,7 +18,7 @@ set -euo pipefail
 prog=models/fetch.sh
 models_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 repo_root=$(dirname "$models_dir")
-manifest=${MODELS_MANIFEST:-$models_dir/manifest.tsv}
+manifest=$models_dir/manifest.tsv
 
 die() { # die STATUS MESSAGE
     printf '%s: error: %s\n' "$prog" "$2" >&2
@@ -63,7 +61,7 @@ fi
 
 # --- arguments: validate every name before fetching anything ---
 if [[ ${1:-} == -h || ${1:-} == --help ]]; then
-    sed -n '2,17s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+    sed -n '2,15s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
     exit 0
 fi
 (($# > 0)) || set -- stories260K.bin tok512.bin
@@ -105,19 +103,8 @@ for name in "$@"; do
     dest=$models_dir/$name
     shown=models/$name
 
-    unverified=0
-    if [[ $want == unknown ]]; then
-        [[ ${ALLOW_UNVERIFIED:-0} == 1 ]] ||
-            die 1 "$shown: no known sha256 in the manifest, refusing to use it unverified (set ALLOW_UNVERIFIED=1 to accept it anyway)"
-        unverified=1
-    fi
-
     note=
     if [[ -f $dest ]]; then
-        if ((unverified)); then
-            echo "$shown: present, sha256 NOT verified (unknown in manifest, ALLOW_UNVERIFIED=1)"
-            continue
-        fi
         have=$(sha256_of "$dest")
         if [[ $have == "$want" ]]; then
             echo "$shown: present, sha256 ok"
@@ -142,16 +129,11 @@ for name in "$@"; do
         how="downloaded from $url"
     fi
 
-    if ((unverified)); then
-        result="sha256 NOT verified (unknown in manifest, ALLOW_UNVERIFIED=1)"
-    else
-        have=$(sha256_of "$tmp")
-        [[ $have == "$want" ]] ||
-            die 1 "$shown: sha256 mismatch ($how): expected $want, got $have"
-        result="sha256 ok"
-    fi
+    have=$(sha256_of "$tmp")
+    [[ $have == "$want" ]] ||
+        die 1 "$shown: sha256 mismatch ($how): expected $want, got $have"
     chmod 0644 "$tmp"
     mv -f -- "$tmp" "$dest"
     tmp=
-    echo "$shown: $how, $result$note"
+    echo "$shown: $how, sha256 ok$note"
 done

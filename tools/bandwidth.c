@@ -1,0 +1,50 @@
+/* bandwidth: the machine's DRAM read bandwidth, as decode of a model larger than the caches sees it.
+ *
+ *   build/bandwidth [MiB] [repeats]
+ *
+ * Sums a MiB-sized float array (default 2048 MiB, far past any L3) with all OpenMP threads, as a
+ * matrix-vector product streams its weights, and prints the median GB/s (1e9 bytes/s) over the
+ * repeats on stdout. */
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static int by_value(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+int main(int argc, char **argv) {
+    size_t mib = argc > 1 ? strtoul(argv[1], NULL, 10) : 2048;
+    int repeats = argc > 2 ? atoi(argv[2]) : 7;
+    if (mib == 0 || repeats < 1 || repeats > 100) {
+        fprintf(stderr, "bandwidth: usage: bandwidth [MiB >= 1] [repeats 1..100]\n");
+        return 1;
+    }
+    size_t n = mib * 1024 * 1024 / sizeof(float);
+    float *a = malloc(n * sizeof(float));
+    if (!a) {
+        fprintf(stderr, "bandwidth: cannot allocate %zu MiB\n", mib);
+        return 1;
+    }
+#pragma omp parallel for
+    for (size_t i = 0; i < n; i++) a[i] = (float)(i & 7); /* touch every page on its thread */
+
+    double *gbs = malloc(repeats * sizeof(double));
+    double checksum = 0.0;
+    for (int r = 0; r < repeats; r++) {
+        double start = omp_get_wtime();
+        float sum = 0.0f;
+#pragma omp parallel for simd reduction(+ : sum)
+        for (size_t i = 0; i < n; i++) sum += a[i];
+        gbs[r] = n * sizeof(float) / (omp_get_wtime() - start) / 1e9;
+        checksum += sum; /* keeps the reads from being optimized away */
+    }
+    qsort(gbs, repeats, sizeof(double), by_value);
+    printf("%.2f\n", gbs[repeats / 2]);
+    fprintf(stderr, "bandwidth: %zu MiB, %d threads, checksum %g\n", mib, omp_get_max_threads(),
+            checksum);
+    free(gbs);
+    free(a);
+    return 0;
+}
