@@ -97,20 +97,24 @@ def write_model(path, c, get, dtype="f32", progress=True):
     c.check()
     order = tensor_order(c)
     total = sum(c.n_layers if per_layer else 1 for _, per_layer, _ in order)
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f, tqdm(total=total, desc="export", unit="tensor",
-                                     disable=None if progress else True) as bar:
-        f.write(header_bytes(c, dtype))
-        for name, per_layer, shape in order:
-            f.write(bytes(-f.tell() % ALIGN))
-            for layer in range(c.n_layers) if per_layer else [None]:
-                t = np.asarray(get(name, layer))
-                if tuple(t.shape) != shape:
-                    where = name if layer is None else f"{name} of layer {layer}"
-                    raise ExportError(f"{where} has shape {tuple(t.shape)}, expected {shape}")
-                f.write(np.ascontiguousarray(t, dtype="<f4").tobytes())
-                bar.update(1)
-    os.replace(tmp, path)
+    tmp = path + ".tmp"  # renamed into place when complete: no half-written model at `path`
+    try:
+        with open(tmp, "wb") as f, tqdm(total=total, desc="export", unit="tensor",
+                                         disable=None if progress else True) as bar:
+            f.write(header_bytes(c, dtype))
+            for name, per_layer, shape in order:
+                f.write(bytes(-f.tell() % ALIGN))
+                for layer in range(c.n_layers) if per_layer else [None]:
+                    t = np.asarray(get(name, layer))
+                    if tuple(t.shape) != shape:
+                        where = name if layer is None else f"{name} of layer {layer}"
+                        raise ExportError(f"{where} has shape {tuple(t.shape)}, expected {shape}")
+                    f.write(np.ascontiguousarray(t, dtype="<f4").tobytes())
+                    bar.update(1)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
 
 
 # ----------------------------------------------------------------------------
@@ -165,6 +169,14 @@ class SafetensorsFile:
         return a.reshape(info["shape"])
 
 
+def read_json(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except ValueError as e:
+        raise ExportError(f"{path}: not valid JSON ({e})")
+
+
 def torch_load(path):
     import torch
 
@@ -183,7 +195,8 @@ def to_numpy(t):
 class TensorSource:
     """name -> f32 numpy array over one or more files, loaded as needed."""
 
-    def __init__(self, where, files):
+    def __init__(self, where, files, state=None):
+        """files: safetensors or torch files; state: an already loaded torch checkpoint."""
         self.where = where
         self.files = {}  # tensor name -> reader of its file
         self.readers = {}
@@ -192,7 +205,7 @@ class TensorSource:
                 reader = SafetensorsFile(path)
                 names = reader.keys()
             else:
-                state = torch_load(path)
+                state = state if state is not None else torch_load(path)
                 if "model" in state and isinstance(state["model"], dict):
                     state = state["model"]
                 state = {k[len("_orig_mod."):] if k.startswith("_orig_mod.") else k: v
@@ -262,8 +275,7 @@ def load_llama2c(path, seq_len):
     if not isinstance(ckpt, dict) or "model_args" not in ckpt or "model" not in ckpt:
         raise ExportError(f"{path}: not a llama2.c checkpoint (needs 'model_args' and 'model')")
     args = ckpt["model_args"]
-    del ckpt
-    source = TensorSource(path, [path])
+    source = TensorSource(path, [path], ckpt)
     hidden_dim = shape_of(source, META_NAMES["w1"].format(0))[0]
     c = Config(args["dim"], hidden_dim, args["n_layers"], args["n_heads"],
                args.get("n_kv_heads") or args["n_heads"], args["vocab_size"],
@@ -273,8 +285,7 @@ def load_llama2c(path, seq_len):
 
 
 def load_meta(path, seq_len):
-    with open(os.path.join(path, "params.json")) as f:
-        params = json.load(f)
+    params = read_json(os.path.join(path, "params.json"))
     shards = sorted(p for p in os.listdir(path) if p.startswith("consolidated.") and p.endswith(".pth"))
     if not shards:
         raise ExportError(f"{path}: has params.json but no consolidated.*.pth")
@@ -305,8 +316,7 @@ def load_meta(path, seq_len):
 def hf_weight_files(path):
     for index in ("model.safetensors.index.json", "pytorch_model.bin.index.json"):
         if os.path.exists(os.path.join(path, index)):
-            with open(os.path.join(path, index)) as f:
-                files = sorted(set(json.load(f)["weight_map"].values()))
+            files = sorted(set(read_json(os.path.join(path, index))["weight_map"].values()))
             return [os.path.join(path, p) for p in files]
     for single in ("model.safetensors", "pytorch_model.bin"):
         if os.path.exists(os.path.join(path, single)):
@@ -324,8 +334,7 @@ def unpermute(w, n_heads):
 
 
 def load_hf(path, seq_len):
-    with open(os.path.join(path, "config.json")) as f:
-        cfg = json.load(f)
+    cfg = read_json(os.path.join(path, "config.json"))
     arch = (cfg.get("architectures") or [cfg.get("model_type", "?")])[0]
     if arch != "LlamaForCausalLM" and cfg.get("model_type") != "llama":
         raise ExportError(f"{path}: unsupported architecture {arch} (only LlamaForCausalLM)")
@@ -423,8 +432,11 @@ def main(argv=None):
     except ExportError as e:
         print(f"export.py: error: {e}", file=sys.stderr)
         return 1
-    except (KeyError, OSError) as e:
-        print(f"export.py: error: {a.input}: {type(e).__name__}: {e}", file=sys.stderr)
+    except KeyError as e:
+        print(f"export.py: error: {a.input}: missing field {e} in its config", file=sys.stderr)
+        return 1
+    except OSError as e:
+        print(f"export.py: error: {a.input}: {e}", file=sys.stderr)
         return 1
     return 0
 

@@ -488,6 +488,10 @@ def export_errors():
     expect_export_error([path, "--out", out], "unsupported architecture GPT2LMHeadModel")
     json.dump(dict(cfg, intermediate_size=40), open(cfg_path, "w"))
     expect_export_error([path, "--out", out], "w1 of layer 0 has shape (48, 32), expected (40, 32)")
+    json.dump({k: v for k, v in cfg.items() if k != "hidden_size"}, open(cfg_path, "w"))
+    expect_export_error([path, "--out", out], "missing field 'hidden_size' in its config")
+    open(cfg_path, "w").write("{not json")
+    expect_export_error([path, "--out", out], "config.json: not valid JSON")
     json.dump(cfg, open(cfg_path, "w"))
     w = hf_weights(cfg, 0)
     del w["model.layers.1.mlp.up_proj.weight"]
@@ -499,7 +503,7 @@ def export_errors():
     expect_export_error([TOK_BIN, "--out", out], "cannot load with torch")
     open(tmp("bad.model"), "wb").write(b"not a model")
     expect_export_error([tmp("bad.model"), "--out", out], "not a SentencePiece model")
-    assert not os.path.exists(out)
+    assert not os.path.exists(out) and not os.path.exists(out + ".tmp")
 
 
 @test
