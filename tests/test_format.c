@@ -318,3 +318,23 @@ Test(llama2c_versions, corrupt_headers) {
     expect_load_error(&b, 200, "shorter than its 256-byte header");
     free(v2);
 }
+
+/* ----------------------------------------------------------------------------
+ * --logits, the interface the two tests above and tests/test_export.py read logits through */
+
+Test(logits_option, rows_per_position_and_bad_path) {
+    RunResult r = run_program((const char *[]){"--help", NULL});
+    cr_assert(strstr(r.out, "--logits FILE"), "%s", r.out);
+    result_free(&r);
+    int rows;
+    float *logits = greedy_logits(LEGACY, "/tmp/normllama-test-rows.logits", &rows);
+    unlink("/tmp/normllama-test-rows.logits");
+    cr_assert_eq(rows, 256, "one row per position run");
+    free(logits);
+    r = run_program((const char *[]){LEGACY, "--logits", "/nonexistent-dir/x.f32", "Hi", NULL});
+    cr_assert_eq(r.exit_code, 1);
+    cr_assert_eq(count_lines(r.err), 1, "%s", r.err);
+    cr_assert(strstr(r.err, "run: cannot open --logits file /nonexistent-dir/x.f32"), "%s", r.err);
+    cr_assert_str_eq(r.out, "");
+    result_free(&r);
+}
