@@ -286,6 +286,8 @@ def load_llama2c(path, seq_len):
 
 def load_meta(path, seq_len):
     params = read_json(os.path.join(path, "params.json"))
+    if params.get("use_scaled_rope"):
+        raise ExportError(f"{path}: unsupported use_scaled_rope (Llama 3.1 RoPE scaling)")
     shards = sorted(p for p in os.listdir(path) if p.startswith("consolidated.") and p.endswith(".pth"))
     if not shards:
         raise ExportError(f"{path}: has params.json but no consolidated.*.pth")
