@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define MAX_SIZE (1 << 20) /* bound on every header field: keeps all products far from overflow */
+#define MAX_SIZE (1 << 20) /* bound on every header field, so each tensor size fits in 64 bits */
 
 /* First four bytes, read as a little-endian uint32. */
 #define NLLM_MAGIC    0x4d4c4c4eu /* "NLLM" */
@@ -43,6 +43,11 @@ static int check_config(const Config *c, char *err, size_t errlen) {
                      MAX_SIZE);
             return -1;
         }
+    }
+    if (c->vocab_size < 3) {
+        snprintf(err, errlen, "vocab_size %d is too small: ids 0, 1, 2 are <unk>, <s>, </s>",
+                 c->vocab_size);
+        return -1;
     }
     if (c->dim % c->n_heads != 0) {
         snprintf(err, errlen, "dim %d is not a multiple of n_heads %d", c->dim, c->n_heads);
@@ -104,12 +109,13 @@ static uint64_t tensor_bytes(const TensorSpec *t, uint64_t group_size) {
     return t->numel * sizeof(float);
 }
 
-/* The file size a layout implies: the end of its last tensor. */
+/* The file size a layout implies: the end of its last tensor. Header fields up to MAX_SIZE make
+ * a tensor at most 2^63 bytes, so stopping past 2^62 (no real file) keeps the sum from wrapping. */
 static uint64_t layout_end(const Layout *l) {
     uint64_t off = l->start;
-    for (int i = 0; i < l->n; i++)
+    for (int i = 0; i < l->n && off <= (1ull << 62); i++)
         off = align_up(off, l->align) + tensor_bytes(&l->tensors[i], l->group_size);
-    return off;
+    return off <= (1ull << 62) ? off : UINT64_MAX;
 }
 
 /* Number of floats the TENSOR_Q8 tensors dequantize to. */
@@ -460,7 +466,7 @@ static int load_weights(Model *m, const char *map, size_t size, char *what, size
 int model_load(Model *m, const char *path, char *err, size_t errlen) {
     memset(m, 0, sizeof(*m));
     char what[256];
-    int fd = open(path, O_RDONLY);
+    int fd = open(path, O_RDONLY | O_NONBLOCK); /* a FIFO must not block before the check below */
     if (fd < 0) {
         snprintf(what, sizeof(what), "cannot open model: %s", strerror(errno));
         return fail(err, errlen, path, what);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "helpers.h"
@@ -186,9 +187,23 @@ Test(bad_input, inconsistent_headers) {
                  "vocab_size is 0");
     expect_error((const char *[]){write_header("h.bin", 64, 172, 5, 8, 16, 512, 512), NULL},
                  "not a multiple of n_kv_heads");
+    expect_error((const char *[]){write_header("j.bin", 64, 172, 5, 8, 4, 2, 512), NULL},
+                 "vocab_size 2 is too small");
+    /* fields at the limit whose tensor sizes would wrap a 64-bit sum around */
+    expect_error((const char *[]){write_header("k.bin", 1 << 20, 699048, 1 << 20, 1 << 19, 1,
+                                               -(1 << 20), 1),
+                                  NULL},
+                 "implies 18446744073709551615");
     /* consistent, but not this file's size */
     expect_error((const char *[]){write_header("i.bin", 64, 172, 6, 8, 4, 512, 512), NULL},
                  "implies");
+}
+
+Test(bad_input, fifo_model) {
+    make_scratch();
+    char *fifo = scratch_path("fifo.bin");
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    expect_error((const char *[]){fifo, NULL}, "not a regular file");
 }
 
 Test(bad_input, missing_tokenizer) {
