@@ -11,6 +11,10 @@ Inputs (the kind is told from the path):
                         bf16 tensors; tied or separate classifier; rms_norm_eps and rope_theta
   Meta Llama            a directory with params.json and consolidated.*.pth (one or more shards)
   SentencePiece model   a .model file: written as the llama2.c tokenizer layout (same as tok512.bin)
+  --random SHAPE        no input: a random-weight model of a benchmark shape (15M, 110M, 1.1B)
+
+Weight matrices are written as --dtype: f32, bf16 (upper 16 bits) or q8_0 (int8 with one
+f32 scale per --group-size values of a row); norm weights and biases are always f32.
 
 Run with Debian's Python (/usr/bin/python3, see `make export-deps`): numpy, torch, sentencepiece
 and tqdm. Errors print one line "export.py: error: ..." and exit 1.
@@ -27,7 +31,17 @@ MAGIC = 0x4D4C4C4E  # "NLLM" on disk
 VERSION = 1
 HEADER_BYTES = 256
 ALIGN = 64
-DTYPE_CODES = {"f32": 0}  # 1 (bf16) and 2 (q8_0) are reserved in the format
+DTYPE_CODES = {"f32": 0, "bf16": 1, "q8_0": 2}
+GROUP_SIZES = (32, 64)  # of q8_0
+MATRICES = {"token_embedding", "wq", "wk", "wv", "wo", "w1", "w2", "w3", "wcls"}  # norms stay f32
+
+# Random-weight models for benchmarks (--random): (dim, hidden_dim, n_layers, n_heads, n_kv_heads,
+# vocab_size, seq_len)
+SHAPES = {
+    "15M": (288, 768, 6, 6, 6, 32000, 256),  # stories15M
+    "110M": (768, 2048, 12, 12, 12, 32000, 1024),  # stories110M
+    "1.1B": (2048, 5632, 22, 32, 4, 32000, 2048),  # TinyLlama-1.1B
+}
 NORM_CODES = {"rmsnorm": 0, "layernorm": 1}
 
 
@@ -81,17 +95,41 @@ def tensor_order(c):
     return order
 
 
-def header_bytes(c, dtype="f32"):
-    h = struct.pack("<II7iffIIIII", MAGIC, VERSION, c.dim, c.hidden_dim, c.n_layers, c.n_heads,
+def header_bytes(c, dtype="f32", group_size=0):
+    h = struct.pack("<II7iffIIIIII", MAGIC, VERSION, c.dim, c.hidden_dim, c.n_layers, c.n_heads,
                     c.n_kv_heads, c.vocab_size, c.seq_len, c.rope_theta, c.norm_eps,
                     NORM_CODES[c.norm], int(c.norm_bias), int(c.shared_classifier),
-                    DTYPE_CODES[dtype], ALIGN)
+                    DTYPE_CODES[dtype], ALIGN, group_size if dtype == "q8_0" else 0)
     return h + bytes(HEADER_BYTES - len(h))
 
 
-def write_model(path, c, get, dtype="f32", progress=True):
+def f32_to_bf16(a):
+    """The upper 16 bits of each f32 (truncation toward zero), as uint16. Measured on
+    stories260K: truncation keeps the greedy story of all 256 positions; round-to-nearest-even,
+    with a smaller mean logit error (0.016 against 0.022), happened to lose it after 181 generated
+    tokens. Either is a bf16 file: run reads the bits, not how they were chosen."""
+    return (np.ascontiguousarray(a, dtype="<f4").view(np.uint32) >> 16).astype("<u2")
+
+
+def quantize_q8_0(a, group_size):
+    """(rows, cols) f32 -> int8 values (rows, cols) and f32 scales (rows, ceil(cols / group_size)):
+    each group of group_size values along a row (the last one shorter when cols is not a
+    multiple) gets scale = max |w| / 127 and values round(w / scale), so w ~ value * scale."""
+    rows, cols = a.shape
+    n_groups = -(-cols // group_size)
+    padded = np.zeros((rows, n_groups * group_size), np.float32)
+    padded[:, :cols] = a
+    groups = padded.reshape(rows, n_groups, group_size)
+    scales = np.abs(groups).max(axis=2) / 127.0
+    safe = np.where(scales > 0, scales, 1.0)[:, :, None]
+    q = np.clip(np.rint(groups / safe), -127, 127).astype(np.int8)
+    return q.reshape(rows, -1)[:, :cols], scales.astype("<f4")
+
+
+def write_model(path, c, get, dtype="f32", group_size=32, progress=True):
     """Writes our file. get(name, layer) returns one tensor as an array of the shape in
-    tensor_order (layer is None for the tensors that are not per layer)."""
+    tensor_order (layer is None for the tensors that are not per layer). Matrices are written as
+    `dtype` (q8_0: every layer's values, then every layer's scales); norms as f32."""
     from tqdm import tqdm
 
     c.check()
@@ -101,16 +139,29 @@ def write_model(path, c, get, dtype="f32", progress=True):
     try:
         with open(tmp, "wb") as f, tqdm(total=total, desc="export", unit="tensor",
                                          disable=None if progress else True) as bar:
-            f.write(header_bytes(c, dtype))
+            f.write(header_bytes(c, dtype, group_size))
             for name, per_layer, shape in order:
                 f.write(bytes(-f.tell() % ALIGN))
+                as_type = dtype if name in MATRICES else "f32"
+                scales = []
                 for layer in range(c.n_layers) if per_layer else [None]:
                     t = np.asarray(get(name, layer))
                     if tuple(t.shape) != shape:
                         where = name if layer is None else f"{name} of layer {layer}"
                         raise ExportError(f"{where} has shape {tuple(t.shape)}, expected {shape}")
-                    f.write(np.ascontiguousarray(t, dtype="<f4").tobytes())
+                    if as_type == "bf16":
+                        f.write(f32_to_bf16(t).tobytes())
+                    elif as_type == "q8_0":
+                        q, s = quantize_q8_0(np.asarray(t, np.float32), group_size)
+                        f.write(q.tobytes())
+                        scales.append(s)
+                    else:
+                        f.write(np.ascontiguousarray(t, dtype="<f4").tobytes())
                     bar.update(1)
+                if scales:
+                    f.write(bytes(-f.tell() % ALIGN))
+                    for s in scales:
+                        f.write(s.tobytes())
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
@@ -368,6 +419,25 @@ def load_hf(path, seq_len):
     return c, getter(source, HF_NAMES, fix)
 
 
+def load_random(shape, seed):
+    """A random-weight model of a named shape (SHAPES), for benchmarks: matrices uniform in
+    [-a, a] with a = 1 / sqrt(fan_in), norm weights 1, classifier shared with the embedding (so the
+    file holds exactly the matrices decode streams per token). Its text is noise."""
+    dim, hidden, layers, heads, kv_heads, vocab, seq_len = SHAPES[shape]
+    c = Config(dim, hidden, layers, heads, kv_heads, vocab, seq_len, shared_classifier=True)
+    shapes = {name: shape for name, _, shape in tensor_order(c)}
+    rng = np.random.default_rng(seed)
+
+    def get(name, layer):
+        shape = shapes[name]
+        if name not in MATRICES:
+            return np.ones(shape, np.float32)
+        bound = np.float32(1.0 / np.sqrt(shape[1]))
+        return rng.random(shape, dtype=np.float32) * (2 * bound) - bound
+
+    return c, get
+
+
 def export_tokenizer(path, out):
     """llama2.c's tokenizer layout: int32 max_token_length, then per piece float32 score, int32
     length, bytes; U+2581 becomes a space, BOS/EOS are written as "\\n<s>\\n" and "\\n</s>\\n" as
@@ -413,11 +483,18 @@ def main(argv=None):
         epilog=__doc__.split("\n", 2)[2] + "\nexamples:\n"
         "  export.py ../shared/models/stories260K.pt --out models/stories260K.nllm\n"
         "  export.py path/to/TinyLlama-1.1B --out tinyllama.nllm\n"
-        "  export.py ../shared/models/tok512.model --out models/tok512.bin\n")
-    p.add_argument("input", help="checkpoint file or directory, or a SentencePiece .model")
+        "  export.py ../shared/models/tok512.model --out models/tok512.bin\n"
+        "  export.py --random 110M --dtype q8_0 --out build/bench/110M-q8_0.nllm\n")
+    p.add_argument("input", nargs="?",
+                   help="checkpoint file or directory, or a SentencePiece .model")
     p.add_argument("--out", required=True, help="file to write")
     p.add_argument("--dtype", choices=sorted(DTYPE_CODES), default="f32",
-                   help="weight type in the file (f32; bf16 and q8_0 are reserved in the format)")
+                   help="weight matrices as f32 (default), bf16 or q8_0")
+    p.add_argument("--group-size", type=int, default=32,
+                   help="q8_0 values per scale along a row: 32 (default) or 64")
+    p.add_argument("--random", choices=sorted(SHAPES), metavar="SHAPE",
+                   help="write a random-weight model of SHAPE (%(choices)s) instead of an input")
+    p.add_argument("--seed", type=int, default=0, help="seed of --random (default 0)")
     p.add_argument("--seq-len", type=int, default=0,
                    help="kv cache length to record (default: the checkpoint's max_seq_len / "
                    "max_position_embeddings; 2048 for Meta checkpoints, which do not store it)")
@@ -426,11 +503,18 @@ def main(argv=None):
     try:
         if a.seq_len < 0:
             raise ExportError(f"--seq-len must be positive, got {a.seq_len}")
-        if a.input.endswith(".model"):
+        if a.group_size not in GROUP_SIZES:
+            raise ExportError(f"--group-size must be 32 or 64, got {a.group_size}")
+        if (a.input is None) == (a.random is None):
+            raise ExportError("give either an input or --random SHAPE")
+        if a.random:
+            c, get = load_random(a.random, a.seed)
+            write_model(a.out, c, get, a.dtype, a.group_size, progress=not a.quiet)
+        elif a.input.endswith(".model"):
             export_tokenizer(a.input, a.out)
         else:
             c, get = load(a.input, a.seq_len)
-            write_model(a.out, c, get, a.dtype, progress=not a.quiet)
+            write_model(a.out, c, get, a.dtype, a.group_size, progress=not a.quiet)
     except ExportError as e:
         print(f"export.py: error: {e}", file=sys.stderr)
         return 1

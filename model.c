@@ -20,8 +20,9 @@
 #define LEGACY_HEADER 28  /* 7 int32 */
 #define FIXED_HEADER  256 /* normllama and llama2.c version 1/2 headers, zero-padded */
 
-/* Weight dtypes of the normllama header; bf16 and q8_0 are reserved for a later version. */
-enum { DTYPE_F32 = 0, DTYPE_BF16 = 1, DTYPE_Q8_0 = 2 };
+#define Q8_HEADER_OFF 64 /* normllama: uint32 group_size of q8_0 weights, 0 for other dtypes */
+static const char *const dtype_names[] = {"f32", "bf16", "q8_0"};
+
 /* Trained-norm codes of the normllama header, in norm.c's naming. */
 static const char *const norm_codes[] = {"rmsnorm", "layernorm"};
 
@@ -75,29 +76,57 @@ static int check_config(const Config *c, char *err, size_t errlen) {
     return 0;
 }
 
-/* One tensor of a file layout, in file order. */
-typedef enum { TENSOR_F32, TENSOR_Q8, TENSOR_SKIP } TensorKind;
+/* One tensor of a file layout, in file order, and how it is stored. */
+typedef enum {
+    TENSOR_F32,
+    TENSOR_BF16,
+    TENSOR_I8,      /* q8_0 values; their scales follow as a TENSOR_F32 */
+    TENSOR_Q8_AK42, /* llama2.c version 2: int8 and scales, dequantized at load */
+    TENSOR_SKIP,    /* float32 data run does not use */
+} TensorKind;
 typedef struct {
     const char *name;
-    const float **dst; /* where its fp32 data goes; NULL for TENSOR_SKIP */
+    const float **vec; /* where a vector or scales pointer goes, or NULL */
+    const void **mat;  /* where a matrix's data pointer goes, or NULL */
     uint64_t numel;
     TensorKind kind;
-    /* TENSOR_Q8: stored as `parts` equal pieces (one per layer), each its int8 values followed
-     * by one fp32 scale per group_size values of that piece */
+    /* TENSOR_Q8_AK42: stored as `parts` equal pieces (one per layer), each its int8 values
+     * followed by one fp32 scale per group_size values of that piece */
     uint64_t parts;
 } TensorSpec;
 
 typedef struct {
-    TensorSpec tensors[20];
+    TensorSpec tensors[32];
     int n;
     uint64_t start;      /* file offset of the first tensor */
     uint64_t align;      /* every tensor starts at a multiple of this (1: packed) */
-    uint64_t group_size; /* TENSOR_Q8 only */
+    uint64_t group_size; /* TENSOR_Q8_AK42 only */
 } Layout;
 
-static void add(Layout *l, const char *name, const float **dst, uint64_t numel, TensorKind kind,
-                uint64_t parts) {
-    l->tensors[l->n++] = (TensorSpec){name, dst, numel, kind, parts};
+static void add_vector(Layout *l, const char *name, const float **dst, uint64_t numel) {
+    l->tensors[l->n++] = (TensorSpec){name, dst, NULL, numel, TENSOR_F32, 1};
+}
+
+static void skip(Layout *l, const char *name, uint64_t numel) {
+    l->tensors[l->n++] = (TensorSpec){name, NULL, NULL, numel, TENSOR_SKIP, 1};
+}
+
+/* A stacked matrix (layers, rows, cols) stored as `kind`; q8_0 (TENSOR_I8) values are followed
+ * by their scales tensor (layers * rows, ceil(cols / group_size)). Sets m's shape and dtype. */
+static void add_matrix(Layout *l, const char *name, Matrix *m, uint64_t layers, int rows, int cols,
+                       TensorKind kind, int group_size) {
+    m->dtype = kind == TENSOR_BF16 ? DTYPE_BF16 : kind == TENSOR_I8 ? DTYPE_Q8_0 : DTYPE_F32;
+    m->rows = rows;
+    m->cols = cols;
+    m->group_size = kind == TENSOR_I8 ? group_size : 0;
+    uint64_t stacked_rows = layers * (uint64_t)rows;
+    l->tensors[l->n++] =
+        (TensorSpec){name, NULL, &m->data, stacked_rows * (uint64_t)cols, kind, layers};
+    if (kind == TENSOR_I8) {
+        uint64_t n_groups = ((uint64_t)cols + group_size - 1) / group_size;
+        l->tensors[l->n++] =
+            (TensorSpec){name, &m->scales, NULL, stacked_rows * n_groups, TENSOR_F32, 1};
+    }
 }
 
 static uint64_t align_up(uint64_t off, uint64_t align) {
@@ -105,8 +134,16 @@ static uint64_t align_up(uint64_t off, uint64_t align) {
 }
 
 static uint64_t tensor_bytes(const TensorSpec *t, uint64_t group_size) {
-    if (t->kind == TENSOR_Q8) return t->numel + t->numel / group_size * sizeof(float);
-    return t->numel * sizeof(float);
+    switch (t->kind) {
+    case TENSOR_BF16:
+        return t->numel * sizeof(uint16_t);
+    case TENSOR_I8:
+        return t->numel;
+    case TENSOR_Q8_AK42:
+        return t->numel + t->numel / group_size * sizeof(float);
+    default:
+        return t->numel * sizeof(float);
+    }
 }
 
 /* The file size a layout implies: the end of its last tensor. Header fields up to MAX_SIZE make
@@ -118,122 +155,115 @@ static uint64_t layout_end(const Layout *l) {
     return off <= (1ull << 62) ? off : UINT64_MAX;
 }
 
-/* Number of floats the TENSOR_Q8 tensors dequantize to. */
+/* Number of floats the TENSOR_Q8_AK42 tensors dequantize to. */
 static uint64_t layout_q8_numel(const Layout *l) {
     uint64_t n = 0;
     for (int i = 0; i < l->n; i++)
-        if (l->tensors[i].kind == TENSOR_Q8) n += l->tensors[i].numel;
+        if (l->tensors[i].kind == TENSOR_Q8_AK42) n += l->tensors[i].numel;
     return n;
 }
 
-/* Sets every tensor's pointer: into the map for fp32, into `owned` (dequantized) for int8. Only
- * called once layout_end has matched the file size, so every read is inside the map. */
+/* llama2.c version 2: each piece's int8 values, then one scale per group_size of them, into
+ * `owned`. */
+static void dequantize_ak42(const TensorSpec *t, const char *piece, uint64_t gs, float *owned) {
+    uint64_t n = t->numel / t->parts;
+    for (uint64_t p = 0; p < t->parts; p++, piece += n + n / gs * sizeof(float)) {
+        const int8_t *q = (const int8_t *)piece;
+        const char *scales = piece + n; /* not float-aligned in general */
+        for (uint64_t g = 0; g < n / gs; g++) {
+            float scale;
+            memcpy(&scale, scales + g * sizeof(float), sizeof(float));
+            for (uint64_t j = g * gs; j < (g + 1) * gs; j++) owned[j] = q[j] * scale;
+        }
+        owned += n;
+    }
+}
+
+/* Sets every tensor's pointer: into the map, or into `owned` (dequantized) for llama2.c's int8.
+ * Only called once layout_end has matched the file size, so every read is inside the map. */
 static void layout_place(const Layout *l, const char *map, float *owned) {
     uint64_t off = l->start;
     for (int i = 0; i < l->n; i++) {
         const TensorSpec *t = &l->tensors[i];
         off = align_up(off, l->align);
-        if (t->kind == TENSOR_F32) {
-            *t->dst = (const float *)(map + off);
-        } else if (t->kind == TENSOR_Q8) {
-            *t->dst = owned;
-            uint64_t n = t->numel / t->parts, gs = l->group_size;
-            const char *piece = map + off;
-            for (uint64_t p = 0; p < t->parts; p++, piece += n + n / gs * sizeof(float)) {
-                const int8_t *q = (const int8_t *)piece;
-                const char *scales = piece + n; /* not float-aligned in general */
-                for (uint64_t g = 0; g < n / gs; g++) {
-                    float scale;
-                    memcpy(&scale, scales + g * sizeof(float), sizeof(float));
-                    for (uint64_t j = g * gs; j < (g + 1) * gs; j++) owned[j] = q[j] * scale;
-                }
-                owned += n;
-            }
+        const void *data = map + off;
+        if (t->kind == TENSOR_Q8_AK42) {
+            dequantize_ak42(t, map + off, l->group_size, owned);
+            data = owned;
+            owned += t->numel;
         }
+        if (t->vec) *t->vec = data;
+        if (t->mat) *t->mat = data;
         off += tensor_bytes(t, l->group_size);
     }
-}
-
-/* Shapes shared by every layout's tensor list. */
-typedef struct {
-    uint64_t embed, norms, attn, kv, ffn;
-} Sizes;
-
-static Sizes sizes_of(const Config *c) {
-    uint64_t dim = c->dim, layers = c->n_layers;
-    uint64_t kv_dim = (uint64_t)c->n_kv_heads * (dim / c->n_heads);
-    return (Sizes){.embed = (uint64_t)c->vocab_size * dim,
-                   .norms = layers * dim,
-                   .attn = layers * dim * dim,
-                   .kv = layers * kv_dim * dim,
-                   .ffn = layers * (uint64_t)c->hidden_dim * dim};
 }
 
 /* llama2.c legacy: embedding, per-kind stacked layer tensors, final norm, the unused RoPE tables,
  * classifier when not shared. */
 static void legacy_layout(Layout *l, Weights *w, const Config *c) {
-    Sizes s = sizes_of(c);
     TensorKind k = TENSOR_F32;
+    int dim = c->dim, hidden = c->hidden_dim, kv_dim = c->n_kv_heads * (dim / c->n_heads);
     uint64_t layers = c->n_layers;
     *l = (Layout){.start = LEGACY_HEADER, .align = 1};
-    add(l, "token_embedding", &w->token_embedding, s.embed, k, 1);
-    add(l, "attn_norm", &w->attn_norm, s.norms, k, layers);
-    add(l, "wq", &w->wq, s.attn, k, layers);
-    add(l, "wk", &w->wk, s.kv, k, layers);
-    add(l, "wv", &w->wv, s.kv, k, layers);
-    add(l, "wo", &w->wo, s.attn, k, layers);
-    add(l, "ffn_norm", &w->ffn_norm, s.norms, k, layers);
-    add(l, "w1", &w->w1, s.ffn, k, layers);
-    add(l, "w2", &w->w2, s.ffn, k, layers);
-    add(l, "w3", &w->w3, s.ffn, k, layers);
-    add(l, "final_norm", &w->final_norm, c->dim, k, 1);
-    add(l, "rope tables", NULL, (uint64_t)c->seq_len * (c->dim / c->n_heads), TENSOR_SKIP, 1);
-    if (!c->shared_classifier) add(l, "wcls", &w->wcls, s.embed, k, 1);
+    add_matrix(l, "token_embedding", &w->token_embedding, 1, c->vocab_size, dim, k, 0);
+    add_vector(l, "attn_norm", &w->attn_norm, layers * dim);
+    add_matrix(l, "wq", &w->wq, layers, dim, dim, k, 0);
+    add_matrix(l, "wk", &w->wk, layers, kv_dim, dim, k, 0);
+    add_matrix(l, "wv", &w->wv, layers, kv_dim, dim, k, 0);
+    add_matrix(l, "wo", &w->wo, layers, dim, dim, k, 0);
+    add_vector(l, "ffn_norm", &w->ffn_norm, layers * dim);
+    add_matrix(l, "w1", &w->w1, layers, hidden, dim, k, 0);
+    add_matrix(l, "w2", &w->w2, layers, dim, hidden, k, 0);
+    add_matrix(l, "w3", &w->w3, layers, hidden, dim, k, 0);
+    add_vector(l, "final_norm", &w->final_norm, dim);
+    skip(l, "rope tables", (uint64_t)c->seq_len * (dim / c->n_heads));
+    if (!c->shared_classifier) add_matrix(l, "wcls", &w->wcls, 1, c->vocab_size, dim, k, 0);
 }
 
 /* llama2.c version 1 (fp32) and 2 (int8 groups, norms kept fp32): norms first, then embedding,
  * attention and feed-forward matrices, classifier when not shared. */
 static void ak42_layout(Layout *l, Weights *w, const Config *c, int version, uint64_t group_size) {
-    Sizes s = sizes_of(c);
-    TensorKind k = version == 2 ? TENSOR_Q8 : TENSOR_F32;
+    TensorKind k = version == 2 ? TENSOR_Q8_AK42 : TENSOR_F32;
+    int dim = c->dim, hidden = c->hidden_dim, kv_dim = c->n_kv_heads * (dim / c->n_heads);
     uint64_t layers = c->n_layers;
     *l = (Layout){.start = FIXED_HEADER, .align = 1, .group_size = group_size};
-    add(l, "attn_norm", &w->attn_norm, s.norms, TENSOR_F32, layers);
-    add(l, "ffn_norm", &w->ffn_norm, s.norms, TENSOR_F32, layers);
-    add(l, "final_norm", &w->final_norm, c->dim, TENSOR_F32, 1);
-    add(l, "token_embedding", &w->token_embedding, s.embed, k, 1);
-    add(l, "wq", &w->wq, s.attn, k, layers);
-    add(l, "wk", &w->wk, s.kv, k, layers);
-    add(l, "wv", &w->wv, s.kv, k, layers);
-    add(l, "wo", &w->wo, s.attn, k, layers);
-    add(l, "w1", &w->w1, s.ffn, k, layers);
-    add(l, "w2", &w->w2, s.ffn, k, layers);
-    add(l, "w3", &w->w3, s.ffn, k, layers);
-    if (!c->shared_classifier) add(l, "wcls", &w->wcls, s.embed, k, 1);
+    add_vector(l, "attn_norm", &w->attn_norm, layers * dim);
+    add_vector(l, "ffn_norm", &w->ffn_norm, layers * dim);
+    add_vector(l, "final_norm", &w->final_norm, dim);
+    add_matrix(l, "token_embedding", &w->token_embedding, 1, c->vocab_size, dim, k, 0);
+    add_matrix(l, "wq", &w->wq, layers, dim, dim, k, 0);
+    add_matrix(l, "wk", &w->wk, layers, kv_dim, dim, k, 0);
+    add_matrix(l, "wv", &w->wv, layers, kv_dim, dim, k, 0);
+    add_matrix(l, "wo", &w->wo, layers, dim, dim, k, 0);
+    add_matrix(l, "w1", &w->w1, layers, hidden, dim, k, 0);
+    add_matrix(l, "w2", &w->w2, layers, dim, hidden, k, 0);
+    add_matrix(l, "w3", &w->w3, layers, hidden, dim, k, 0);
+    if (!c->shared_classifier) add_matrix(l, "wcls", &w->wcls, 1, c->vocab_size, dim, k, 0);
 }
 
 /* normllama: legacy order without the RoPE tables, each norm followed by its bias when the file
- * has biases, every tensor aligned. */
-static void normllama_layout(Layout *l, Weights *w, const Config *c, uint64_t align) {
-    Sizes s = sizes_of(c);
-    TensorKind k = TENSOR_F32;
+ * has biases, matrices as `k` (q8_0 scales after their values), every tensor aligned. */
+static void normllama_layout(Layout *l, Weights *w, const Config *c, uint64_t align, TensorKind k,
+                             int group_size) {
+    int dim = c->dim, hidden = c->hidden_dim, kv_dim = c->n_kv_heads * (dim / c->n_heads);
     uint64_t layers = c->n_layers;
+    int gs = group_size;
     *l = (Layout){.start = align_up(FIXED_HEADER, align), .align = align};
-    add(l, "token_embedding", &w->token_embedding, s.embed, k, 1);
-    add(l, "attn_norm", &w->attn_norm, s.norms, k, layers);
-    if (c->norm_bias) add(l, "attn_norm_bias", &w->attn_norm_bias, s.norms, k, layers);
-    add(l, "wq", &w->wq, s.attn, k, layers);
-    add(l, "wk", &w->wk, s.kv, k, layers);
-    add(l, "wv", &w->wv, s.kv, k, layers);
-    add(l, "wo", &w->wo, s.attn, k, layers);
-    add(l, "ffn_norm", &w->ffn_norm, s.norms, k, layers);
-    if (c->norm_bias) add(l, "ffn_norm_bias", &w->ffn_norm_bias, s.norms, k, layers);
-    add(l, "w1", &w->w1, s.ffn, k, layers);
-    add(l, "w2", &w->w2, s.ffn, k, layers);
-    add(l, "w3", &w->w3, s.ffn, k, layers);
-    add(l, "final_norm", &w->final_norm, c->dim, k, 1);
-    if (c->norm_bias) add(l, "final_norm_bias", &w->final_norm_bias, c->dim, k, 1);
-    if (!c->shared_classifier) add(l, "wcls", &w->wcls, s.embed, k, 1);
+    add_matrix(l, "token_embedding", &w->token_embedding, 1, c->vocab_size, dim, k, gs);
+    add_vector(l, "attn_norm", &w->attn_norm, layers * dim);
+    if (c->norm_bias) add_vector(l, "attn_norm_bias", &w->attn_norm_bias, layers * dim);
+    add_matrix(l, "wq", &w->wq, layers, dim, dim, k, gs);
+    add_matrix(l, "wk", &w->wk, layers, kv_dim, dim, k, gs);
+    add_matrix(l, "wv", &w->wv, layers, kv_dim, dim, k, gs);
+    add_matrix(l, "wo", &w->wo, layers, dim, dim, k, gs);
+    add_vector(l, "ffn_norm", &w->ffn_norm, layers * dim);
+    if (c->norm_bias) add_vector(l, "ffn_norm_bias", &w->ffn_norm_bias, layers * dim);
+    add_matrix(l, "w1", &w->w1, layers, hidden, dim, k, gs);
+    add_matrix(l, "w2", &w->w2, layers, dim, hidden, k, gs);
+    add_matrix(l, "w3", &w->w3, layers, hidden, dim, k, gs);
+    add_vector(l, "final_norm", &w->final_norm, dim);
+    if (c->norm_bias) add_vector(l, "final_norm_bias", &w->final_norm_bias, dim);
+    if (!c->shared_classifier) add_matrix(l, "wcls", &w->wcls, 1, c->vocab_size, dim, k, gs);
 }
 
 static int32_t read_i32(const char *p) {
@@ -320,7 +350,7 @@ static int read_ak42(Model *m, const char *map, Layout *l, char *err, size_t err
     ak42_layout(l, &m->weights, c, version, (uint64_t)group_size);
     for (int i = 0; i < l->n; i++) {
         const TensorSpec *t = &l->tensors[i];
-        if (t->kind == TENSOR_Q8 && t->numel / t->parts % group_size != 0) {
+        if (t->kind == TENSOR_Q8_AK42 && t->numel / t->parts % group_size != 0) {
             snprintf(err, errlen, "%s has %llu values%s, not a multiple of group_size %d", t->name,
                      (unsigned long long)(t->numel / t->parts), t->parts > 1 ? " per layer" : "",
                      group_size);
@@ -354,29 +384,36 @@ static int read_normllama(Model *m, const char *map, Layout *l, char *err, size_
     if (check_flag("shared_classifier", shared, err, errlen) != 0) return -1;
     c->norm_bias = bias;
     c->shared_classifier = shared;
-    if (dtype == DTYPE_BF16 || dtype == DTYPE_Q8_0) {
-        snprintf(err, errlen,
-                 "weight dtype %u (%s) is reserved and not supported yet (only 0, f32)", dtype,
-                 dtype == DTYPE_BF16 ? "bf16" : "q8_0");
+    if (dtype >= sizeof(dtype_names) / sizeof(dtype_names[0])) {
+        snprintf(err, errlen, "unknown weight dtype %u (0 f32, 1 bf16, 2 q8_0)", dtype);
         return -1;
     }
-    if (dtype != DTYPE_F32) {
-        snprintf(err, errlen, "unknown weight dtype %u (0 is f32)", dtype);
+    uint32_t group_size = read_u32(map + Q8_HEADER_OFF);
+    if (dtype == DTYPE_Q8_0 && group_size != 32 && group_size != 64) {
+        snprintf(err, errlen, "q8_0 group_size is %u, not 32 or 64", group_size);
+        return -1;
+    }
+    if (dtype != DTYPE_Q8_0 && group_size != 0) {
+        snprintf(err, errlen, "group_size is %u but %s weights have no groups (must be 0)",
+                 group_size, dtype_names[dtype]);
         return -1;
     }
     if (align < 4 || align > 4096 || (align & (align - 1)) != 0) {
         snprintf(err, errlen, "alignment is %u, not a power of two in 4..4096", align);
         return -1;
     }
-    for (int i = 64; i < FIXED_HEADER; i++) {
+    for (int i = Q8_HEADER_OFF + 4; i < FIXED_HEADER; i++) {
         if (map[i] != 0) {
             snprintf(err, errlen, "reserved header byte %d is not zero", i);
             return -1;
         }
     }
     if (check_config(c, err, errlen) != 0) return -1;
-    normllama_layout(l, &m->weights, c, align);
-    m->format = "normllama v1";
+    const TensorKind kinds[] = {TENSOR_F32, TENSOR_BF16, TENSOR_I8};
+    normllama_layout(l, &m->weights, c, align, kinds[dtype], (int)group_size);
+    static const char *const formats[] = {"normllama v1 f32", "normllama v1 bf16",
+                                          "normllama v1 q8_0"};
+    m->format = formats[dtype];
     return 0;
 }
 
@@ -516,15 +553,82 @@ void model_free(Model *m) {
 /* ----------------------------------------------------------------------------
  * The forward pass */
 
-/* out = w x. w: (d, n) row-major, x: (n), out: (d). Rows in parallel. */
-static void matmul(float *out, const float *x, const float *w, int n, int d) {
-#pragma omp parallel for
-    for (int i = 0; i < d; i++) {
-        const float *row = w + (size_t)i * n;
-        float sum = 0.0f;
+/* Dot products of one weight row with x (n), one per dtype. Each is written as its scalar
+ * reference loop; `omp simd` lets the compiler vectorize it for the target (-march=native: AVX2
+ * or AVX-512), and the same code is the portable path. The f32 sum is not contracted into FMA
+ * (-std=c11) so that it rounds as llama2.c's does. */
+
+static float dot_f32(const float *w, const float *x, int n) {
+    float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
-        for (int j = 0; j < n; j++) sum += row[j] * x[j];
-        out[i] = sum;
+    for (int j = 0; j < n; j++) sum += w[j] * x[j];
+    return sum;
+}
+
+/* bf16 is the upper half of an f32: widening is a shift. */
+static inline float bf16_to_f32(uint16_t b) {
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, sizeof(f));
+    return f;
+}
+
+static float dot_bf16(const uint16_t *w, const float *x, int n) {
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+    for (int j = 0; j < n; j++) sum += bf16_to_f32(w[j]) * x[j];
+    return sum;
+}
+
+/* q8_0: sum over groups of scale * (int8 values . x); the last group may be shorter. */
+static float dot_q8_0(const int8_t *w, const float *scales, int group_size, const float *x, int n) {
+    float sum = 0.0f;
+    for (int start = 0, g = 0; start < n; start += group_size, g++) {
+        int end = start + group_size < n ? start + group_size : n;
+        float group = 0.0f;
+#pragma omp simd reduction(+ : group)
+        for (int j = start; j < end; j++) group += (float)w[j] * x[j];
+        sum += scales[g] * group;
+    }
+    return sum;
+}
+
+/* Row `row` (of the stack of all layers) of w, times x (w->cols). */
+static inline float row_dot(const Matrix *w, size_t row, const float *x) {
+    int n = w->cols;
+    switch (w->dtype) {
+    case DTYPE_BF16:
+        return dot_bf16((const uint16_t *)w->data + row * n, x, n);
+    case DTYPE_Q8_0: {
+        size_t n_groups = (n + w->group_size - 1) / w->group_size;
+        return dot_q8_0((const int8_t *)w->data + row * n, w->scales + row * n_groups,
+                        w->group_size, x, n);
+    }
+    default:
+        return dot_f32((const float *)w->data + row * n, x, n);
+    }
+}
+
+/* out = W x with W layer `layer` of w: (w->rows, w->cols), x: (w->cols), out: (w->rows).
+ * Rows in parallel. */
+static void matmul(float *out, const float *x, const Matrix *w, int layer) {
+    size_t first = (size_t)layer * w->rows;
+#pragma omp parallel for
+    for (int i = 0; i < w->rows; i++) out[i] = row_dot(w, first + i, x);
+}
+
+/* Row `row` of w as floats: out (w->cols). The token embedding lookup. */
+static void matrix_row(float *out, const Matrix *w, size_t row) {
+    int n = w->cols;
+    if (w->dtype == DTYPE_BF16) {
+        const uint16_t *r = (const uint16_t *)w->data + row * n;
+        for (int j = 0; j < n; j++) out[j] = bf16_to_f32(r[j]);
+    } else if (w->dtype == DTYPE_Q8_0) {
+        const int8_t *r = (const int8_t *)w->data + row * n;
+        const float *scales = w->scales + row * ((n + w->group_size - 1) / w->group_size);
+        for (int j = 0; j < n; j++) out[j] = r[j] * scales[j / w->group_size];
+    } else {
+        memcpy(out, (const float *)w->data + row * n, n * sizeof(float));
     }
 }
 
@@ -608,7 +712,7 @@ float *model_forward(Model *m, int token, int pos) {
     int head_size = dim / c->n_heads;
     int kv_dim = c->n_kv_heads * head_size;
 
-    memcpy(s->x, w->token_embedding + (size_t)token * dim, dim * sizeof(float));
+    matrix_row(s->x, &w->token_embedding, token);
 
     for (int l = 0; l < c->n_layers; l++) {
         /* attention block: x += wo attention(rope(wq n(x)), rope(wk n(x)), wv n(x)) */
@@ -617,26 +721,26 @@ float *model_forward(Model *m, int token, int pos) {
         size_t cache_off = ((size_t)l * c->seq_len + pos) * kv_dim;
         float *k = s->key_cache + cache_off;
         float *v = s->value_cache + cache_off;
-        matmul(s->q, s->xb, w->wq + (size_t)l * dim * dim, dim, dim);
-        matmul(k, s->xb, w->wk + (size_t)l * kv_dim * dim, dim, kv_dim);
-        matmul(v, s->xb, w->wv + (size_t)l * kv_dim * dim, dim, kv_dim);
+        matmul(s->q, s->xb, &w->wq, l);
+        matmul(k, s->xb, &w->wk, l);
+        matmul(v, s->xb, &w->wv, l);
         rope(s->q, dim, head_size, pos, s->inv_freq);
         rope(k, kv_dim, head_size, pos, s->inv_freq);
         attention(s, c, l, pos);
-        matmul(s->xb2, s->xb, w->wo + (size_t)l * dim * dim, dim, dim);
+        matmul(s->xb2, s->xb, &w->wo, l);
         residual_add(s->x, s->xb2, dim);
 
         /* feed-forward block: x += w2 (silu(w1 n(x)) * w3 n(x)) */
         m->norm(s->xb, s->x, w->ffn_norm + (size_t)l * dim, layer_bias(w->ffn_norm_bias, l, dim),
                 dim, c->norm_eps);
-        matmul(s->hb, s->xb, w->w1 + (size_t)l * hidden * dim, dim, hidden);
-        matmul(s->hb2, s->xb, w->w3 + (size_t)l * hidden * dim, dim, hidden);
+        matmul(s->hb, s->xb, &w->w1, l);
+        matmul(s->hb2, s->xb, &w->w3, l);
         swiglu(s->hb, s->hb2, hidden);
-        matmul(s->xb2, s->hb, w->w2 + (size_t)l * dim * hidden, hidden, dim);
+        matmul(s->xb2, s->hb, &w->w2, l);
         residual_add(s->x, s->xb2, dim);
     }
 
     m->norm(s->x, s->x, w->final_norm, w->final_norm_bias, dim, c->norm_eps);
-    matmul(s->logits, s->x, w->wcls, dim, c->vocab_size);
+    matmul(s->logits, s->x, &w->wcls, 0);
     return s->logits;
 }

@@ -5,9 +5,9 @@
  *   - llama2.c "version 1" (magic "ak42", version 1): fp32, norms first;
  *   - llama2.c "version 2" (magic "ak42", version 2): int8 with one fp32 scale per group;
  *   - llama2.c's legacy layout (no magic: the file starts with dim).
- * docs/FORMAT.md lists the header and tensor order of each. Whatever the file, the weights end
- * up as the fp32 tensors of Weights, each row-major; a matrix (d, n) maps an n-vector to a
- * d-vector: out[i] = sum_j w[i * n + j] * x[j].
+ * docs/FORMAT.md lists the header and tensor order of each. Norm weights and biases are fp32;
+ * the matrices are f32, bf16 or q8_0 (normllama files), read in place from the memory map. A
+ * matrix (d, n) maps an n-vector to a d-vector: out[i] = sum_j w[i * n + j] * x[j].
  */
 #ifndef MODEL_H
 #define MODEL_H
@@ -31,23 +31,42 @@ typedef struct {
     int norm_bias;         /* 1: the norms carry a bias (beta); Weights' *_norm_bias are set */
 } Config;
 
+/* Element type of the weight matrices in a file (the header's dtype code); norms stay f32. */
+typedef enum {
+    DTYPE_F32 = 0,  /* float32 */
+    DTYPE_BF16 = 1, /* bfloat16: the upper 16 bits of a float32 */
+    DTYPE_Q8_0 = 2, /* int8 with one float32 scale per group of group_size values of a row */
+} DType;
+
+/* A weight matrix of every layer, stacked: (n_layers, rows, cols) row-major, or (rows, cols) for
+ * the embedding and classifier. Row r of layer l is row l * rows + r of the stack. As q8_0,
+ * row i's value j is data[i * cols + j] * scales[i * n_groups + j / group_size], n_groups =
+ * ceil(cols / group_size): the last group of a row is shorter when cols is not a multiple. */
 typedef struct {
-    const float *token_embedding; /* (vocab_size, dim) */
-    const float *attn_norm;       /* (n_layers, dim) weight (gamma) of the pre-attention norm */
-    const float *wq;              /* (n_layers, n_heads * head_size, dim) */
-    const float *wk;              /* (n_layers, kv_dim, dim) */
-    const float *wv;              /* (n_layers, kv_dim, dim) */
-    const float *wo;              /* (n_layers, dim, n_heads * head_size) */
-    const float *ffn_norm;        /* (n_layers, dim) weight (gamma) of the pre-FFN norm */
-    const float *w1;              /* (n_layers, hidden_dim, dim) */
-    const float *w2;              /* (n_layers, dim, hidden_dim) */
-    const float *w3;              /* (n_layers, hidden_dim, dim) */
-    const float *final_norm;      /* (dim) */
+    DType dtype;
+    const void *data;    /* float, uint16_t (bf16) or int8_t values */
+    const float *scales; /* q8_0: (n_layers * rows, n_groups); NULL otherwise */
+    int rows, cols;      /* of one layer's matrix */
+    int group_size;      /* q8_0 only */
+} Matrix;
+
+typedef struct {
+    Matrix token_embedding;  /* (vocab_size, dim) */
+    const float *attn_norm;  /* (n_layers, dim) weight (gamma) of the pre-attention norm */
+    Matrix wq;               /* (n_layers, n_heads * head_size, dim) */
+    Matrix wk;               /* (n_layers, kv_dim, dim) */
+    Matrix wv;               /* (n_layers, kv_dim, dim) */
+    Matrix wo;               /* (n_layers, dim, n_heads * head_size) */
+    const float *ffn_norm;   /* (n_layers, dim) weight (gamma) of the pre-FFN norm */
+    Matrix w1;               /* (n_layers, hidden_dim, dim) */
+    Matrix w2;               /* (n_layers, dim, hidden_dim) */
+    Matrix w3;               /* (n_layers, hidden_dim, dim) */
+    const float *final_norm; /* (dim) */
     const float
         *attn_norm_bias;        /* (n_layers, dim) bias (beta) of the pre-attention norm, or NULL */
     const float *ffn_norm_bias; /* (n_layers, dim) bias (beta) of the pre-FFN norm, or NULL */
     const float *final_norm_bias; /* (dim) or NULL */
-    const float *wcls;            /* (vocab_size, dim); token_embedding when shared */
+    Matrix wcls;                  /* (vocab_size, dim); token_embedding when shared */
 } Weights;
 
 /* Activations of the current position, and the kv cache of all earlier ones. */
@@ -78,12 +97,14 @@ typedef struct {
 
 /* Memory-maps the checkpoint at `path` read-only, tells its layout by its magic (see the top of
  * this file), checks its header against itself and the whole tensor layout against the file size
- * before setting any pointer, then points the weights into the map (fp32 layouts) or dequantizes
+ * before setting any pointer, then points the weights into the map (normllama and fp32 layouts:
+ * f32, bf16 or q8_0 matrices, never copied) or dequantizes
  * them into m->owned (llama2.c version 2: w[i] = q[i] * scale[i / group_size] over each flattened
  * tensor, as llama2.c's export.py quantized them), and allocates the run state. m->norm is set to
  * the trained norm.
  * Returns 0 on success. On failure (missing, unreadable, empty or truncated file; unknown
- * version or weight dtype; impossible header such as non-positive sizes, dim % n_heads != 0,
+ * version or weight dtype; q8_0 group_size other than 32 or 64, a group_size with another dtype;
+ * impossible header such as non-positive sizes, dim % n_heads != 0,
  * n_heads % n_kv_heads != 0, odd head_size, a flag other than 0/1, non-positive eps or RoPE base,
  * alignment not a power of two; file size other than the header implies; out of memory) returns
  * -1, leaves `m` empty and writes a one-line message naming the file and the problem into

@@ -64,12 +64,18 @@ def run_logits(model, text, steps=None, extra=()):
 # Readers of the files, written from docs/FORMAT.md and llama2.c's layouts
 
 
-def read_nllm(path):
+MATRICES = {"token_embedding", "wq", "wk", "wv", "wo", "w1", "w2", "w3", "wcls"}
+
+
+def read_nllm(path, raw=None):
+    """Header fields and f32 tensors of our file; bf16 and q8_0 matrices are decoded to f32. With
+    raw={} it also gets each q8_0 matrix's (int8 values, scales) by name."""
     data = open(path, "rb").read()
     magic, version, *sizes = struct.unpack_from("<II7i", data, 0)
     theta, eps = struct.unpack_from("<ff", data, 36)
-    norm, bias, shared, dtype, align = struct.unpack_from("<5I", data, 44)
-    assert (magic, version, dtype) == (0x4D4C4C4E, 1, 0)
+    norm, bias, shared, dtype, align, group_size = struct.unpack_from("<6I", data, 44)
+    assert (magic, version) == (0x4D4C4C4E, 1) and dtype in (0, 1, 2)
+    assert group_size == (group_size if dtype == 2 else 0)
     dim, hidden, layers, heads, kv_heads, vocab, seq_len = sizes
     kv_dim = kv_heads * dim // heads
     shapes = [("token_embedding", (vocab, dim)), ("attn_norm", (layers, dim))]
@@ -83,15 +89,33 @@ def read_nllm(path):
     shapes += [("final_norm_bias", (dim,))] if bias else []
     shapes += [] if shared else [("wcls", (vocab, dim))]
     off, t = 256, {}
-    for name, shape in shapes:
+
+    def take(dt, n):
+        nonlocal off
         off = (off + align - 1) // align * align
+        a = np.frombuffer(data, dtype=dt, count=n, offset=off)
+        off += a.nbytes
+        return a
+
+    for name, shape in shapes:
         n = int(np.prod(shape))
-        t[name] = np.frombuffer(data, dtype="<f4", count=n, offset=off).reshape(shape)
-        off += 4 * n
+        kind = dtype if name in MATRICES else 0
+        if kind == 0:
+            t[name] = take("<f4", n).reshape(shape)
+        elif kind == 1:
+            t[name] = (take("<u2", n).astype(np.uint32) << 16).view(np.float32).reshape(shape)
+        else:
+            cols = shape[-1]
+            groups = -(-cols // group_size)
+            q = take("i1", n).reshape(-1, cols)
+            scales = take("<f4", q.shape[0] * groups).reshape(-1, groups)
+            t[name] = (q * np.repeat(scales, group_size, axis=1)[:, :cols]).reshape(shape)
+            if raw is not None:
+                raw[name] = (q, scales)
     assert off == len(data), f"{path}: {len(data)} bytes, layout ends at {off}"
     header = dict(zip(["dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads", "vocab_size",
                        "seq_len"], sizes), rope_theta=theta, norm_eps=eps, norm=norm,
-                  norm_bias=bias, shared=shared, align=align)
+                  norm_bias=bias, shared=shared, align=align, dtype=dtype, group_size=group_size)
     return header, t
 
 
@@ -191,10 +215,11 @@ def rope_rotate_half(x, angles):
 # llama2.c checkpoint and tokenizer
 
 
-def stories_nllm():
-    path = tmp("stories260K.nllm")
+def stories_nllm(dtype="f32", group_size=32):
+    path = tmp(f"stories260K-{dtype}-{group_size}.nllm")
     if not os.path.exists(path):
-        code, _, err = export_cli(PT, "--out", path)
+        code, _, err = export_cli(PT, "--out", path, "--dtype", dtype, "--group-size",
+                                  str(group_size))
         assert code == 0, err
     return path
 
@@ -282,6 +307,106 @@ def reference_forward_matches_run_logits_on_64_positions_of_the_greedy_story():
     err = np.abs(ref - logits).max()
     print(f"  stories260K: max |logit - reference| over 64 positions = {err:.2e}")
     assert err < 1e-4, err
+
+
+# ----------------------------------------------------------------------------
+# bf16 and q8_0 weights
+
+
+@test
+def bf16_export_is_the_upper_half_of_each_f32_weight():
+    header, ours = read_nllm(stories_nllm("bf16"))
+    legacy = read_legacy(LEGACY)
+    assert header["dtype"] == 1 and header["group_size"] == 0
+    assert os.path.getsize(stories_nllm("bf16")) < 0.51 * os.path.getsize(stories_nllm())
+    for name in legacy:
+        want = legacy[name] if name not in MATRICES else \
+            (legacy[name].view(np.uint32) & 0xFFFF0000).view(np.float32)
+        assert np.array_equal(ours[name], want), name
+
+
+@test
+def q8_0_export_groups_each_row_with_a_short_tail_group():
+    legacy = read_legacy(LEGACY)
+    for group_size in (32, 64):
+        raw = {}
+        header, ours = read_nllm(stories_nllm("q8_0", group_size), raw)
+        assert header["dtype"] == 2 and header["group_size"] == group_size
+        # w2's rows are hidden_dim = 172 long: 5 groups of 32 and one of 12, or 2 of 64 and 44
+        q, scales = raw["w2"]
+        assert q.shape == (5 * 64, 172) and scales.shape == (5 * 64, -(-172 // group_size))
+        for name in legacy:
+            if name not in MATRICES:
+                assert np.array_equal(ours[name], legacy[name]), name
+                continue
+            w = legacy[name].reshape(-1, legacy[name].shape[-1])
+            q, scales = raw[name]
+            cols = w.shape[1]
+            step = np.repeat(scales, group_size, axis=1)[:, :cols]
+            # the largest |w| of each group maps to +-127, every value to within half a step
+            assert np.abs(q).max() == 127, name
+            assert np.all(np.abs(w - q * step) <= step * 0.5000001 + 1e-12), name
+            for g in range(scales.shape[1]):
+                part = np.abs(w[:, g * group_size:(g + 1) * group_size]).max(axis=1)
+                assert np.allclose(scales[:, g], part / 127, rtol=1e-6), (name, g)
+
+
+def greedy_agreement(dtype, group_size=32):
+    """Greedy predictions (positions from the last prompt token on) that dtype's file shares with
+    f32 before the first difference, and the largest logit difference at the first generated position and over all
+    positions up to that difference."""
+    ids, ref, _ = run_logits(stories_nllm(), "Once upon a time", steps=256)
+    _, got, _ = run_logits(stories_nllm(dtype, group_size), "Once upon a time", steps=256)
+    first = len(ids) - 1
+    n = min(len(ref), len(got))
+    differ = [p for p in range(first, n) if ref[p].argmax() != got[p].argmax()]
+    end = differ[0] if differ else n
+    return end - first, np.abs(ref[first] - got[first]).max(), np.abs(ref[:end] - got[:end]).max()
+
+
+@test
+def bf16_greedy_story_is_the_f32_story_for_all_256_positions():
+    agree, err_first, err_all = greedy_agreement("bf16")
+    print(f"  bf16: {agree} greedy tokens agree with f32; max |logit error| "
+          f"{err_first:.3f} at the first, {err_all:.3f} over all 256 positions")
+    assert agree == 256 - 4, agree  # every position from the last prompt token (4) to 255
+    code, out, err = run(stories_nllm("bf16"), "-z", TOK_BIN, "-t", "0", "-n", "256", "-i",
+                         "Once upon a time")
+    assert code == 0, err
+    assert out == open("tests/fixtures/stories260K_greedy_once_upon_a_time.txt").read(), out
+    assert 0.01 < err_all < 0.3, err_all  # bf16 keeps 8 bits: close, not exact
+
+
+@test
+def q8_0_greedy_story_agrees_with_f32_for_100_tokens():
+    # measured: 110 generated tokens with groups of 32, 57 with groups of 64
+    agree, err_first, err_all = greedy_agreement("q8_0", 32)
+    print(f"  q8_0/32: {agree} greedy tokens agree with f32; max |logit error| "
+          f"{err_first:.3f} at the first, {err_all:.3f} over those positions")
+    agree64, err64_first, err64_all = greedy_agreement("q8_0", 64)
+    print(f"  q8_0/64: {agree64} generated tokens agree with f32; max |logit error| "
+          f"{err64_first:.3f} at the first, {err64_all:.3f} over those positions")
+    assert 100 <= agree < 251, agree
+    assert agree64 >= 50, agree64
+    assert err_first < 0.3 and err64_first < 0.5, (err_first, err64_first)
+
+
+@test
+def random_model_of_each_dtype_runs():
+    sizes = {}
+    for dtype in ("f32", "bf16", "q8_0"):
+        out = tmp(f"random-15M-{dtype}.nllm")
+        code, _, err = export_cli("--random", "15M", "--dtype", dtype, "--out", out)
+        assert code == 0, err
+        header, t = read_nllm(out)
+        assert (header["dim"], header["n_layers"], header["vocab_size"]) == (288, 6, 32000)
+        assert header["shared"] == 1 and np.all(t["attn_norm"] == 1)
+        assert 0.05 < np.abs(t["wq"]).max() <= 1 / np.sqrt(288)
+        sizes[dtype] = os.path.getsize(out)
+        code, _, err = run(out, "-z", "models/tokenizer.bin", "-n", "4", "-s", "1")
+        assert code == 0, err
+        os.remove(out)
+    assert 1.9 < sizes["f32"] / sizes["bf16"] < 2.01 and 3.4 < sizes["f32"] / sizes["q8_0"] < 3.6
 
 
 # ----------------------------------------------------------------------------
@@ -503,6 +628,10 @@ def export_errors():
     expect_export_error([TOK_BIN, "--out", out], "cannot load with torch")
     open(tmp("bad.model"), "wb").write(b"not a model")
     expect_export_error([tmp("bad.model"), "--out", out], "not a SentencePiece model")
+    expect_export_error([PT, "--out", out, "--dtype", "q8_0", "--group-size", "48"],
+                        "--group-size must be 32 or 64, got 48")
+    expect_export_error(["--out", out], "give either an input or --random SHAPE")
+    expect_export_error([PT, "--random", "15M", "--out", out], "give either an input or --random")
     assert not os.path.exists(out) and not os.path.exists(out + ".tmp")
 
 
@@ -512,7 +641,7 @@ def export_help_documents_inputs_and_options():
     assert code == 0
     for word in ["--out", "--dtype", "--seq-len", "--quiet", "llama2.c", "Hugging Face",
                  "model.safetensors.index.json", "pytorch_model.bin", "consolidated", "params.json",
-                 "SentencePiece", "bf16"]:
+                 "SentencePiece", "bf16", "q8_0", "--group-size", "--random", "110M"]:
         assert word in out, word
 
 

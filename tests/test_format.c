@@ -107,6 +107,7 @@ enum {
     OFF_SHARED = 52,
     OFF_DTYPE = 56,
     OFF_ALIGN = 60,
+    OFF_GROUP_SIZE = 64,
 };
 
 /* A small model: dim 12 (so the (n_layers, dim) norms, 96 bytes, need padding to 64),
@@ -269,16 +270,27 @@ Test(normllama_bad_input, magic_version_and_dtype) {
     expect_field_error(OFF_MAGIC, 0x4d4c4c4f, "unknown magic 0x4d4c4c4f");
     expect_field_error(OFF_VERSION, 2, "unknown normllama version 2 (this run reads version 1)");
     expect_field_error(OFF_VERSION, 0, "unknown normllama version 0");
-    expect_field_error(OFF_DTYPE, 1, "weight dtype 1 (bf16) is reserved and not supported yet");
-    expect_field_error(OFF_DTYPE, 2, "weight dtype 2 (q8_0) is reserved and not supported yet");
-    expect_field_error(OFF_DTYPE, 9, "unknown weight dtype 9 (0 is f32)");
+    expect_field_error(OFF_DTYPE, 9, "unknown weight dtype 9 (0 f32, 1 bf16, 2 q8_0)");
+    expect_field_error(OFF_DTYPE, 2, "q8_0 group_size is 0, not 32 or 64");
+    expect_field_error(OFF_GROUP_SIZE, 32, "group_size is 32 but f32 weights have no groups");
+    /* the layout follows the dtype: an f32 file read as bf16 or q8_0 has the wrong size */
+    expect_field_error(OFF_DTYPE, 1, "normllama v1 bf16 header (dim 12");
+    Blob b = small_model(1, 1);
+    put_u32(b.data + OFF_DTYPE, 2);
+    put_u32(b.data + OFF_GROUP_SIZE, 48);
+    expect_load_error(&b, b.size, "q8_0 group_size is 48, not 32 or 64");
+    put_u32(b.data + OFF_GROUP_SIZE, 64);
+    expect_load_error(&b, b.size, "normllama v1 q8_0 header (dim 12");
+    put_u32(b.data + OFF_DTYPE, 1);
+    expect_load_error(&b, b.size, "group_size is 64 but bf16 weights have no groups");
+    free(b.data);
 }
 
 Test(normllama_bad_input, sizes_against_the_file) {
     Blob b = small_model(1, 1);
     char implies[160];
     snprintf(implies, sizeof(implies),
-             "normllama v1 header (dim 12, hidden_dim 20, n_layers 2, "
+             "normllama v1 f32 header (dim 12, hidden_dim 20, n_layers 2, "
              "vocab_size 512, seq_len 32) implies %zu",
              b.size);
     expect_load_error(&b, b.size - 1, implies);
