@@ -1,9 +1,13 @@
-# normllama: make run | make test | make sanitize | make models | make export-deps
+# normllama: make run | make test | make test-portable | make sanitize | make bench | make models
+#            | make export-deps
 CC ?= gcc
 PYTHON ?= /usr/bin/python3
 OPT ?= -O3 -march=native
 # -std=c11 (not gnu11) keeps gcc from contracting a*b+c into FMA, so sums round as llama2.c's do
-CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -fopenmp -I/usr/include/stb $(OPT)
+BASE_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -fopenmp -I/usr/include/stb
+CFLAGS = $(BASE_CFLAGS) $(OPT)
+# the portable build: no -march, so the kernels compile for baseline x86-64 (SSE2) or any CPU
+PORTABLE_CFLAGS = $(BASE_CFLAGS) -O2
 LDLIBS = -lm
 SANITIZE = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
@@ -19,7 +23,7 @@ TEST_MODELS = stories260K.bin tok512.bin tokenizer.bin stories260K.pt tok512.mod
 
 EXPORT_DEPS = python3-numpy python3-torch python3-sentencepiece python3-tqdm
 
-.PHONY: all test sanitize models clean format bench export-deps
+.PHONY: all test test-portable sanitize models clean format bench export-deps
 
 all: run
 
@@ -45,6 +49,20 @@ test: run build/tests
 	models/fetch.sh $(TEST_MODELS)
 	NORMLLAMA_RUN=./run build/tests
 	NORMLLAMA_RUN=./run $(PYTHON) tests/test_export.py
+
+run-portable: run.c $(LIB_SRC) $(HEADERS)
+	$(CC) $(PORTABLE_CFLAGS) -o $@ run.c $(LIB_SRC) $(LDLIBS)
+
+build/tests-portable: $(TEST_SRC) $(LIB_SRC) $(HEADERS) tests/helpers.h
+	@mkdir -p build
+	$(CC) $(PORTABLE_CFLAGS) -I. -o $@ $(TEST_SRC) $(LIB_SRC) -lcriterion $(LDLIBS)
+
+# The whole suite against the portable build: the SIMD paths of `make test` and the portable
+# ones must both pass it.
+test-portable: run-portable build/tests-portable
+	models/fetch.sh $(TEST_MODELS)
+	NORMLLAMA_RUN=./run-portable build/tests-portable
+	NORMLLAMA_RUN=./run-portable $(PYTHON) tests/test_export.py
 
 run-sanitize: run.c $(LIB_SRC) $(HEADERS)
 	$(CC) $(CFLAGS) -O1 -g $(SANITIZE) -o $@ run.c $(LIB_SRC) $(LDLIBS)
@@ -75,4 +93,4 @@ format:
 	clang-format -i *.c *.h tests/*.c tests/*.h
 
 clean:
-	rm -rf run run-sanitize build
+	rm -rf run run-portable run-sanitize build

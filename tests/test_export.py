@@ -384,7 +384,7 @@ def q8_0_greedy_story_agrees_with_f32_for_100_tokens():
     print(f"  q8_0/32: {agree} greedy tokens agree with f32; max |logit error| "
           f"{err_first:.3f} at the first, {err_all:.3f} over those positions")
     agree64, err64_first, err64_all = greedy_agreement("q8_0", 64)
-    print(f"  q8_0/64: {agree64} generated tokens agree with f32; max |logit error| "
+    print(f"  q8_0/64: {agree64} greedy tokens agree with f32; max |logit error| "
           f"{err64_first:.3f} at the first, {err64_all:.3f} over those positions")
     assert 100 <= agree < 251, agree
     assert agree64 >= 50, agree64

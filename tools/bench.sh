@@ -1,22 +1,29 @@
 #!/usr/bin/env bash
-# make bench: decode speed of ./run on random-weight models of real shapes, against the machine's
-# measured read bandwidth. Prints one table (medians of REPEATS runs). Needs no network.
-#   BENCH_QUICK=1   15M and 110M only, fewer repeats (under 2 minutes)
+# make bench: decode speed of ./run on random-weight models of real shapes (export.py --random),
+# each weight dtype, against the machine's measured read bandwidth. Prints one table (medians of
+# the repeats). Needs no network.
+#   BENCH_QUICK=1   15M and 110M only, fewer repeats and tokens (under 2 minutes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-/usr/bin/python3}
 dir=build/bench
 mkdir -p "$dir"
 
+dtypes=(f32 bf16 q8_0)
 if [[ ${BENCH_QUICK:-0} == 1 ]]; then
     shapes=(15M 110M) repeats=3
+    declare -A steps=([15M]=128 [110M]=32)
 else
     shapes=(15M 110M 1.1B) repeats=5
+    declare -A steps=([15M]=256 [110M]=64 [1.1B]=16)
 fi
-declare -A steps=([15M]=256 [110M]=64 [1.1B]=16)
 
 for shape in "${shapes[@]}"; do
-    [[ -f $dir/$shape.bin ]] || "$PYTHON" tools/random_model.py "$shape" "$dir/$shape.bin"
+    for dtype in "${dtypes[@]}"; do
+        model=$dir/$shape-$dtype.nllm
+        [[ -f $model ]] || "$PYTHON" export.py --random "$shape" --dtype "$dtype" --out "$model" \
+            --quiet
+    done
 done
 
 median() { sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
@@ -31,24 +38,26 @@ echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; read ban
 printf '%-6s %-5s %-10s %7s %10s %8s %11s %12s\n' shape dtype norm threads tokens/s GB/s \
     "% of bw" "peak MiB"
 for shape in "${shapes[@]}"; do
-    model=$dir/$shape.bin
-    bytes=$(stat -c %s "$model")
-    for norm in rmsnorm layernorm; do
-        for threads in 1 2; do
-            rates=() peak=0
-            for ((r = 0; r < repeats; r++)); do
-                line=$( { /usr/bin/time -f 'peak_kib %M' ./run "$model" -z models/tokenizer.bin \
-                    -t 0 -n "${steps[$shape]}" --norm="$norm" --threads="$threads" >/dev/null; } 2>&1)
-                rates+=("$(sed -n 's/.* \([0-9.]*\) tokens\/s.*/\1/p' <<<"$line")")
-                kib=$(sed -n 's/^peak_kib //p' <<<"$line")
-                ((kib > peak)) && peak=$kib
+    for dtype in "${dtypes[@]}"; do
+        model=$dir/$shape-$dtype.nllm
+        bytes=$(stat -c %s "$model") # every matrix is read once per token (shared classifier)
+        for norm in rmsnorm layernorm; do
+            for threads in 1 2; do
+                rates=() peak=0
+                for ((r = 0; r < repeats; r++)); do
+                    line=$( { /usr/bin/time -f 'peak_kib %M' ./run "$model" -z models/tokenizer.bin \
+                        -t 0 -n "${steps[$shape]}" --norm="$norm" --threads="$threads" >/dev/null; } 2>&1)
+                    rates+=("$(sed -n 's/.* \([0-9.]*\) tokens\/s.*/\1/p' <<<"$line")")
+                    kib=$(sed -n 's/^peak_kib //p' <<<"$line")
+                    ((kib > peak)) && peak=$kib
+                done
+                rate=$(printf '%s\n' "${rates[@]}" | median)
+                awk -v s="$shape" -v d="$dtype" -v n="$norm" -v t="$threads" -v r="$rate" -v b="$bytes" \
+                    -v bw="${bandwidth[$threads]}" -v p="$peak" 'BEGIN {
+                    gbs = r * b / 1e9
+                    printf "%-6s %-5s %-10s %7d %10.1f %8.1f %10.0f%% %12.0f\n", s, d, n, t, r, gbs,
+                        100 * gbs / bw, p / 1024 }'
             done
-            rate=$(printf '%s\n' "${rates[@]}" | median)
-            awk -v s="$shape" -v n="$norm" -v t="$threads" -v r="$rate" -v b="$bytes" \
-                -v bw="${bandwidth[$threads]}" -v p="$peak" 'BEGIN {
-                gbs = r * b / 1e9
-                printf "%-6s %-5s %-10s %7d %10.1f %8.1f %10.0f%% %12.0f\n", s, "f32", n, t, r, gbs,
-                    100 * gbs / bw, p / 1024 }'
         done
     done
 done
