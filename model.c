@@ -10,6 +10,9 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#if defined(__AVX2__) || defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 #define MAX_SIZE (1 << 20) /* bound on every header field, so each tensor size fits in 64 bits */
 
@@ -553,10 +556,12 @@ void model_free(Model *m) {
 /* ----------------------------------------------------------------------------
  * The forward pass */
 
-/* Dot products of one weight row with x (n), one per dtype. Each is written as its scalar
- * reference loop; `omp simd` lets the compiler vectorize it for the target (-march=native: AVX2
- * or AVX-512), and the same code is the portable path. The f32 sum is not contracted into FMA
- * (-std=c11) so that it rounds as llama2.c's does. */
+/* Dot products of one weight row with x (n), one per dtype. Each has its scalar reference loop,
+ * which is also the portable path (`omp simd` lets the compiler vectorize it). bf16 and q8_0 add
+ * AVX-512 or AVX2 bodies, chosen at compile time (-march=native), for the part of the row a whole
+ * number of vectors covers; they sum in another order, so they agree with the reference within
+ * fp rounding. The f32 sum is not contracted into FMA (-std=c11) so that it rounds as llama2.c's
+ * does; compilers vectorize its loop well. */
 
 static float dot_f32(const float *w, const float *x, int n) {
     float sum = 0.0f;
@@ -573,22 +578,87 @@ static inline float bf16_to_f32(uint16_t b) {
     return f;
 }
 
+#if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
+static inline float hsum256(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+#endif
+
 static float dot_bf16(const uint16_t *w, const float *x, int n) {
     float sum = 0.0f;
+    int j = 0;
+#if defined(__AVX512F__)
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    for (; j + 32 <= n; j += 32) {
+        __m512i w0 = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(w + j)));
+        __m512i w1 = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(w + j + 16)));
+        acc0 = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(w0, 16)),
+                               _mm512_loadu_ps(x + j), acc0);
+        acc1 = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(w1, 16)),
+                               _mm512_loadu_ps(x + j + 16), acc1);
+    }
+    sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+#elif defined(__AVX2__) && defined(__FMA__)
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    for (; j + 16 <= n; j += 16) {
+        __m256i w0 = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(w + j)));
+        __m256i w1 = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(w + j + 8)));
+        acc0 = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(w0, 16)),
+                               _mm256_loadu_ps(x + j), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(w1, 16)),
+                               _mm256_loadu_ps(x + j + 8), acc1);
+    }
+    sum = hsum256(_mm256_add_ps(acc0, acc1));
+#endif
 #pragma omp simd reduction(+ : sum)
-    for (int j = 0; j < n; j++) sum += bf16_to_f32(w[j]) * x[j];
+    for (int k = j; k < n; k++) sum += bf16_to_f32(w[k]) * x[k];
     return sum;
 }
 
-/* q8_0: sum over groups of scale * (int8 values . x); the last group may be shorter. */
+/* int8 values . x over [start, end), in the reference order. */
+static inline float dot_i8(const int8_t *w, const float *x, int start, int end) {
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+    for (int j = start; j < end; j++) sum += (float)w[j] * x[j];
+    return sum;
+}
+
+/* q8_0: sum over groups of scale * (int8 values . x); the last group may be shorter. The SIMD
+ * bodies keep one vector of per-lane sums across groups (scaled as each group ends) and reduce
+ * once per row; group_size (32 or 64) is a multiple of their vector width. */
 static float dot_q8_0(const int8_t *w, const float *scales, int group_size, const float *x, int n) {
     float sum = 0.0f;
-    for (int start = 0, g = 0; start < n; start += group_size, g++) {
-        int end = start + group_size < n ? start + group_size : n;
-        float group = 0.0f;
-#pragma omp simd reduction(+ : group)
-        for (int j = start; j < end; j++) group += (float)w[j] * x[j];
-        sum += scales[g] * group;
+    int g = 0, full = n / group_size; /* groups of group_size values */
+#if defined(__AVX512F__)
+    __m512 acc = _mm512_setzero_ps();
+    for (; g < full; g++) {
+        __m512 group = _mm512_setzero_ps();
+        for (int j = g * group_size; j < (g + 1) * group_size; j += 16) {
+            __m512 wf =
+                _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(w + j))));
+            group = _mm512_fmadd_ps(wf, _mm512_loadu_ps(x + j), group);
+        }
+        acc = _mm512_fmadd_ps(group, _mm512_set1_ps(scales[g]), acc);
+    }
+    sum = _mm512_reduce_add_ps(acc);
+#elif defined(__AVX2__) && defined(__FMA__)
+    __m256 acc = _mm256_setzero_ps();
+    for (; g < full; g++) {
+        __m256 group = _mm256_setzero_ps();
+        for (int j = g * group_size; j < (g + 1) * group_size; j += 8) {
+            __m256 wf =
+                _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(w + j))));
+            group = _mm256_fmadd_ps(wf, _mm256_loadu_ps(x + j), group);
+        }
+        acc = _mm256_fmadd_ps(group, _mm256_set1_ps(scales[g]), acc);
+    }
+    sum = hsum256(acc);
+#endif
+    for (; g * group_size < n; g++) {
+        int start = g * group_size, end = start + group_size < n ? start + group_size : n;
+        sum += scales[g] * dot_i8(w, x, start, end);
     }
     return sum;
 }
