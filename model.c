@@ -625,6 +625,12 @@ static inline float dot_i8(const int8_t *w, const float *x, int start, int end) 
     return sum;
 }
 
+#if defined(__AVX512F__)
+static inline __m512 q8x16_to_f32(const int8_t *w) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)w)));
+}
+#endif
+
 /* q8_0: sum over groups of scale * (int8 values . x); the last group may be shorter. The SIMD
  * bodies keep one vector of per-lane sums across groups (scaled as each group ends) and reduce
  * once per row; group_size (32 or 64) is a multiple of their vector width. */
@@ -632,17 +638,23 @@ static float dot_q8_0(const int8_t *w, const float *scales, int group_size, cons
     float sum = 0.0f;
     int g = 0, full = n / group_size; /* groups of group_size values */
 #if defined(__AVX512F__)
-    __m512 acc = _mm512_setzero_ps();
-    for (; g < full; g++) {
-        __m512 group = _mm512_setzero_ps();
-        for (int j = g * group_size; j < (g + 1) * group_size; j += 16) {
-            __m512 wf =
-                _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(w + j))));
-            group = _mm512_fmadd_ps(wf, _mm512_loadu_ps(x + j), group);
+    /* 16 lanes of (int8 . x) per group, scaled into acc as the group ends; groups in pairs
+     * (two FMA chains) so that one group does not wait on the previous one's FMA */
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    for (; g + 1 < full; g += 2) {
+        const int8_t *wg = w + g * group_size;
+        const float *xg = x + g * group_size;
+        __m512 g0 = _mm512_mul_ps(q8x16_to_f32(wg), _mm512_loadu_ps(xg));
+        __m512 g1 = _mm512_mul_ps(q8x16_to_f32(wg + group_size), _mm512_loadu_ps(xg + group_size));
+        for (int j = 16; j < group_size; j += 16) {
+            g0 = _mm512_fmadd_ps(q8x16_to_f32(wg + j), _mm512_loadu_ps(xg + j), g0);
+            g1 = _mm512_fmadd_ps(q8x16_to_f32(wg + group_size + j),
+                                 _mm512_loadu_ps(xg + group_size + j), g1);
         }
-        acc = _mm512_fmadd_ps(group, _mm512_set1_ps(scales[g]), acc);
+        acc0 = _mm512_fmadd_ps(g0, _mm512_set1_ps(scales[g]), acc0);
+        acc1 = _mm512_fmadd_ps(g1, _mm512_set1_ps(scales[g + 1]), acc1);
     }
-    sum = _mm512_reduce_add_ps(acc);
+    sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
 #elif defined(__AVX2__) && defined(__FMA__)
     __m256 acc = _mm256_setzero_ps();
     for (; g < full; g++) {
