@@ -59,10 +59,10 @@ build/tests-portable: $(TEST_SRC) $(LIB_SRC) $(HEADERS) tests/helpers.h
 
 # The whole suite against the portable build: the SIMD paths of `make test` and the portable
 # ones must both pass it.
-test-portable: run-portable build/tests-portable
+test-portable: run run-portable build/tests-portable
 	models/fetch.sh $(TEST_MODELS)
 	NORMLLAMA_RUN=./run-portable build/tests-portable
-	NORMLLAMA_RUN=./run-portable $(PYTHON) tests/test_export.py
+	NORMLLAMA_RUN=./run-portable NORMLLAMA_RUN_SIMD=./run $(PYTHON) tests/test_export.py
 
 run-sanitize: run.c $(LIB_SRC) $(HEADERS)
 	$(CC) $(CFLAGS) -O1 -g $(SANITIZE) -o $@ run.c $(LIB_SRC) $(LDLIBS)

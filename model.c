@@ -636,11 +636,12 @@ static inline __m512 q8x16_to_f32(const int8_t *w) {
  * once per row; group_size (32 or 64) is a multiple of their vector width. */
 static float dot_q8_0(const int8_t *w, const float *scales, int group_size, const float *x, int n) {
     float sum = 0.0f;
-    int g = 0, full = n / group_size; /* groups of group_size values */
+    int g = 0; /* next group */
 #if defined(__AVX512F__)
     /* 16 lanes of (int8 . x) per group, scaled into acc as the group ends; groups in pairs
      * (two FMA chains) so that one group does not wait on the previous one's FMA */
     __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    int full = n / group_size; /* groups of group_size values */
     for (; g + 1 < full; g += 2) {
         const int8_t *wg = w + g * group_size;
         const float *xg = x + g * group_size;
@@ -657,6 +658,7 @@ static float dot_q8_0(const int8_t *w, const float *scales, int group_size, cons
     sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
 #elif defined(__AVX2__) && defined(__FMA__)
     __m256 acc = _mm256_setzero_ps();
+    int full = n / group_size;
     for (; g < full; g++) {
         __m256 group = _mm256_setzero_ps();
         for (int j = g * group_size; j < (g + 1) * group_size; j += 8) {

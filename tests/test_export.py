@@ -39,8 +39,12 @@ def tmp(name):
     return os.path.join(TMP, name)
 
 
-def run(*args):
-    p = subprocess.run([RUN, *args], capture_output=True, text=True)
+class Skip(Exception):
+    """Raised by a test that does not apply to this run; reported as SKIP."""
+
+
+def run(*args, program=None):
+    p = subprocess.run([program or RUN, *args], capture_output=True, text=True)
     return p.returncode, p.stdout, p.stderr
 
 
@@ -50,12 +54,12 @@ def export_cli(*args):
     return p.returncode, p.stdout, p.stderr
 
 
-def run_logits(model, text, steps=None, extra=()):
+def run_logits(model, text, steps=None, extra=(), program=None):
     """run's logits for BOS + text, teacher-forced: (positions, vocab_size)."""
     ids = [1] + SP.encode(text)
     out = tmp("logits.f32")
     code, _, err = run(model, "-z", TOK_BIN, "-t", "0", "-n", str(steps or len(ids)), "--logits",
-                       out, *extra, text)
+                       out, *extra, text, program=program)
     assert code == 0, err
     return ids, np.fromfile(out, dtype=np.float32).reshape(-1, 512), err
 
@@ -392,6 +396,20 @@ def q8_0_greedy_story_agrees_with_f32_for_100_tokens():
 
 
 @test
+def simd_and_portable_builds_agree_on_every_dtype():
+    """make test-portable sets NORMLLAMA_RUN_SIMD=./run beside the portable build under test."""
+    simd = os.environ.get("NORMLLAMA_RUN_SIMD")
+    if not simd:
+        raise Skip("only under make test-portable (NORMLLAMA_RUN_SIMD)")
+    for dtype in ("f32", "bf16", "q8_0"):
+        _, a, _ = run_logits(stories_nllm(dtype), PROMPT, steps=32)
+        _, b, _ = run_logits(stories_nllm(dtype), PROMPT, steps=32, program=simd)
+        err = np.abs(a - b).max()
+        print(f"  {dtype}: max |logit portable - SIMD| over 32 positions = {err:.1e}")
+        assert err < 1e-4, (dtype, err)
+
+
+@test
 def random_model_of_each_dtype_runs():
     sizes = {}
     for dtype in ("f32", "bf16", "q8_0"):
@@ -646,18 +664,21 @@ def export_help_documents_inputs_and_options():
 
 
 def main():
-    passed = failed = 0
+    passed = failed = skipped = 0
     for fn in TESTS:
         try:
             fn()
             print(f"PASS {fn.__name__}")
             passed += 1
+        except Skip as e:
+            print(f"SKIP {fn.__name__}: {e}")
+            skipped += 1
         except Exception as e:  # report every failure, keep going
             print(f"FAIL {fn.__name__}: {type(e).__name__}: {str(e)[:500]}")
             traceback.print_exc(limit=3)
             failed += 1
     shutil.rmtree(TMP, ignore_errors=True)
-    print(f"{passed} passed, {failed} failed")
+    print(f"{passed} passed, {failed} failed, {skipped} skipped")
     return 1 if failed else 0
 
 
