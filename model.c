@@ -435,8 +435,16 @@ static int alloc_state(RunState *s, const Config *c) {
     s->key_cache = calloc(cache, sizeof(float));
     s->value_cache = calloc(cache, sizeof(float));
     s->inv_freq = calloc(head_size / 2, sizeof(float));
+    s->batch = c->seq_len < 64 ? c->seq_len : 64;
+    s->bx = calloc((size_t)s->batch * c->dim, sizeof(float));
+    s->bxb = calloc((size_t)s->batch * c->dim, sizeof(float));
+    s->bxb2 = calloc((size_t)s->batch * c->dim, sizeof(float));
+    s->bq = calloc((size_t)s->batch * c->dim, sizeof(float));
+    s->bhb = calloc((size_t)s->batch * c->hidden_dim, sizeof(float));
+    s->bhb2 = calloc((size_t)s->batch * c->hidden_dim, sizeof(float));
     if (!s->x || !s->xb || !s->xb2 || !s->hb || !s->hb2 || !s->q || !s->att || !s->logits ||
-        !s->key_cache || !s->value_cache || !s->inv_freq)
+        !s->key_cache || !s->value_cache || !s->inv_freq || !s->bx || !s->bxb || !s->bxb2 ||
+        !s->bq || !s->bhb || !s->bhb2)
         return -1;
     return 0;
 }
@@ -453,6 +461,12 @@ static void free_state(RunState *s) {
     free(s->key_cache);
     free(s->value_cache);
     free(s->inv_freq);
+    free(s->bx);
+    free(s->bxb);
+    free(s->bxb2);
+    free(s->bq);
+    free(s->bhb);
+    free(s->bhb2);
     memset(s, 0, sizeof(*s));
 }
 
@@ -693,12 +707,20 @@ static inline float row_dot(const Matrix *w, size_t row, const float *x) {
     }
 }
 
-/* out = W x with W layer `layer` of w: (w->rows, w->cols), x: (w->cols), out: (w->rows).
- * Rows in parallel. */
-static void matmul(float *out, const float *x, const Matrix *w, int layer) {
+/* out = x W^T for a batch of vectors, W layer `layer` of w: (w->rows, w->cols); x: (batch,
+ * w->cols), out: (batch, w->rows). Rows in parallel; each weight row is read from memory once and
+ * used for the whole batch while it is in cache (batched prefill's matrix-matrix product). */
+static void matmul_batch(float *out, const float *x, int batch, const Matrix *w, int layer) {
     size_t first = (size_t)layer * w->rows;
 #pragma omp parallel for
-    for (int i = 0; i < w->rows; i++) out[i] = row_dot(w, first + i, x);
+    for (int i = 0; i < w->rows; i++)
+        for (int b = 0; b < batch; b++)
+            out[(size_t)b * w->rows + i] = row_dot(w, first + i, x + (size_t)b * w->cols);
+}
+
+/* out = W x for one vector: x (w->cols), out (w->rows). */
+static void matmul(float *out, const float *x, const Matrix *w, int layer) {
+    matmul_batch(out, x, 1, w, layer);
 }
 
 /* Row `row` of w as floats: out (w->cols). The token embedding lookup. */
@@ -742,9 +764,11 @@ static void softmax(float *x, int n) {
     for (int i = 0; i < n; i++) x[i] /= sum;
 }
 
-/* Causal multi-head attention of the current query s->q over cached positions 0..pos of layer
- * `l`, into s->xb (n_heads * head_size). Query head h reads kv head h / (n_heads / n_kv_heads). */
-static void attention(RunState *s, const Config *c, int l, int pos) {
+/* Causal multi-head attention of the query q (n_heads * head_size) at position pos over cached
+ * positions 0..pos of layer `l`, into out (n_heads * head_size); s->att is scratch. Query head h
+ * reads kv head h / (n_heads / n_kv_heads). */
+static void attention(RunState *s, const Config *c, int l, int pos, const float *q_heads,
+                      float *out_heads) {
     int head_size = c->dim / c->n_heads;
     int kv_dim = c->n_kv_heads * head_size;
     int heads_per_kv = c->n_heads / c->n_kv_heads;
@@ -752,7 +776,7 @@ static void attention(RunState *s, const Config *c, int l, int pos) {
     float scale = sqrtf((float)head_size); /* divided, not multiplied, to round as llama2.c */
 #pragma omp parallel for
     for (int h = 0; h < c->n_heads; h++) {
-        const float *q = s->q + h * head_size;
+        const float *q = q_heads + h * head_size;
         float *att = s->att + (size_t)h * c->seq_len;
         int kv_off = (h / heads_per_kv) * head_size;
         for (int t = 0; t <= pos; t++) {
@@ -762,7 +786,7 @@ static void attention(RunState *s, const Config *c, int l, int pos) {
             att[t] = score / scale;
         }
         softmax(att, pos + 1);
-        float *out = s->xb + h * head_size;
+        float *out = out_heads + h * head_size;
         memset(out, 0, head_size * sizeof(float));
         for (int t = 0; t <= pos; t++) {
             const float *v = s->value_cache + layer_off + (size_t)t * kv_dim + kv_off;
@@ -810,7 +834,7 @@ float *model_forward(Model *m, int token, int pos) {
         matmul(v, s->xb, &w->wv, l);
         rope(s->q, dim, head_size, pos, s->inv_freq);
         rope(k, kv_dim, head_size, pos, s->inv_freq);
-        attention(s, c, l, pos);
+        attention(s, c, l, pos, s->q, s->xb);
         matmul(s->xb2, s->xb, &w->wo, l);
         residual_add(s->x, s->xb2, dim);
 
@@ -827,4 +851,60 @@ float *model_forward(Model *m, int token, int pos) {
     m->norm(s->x, s->x, w->final_norm, w->final_norm_bias, dim, c->norm_eps);
     matmul(s->logits, s->x, &w->wcls, 0);
     return s->logits;
+}
+
+void model_prefill(Model *m, const int *tokens, int n, float *logits) {
+    const Config *c = &m->config;
+    const Weights *w = &m->weights;
+    RunState *s = &m->state;
+    int dim = c->dim, hidden = c->hidden_dim;
+    int head_size = dim / c->n_heads;
+    int kv_dim = c->n_kv_heads * head_size;
+
+    for (int pos0 = 0; pos0 < n; pos0 += s->batch) {
+        int batch = n - pos0 < s->batch ? n - pos0 : s->batch; /* positions pos0 + b */
+        for (int b = 0; b < batch; b++)
+            matrix_row(s->bx + (size_t)b * dim, &w->token_embedding, tokens[pos0 + b]);
+
+        for (int l = 0; l < c->n_layers; l++) {
+            /* attention block, as in model_forward, for every position of the batch */
+            for (int b = 0; b < batch; b++)
+                m->norm(s->bxb + (size_t)b * dim, s->bx + (size_t)b * dim,
+                        w->attn_norm + (size_t)l * dim, layer_bias(w->attn_norm_bias, l, dim), dim,
+                        c->norm_eps);
+            size_t cache_off = ((size_t)l * c->seq_len + pos0) * kv_dim; /* (batch, kv_dim) */
+            float *k = s->key_cache + cache_off;
+            float *v = s->value_cache + cache_off;
+            matmul_batch(s->bq, s->bxb, batch, &w->wq, l);
+            matmul_batch(k, s->bxb, batch, &w->wk, l);
+            matmul_batch(v, s->bxb, batch, &w->wv, l);
+            for (int b = 0; b < batch; b++) {
+                rope(s->bq + (size_t)b * dim, dim, head_size, pos0 + b, s->inv_freq);
+                rope(k + (size_t)b * kv_dim, kv_dim, head_size, pos0 + b, s->inv_freq);
+            }
+            /* position pos0 + b attends over 0..pos0 + b: causal within the batch */
+            for (int b = 0; b < batch; b++)
+                attention(s, c, l, pos0 + b, s->bq + (size_t)b * dim, s->bxb + (size_t)b * dim);
+            matmul_batch(s->bxb2, s->bxb, batch, &w->wo, l);
+            residual_add(s->bx, s->bxb2, batch * dim);
+
+            /* feed-forward block */
+            for (int b = 0; b < batch; b++)
+                m->norm(s->bxb + (size_t)b * dim, s->bx + (size_t)b * dim,
+                        w->ffn_norm + (size_t)l * dim, layer_bias(w->ffn_norm_bias, l, dim), dim,
+                        c->norm_eps);
+            matmul_batch(s->bhb, s->bxb, batch, &w->w1, l);
+            matmul_batch(s->bhb2, s->bxb, batch, &w->w3, l);
+            swiglu(s->bhb, s->bhb2, batch * hidden);
+            matmul_batch(s->bxb2, s->bhb, batch, &w->w2, l);
+            residual_add(s->bx, s->bxb2, batch * dim);
+        }
+
+        if (logits) {
+            for (int b = 0; b < batch; b++)
+                m->norm(s->bx + (size_t)b * dim, s->bx + (size_t)b * dim, w->final_norm,
+                        w->final_norm_bias, dim, c->norm_eps);
+            matmul_batch(logits + (size_t)pos0 * c->vocab_size, s->bx, batch, &w->wcls, 0);
+        }
+    }
 }

@@ -82,6 +82,10 @@ typedef struct {
     float *key_cache;   /* (n_layers, seq_len, kv_dim) */
     float *value_cache; /* (n_layers, seq_len, kv_dim) */
     float *inv_freq;    /* (head_size / 2) RoPE frequencies theta^(-2i / head_size) */
+    /* model_prefill's activations for `batch` positions at a time, as above per position */
+    int batch;                   /* min(seq_len, 64): (batch, hidden_dim) floats stay in L2 */
+    float *bx, *bxb, *bxb2, *bq; /* (batch, dim) */
+    float *bhb, *bhb2;           /* (batch, hidden_dim) */
 } RunState;
 
 typedef struct {
@@ -123,5 +127,15 @@ void model_free(Model *m);
  * SwiGLU feed-forward, final norm, classifier; every norm is m->norm, given the norm biases
  * (NULL when the file has none; rmsnorm ignores them). */
 float *model_forward(Model *m, int token, int pos);
+
+/* Runs tokens[0..n) through the model at positions 0..n-1 as batches of m->state.batch
+ * positions: each weight matrix is read once per batch and multiplied with all of its positions
+ * (matrix-matrix product), attention is causal within the batch and over the earlier ones. Fills
+ * the kv cache as n calls of model_forward would, so generation continues with model_forward at
+ * position n; every position's logits are the ones model_forward gives (same kernels, same
+ * order: equal bit for bit). If `logits` is not NULL it receives them, (n, vocab_size); if NULL
+ * the classifier is skipped (a prompt's next tokens are known). Requires 1 <= n <= seq_len and
+ * 0 <= tokens[i] < vocab_size (the caller checks). */
+void model_prefill(Model *m, const int *tokens, int n, float *logits);
 
 #endif

@@ -140,6 +140,7 @@ typedef struct {
     int threads;             /* 0: OpenMP's default */
     NormFn norm;             /* NULL: the norm the model was trained with */
     const char *logits_path; /* NULL: do not write logits */
+    int serial_prompt;       /* 1: feed the prompt one position at a time, not as batches */
 } Options;
 
 static void usage(FILE *f) {
@@ -164,6 +165,8 @@ static void usage(FILE *f) {
             "                    teacher-forced) to FILE: vocab_size float32 (native byte\n"
             "                    order) per position, position after position\n"
             "  --threads=N       OpenMP threads, >= 1 (default: all cores)\n"
+            "  --prefill=MODE    batch: the prompt goes through the model in batches of\n"
+            "                    positions (default); serial: one position at a time\n"
             "  -h, --help        this text\n",
             norm_names());
 }
@@ -254,6 +257,11 @@ static Options parse_args(int argc, char **argv) {
             if (!o.norm) die("unknown --norm '%s' (expected %s)", name, norm_names());
         } else if (strcmp(flag, "--logits") == 0) {
             o.logits_path = option_value(argc, argv, &i, flag);
+        } else if (strcmp(flag, "--prefill") == 0) {
+            const char *mode = option_value(argc, argv, &i, flag);
+            if (strcmp(mode, "batch") != 0 && strcmp(mode, "serial") != 0)
+                die("unknown --prefill '%s' (expected batch or serial)", mode);
+            o.serial_prompt = strcmp(mode, "serial") == 0;
         } else if (strcmp(flag, "--threads") == 0) {
             long long threads = parse_int(flag, option_value(argc, argv, &i, flag));
             if (threads < 1 || threads > 1024)
@@ -370,12 +378,22 @@ int main(int argc, char **argv) {
         die("cannot open --logits file %s: %s", o.logits_path, strerror(errno));
 
     /* Position pos feeds `token` and predicts the token at pos + 1: forced from the prompt while
-     * there is one, sampled after. BOS (id 1) ends the text, as in llama2.c. */
+     * there is one, sampled after. BOS (id 1) ends the text, as in llama2.c. The prompt's
+     * positions but the last, whose next tokens are forced, run first as one prefill; their
+     * logits are computed only for --logits. */
     double start = now_seconds();
+    int n_prefill = o.serial_prompt ? 0 : n_prompt - 1;
+    float *prefill_logits = NULL;
+    if (n_prefill > 0 && logits_file &&
+        !(prefill_logits = malloc((size_t)n_prefill * c->vocab_size * sizeof(float))))
+        die("out of memory for the prompt's logits");
+    if (n_prefill > 0) model_prefill(&model, prompt_tokens, n_prefill, prefill_logits);
     int token = prompt_tokens[0];
     int pos = 0;
     while (pos < o.steps) {
-        float *logits = model_forward(&model, token, pos);
+        float *logits = pos >= n_prefill ? model_forward(&model, token, pos)
+                        : prefill_logits ? prefill_logits + (size_t)pos * c->vocab_size
+                                         : NULL; /* not needed: the next token is forced */
         if (logits_file &&
             fwrite(logits, sizeof(float), c->vocab_size, logits_file) != (size_t)c->vocab_size)
             die("cannot write --logits file %s: %s", o.logits_path, strerror(errno));
@@ -395,6 +413,7 @@ int main(int argc, char **argv) {
             generated > 0 ? generated : 0, elapsed > 0 ? pos / elapsed : 0.0,
             norm_name(model.norm));
 
+    free(prefill_logits);
     free(sampler.candidates);
     free(prompt_tokens);
     tokenizer_free(&tokenizer);

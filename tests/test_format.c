@@ -350,3 +350,51 @@ Test(logits_option, rows_per_position_and_bad_path) {
     cr_assert_str_eq(r.out, "");
     result_free(&r);
 }
+
+/* ----------------------------------------------------------------------------
+ * Batched prefill: the prompt as batches of 64 positions gives the logits of one position at a
+ * time, bit for bit (same kernels in the same order), across batch boundaries. */
+
+Test(prefill, batch_logits_equal_serial_logits_over_three_batches) {
+    /* 145 tokens in tok512 with BOS: prefill batches of 64, 64 and 16 positions, then generation */
+    const char *prompt =
+        "Once upon a time, there was a little girl named Lily. She loved to play outside in the "
+        "park with her friends. One day, she saw a big red ball under a tree. She ran to get it, "
+        "but a dog took it first. Lily was sad and cried. Her mom said, \"Do not cry, we can share "
+        "with the dog.\" So Lily and the dog played with the ball all day. They were happy and "
+        "became best friends. Then they";
+    const char *paths[2] = {"/tmp/normllama-test-batch.logits",
+                            "/tmp/normllama-test-serial.logits"};
+    const char *modes[2] = {"--prefill=batch", "--prefill=serial"};
+    char *out[2], *logits[2];
+    size_t size[2];
+    for (int i = 0; i < 2; i++) {
+        RunResult r = run_program((const char *[]){LEGACY, "-z", TOKENIZER, "-t", "0", "-n", "200",
+                                                   "--logits", paths[i], modes[i], prompt, NULL});
+        cr_assert_eq(r.exit_code, 0, "stderr: %s", r.err);
+        cr_assert(strstr(r.err, "prompt tokens 145,"), "%s", r.err);
+        out[i] = strdup(r.out);
+        result_free(&r);
+        logits[i] = read_file(paths[i], &size[i]);
+        unlink(paths[i]);
+        cr_assert_not_null(logits[i]);
+    }
+    cr_assert_geq(size[0], (size_t)145 * VOCAB * sizeof(float), "a row per prompt position");
+    cr_assert_eq(size[0], size[1]);
+    cr_assert(memcmp(logits[0], logits[1], size[0]) == 0, "batched prefill changed the logits");
+    cr_assert_str_eq(out[0], out[1]);
+    for (int i = 0; i < 2; i++) {
+        free(out[i]);
+        free(logits[i]);
+    }
+}
+
+Test(prefill, unknown_mode_is_one_error_line) {
+    RunResult r = run_program((const char *[]){LEGACY, "--prefill=fast", "Hi", NULL});
+    cr_assert_eq(r.exit_code, 1);
+    cr_assert_eq(count_lines(r.err), 1, "%s", r.err);
+    cr_assert(strstr(r.err, "run: unknown --prefill 'fast' (expected batch or serial)"), "%s",
+              r.err);
+    cr_assert_str_eq(r.out, "");
+    result_free(&r);
+}
