@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make bench: decode speed of ./run on random-weight models of real shapes (export.py --random),
-# each weight dtype, against the machine's measured read bandwidth. Prints one table (medians of
-# the repeats). Needs no network.
+# each weight dtype, against the machine's measured read bandwidth, and batched prefill of a
+# 256-token prompt. Prints one table (medians of the repeats). Needs no network.
 #   BENCH_QUICK=1   15M and 110M only, fewer repeats and tokens (under 2 minutes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,10 +11,10 @@ mkdir -p "$dir"
 
 dtypes=(f32 bf16 q8_0)
 if [[ ${BENCH_QUICK:-0} == 1 ]]; then
-    shapes=(15M 110M) repeats=3
+    shapes=(15M 110M) repeats=3 prefill_repeats=1
     declare -A steps=([15M]=128 [110M]=32)
 else
-    shapes=(15M 110M 1.1B) repeats=5
+    shapes=(15M 110M 1.1B) repeats=5 prefill_repeats=3
     declare -A steps=([15M]=256 [110M]=64 [1.1B]=16)
 fi
 
@@ -28,6 +28,14 @@ done
 
 median() { sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
 
+# The prefill prompt: 256 tokens with BOS in the Llama 2 vocabulary. run with -n 1 names the
+# prompt's length in its error; -n equal to it runs the prompt and generates nothing, so the rate
+# run prints is the prefill rate.
+prompt=$(for ((i = 0; i < 23; i++)); do printf 'Once upon a time, there was a little dog. '; done)
+prompt+="The end"
+n_prompt=$(./run "$dir/15M-f32.nllm" -z models/tokenizer.bin -n 1 "$prompt" 2>&1 |
+    sed -n 's/.*the prompt is \([0-9]*\) tokens.*/\1/p')
+
 declare -A bandwidth
 for threads in 1 2; do
     bandwidth[$threads]=$(OMP_NUM_THREADS=$threads build/bandwidth 2048 "$repeats" 2>/dev/null)
@@ -35,8 +43,9 @@ done
 
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; read bandwidth" \
     "${bandwidth[1]} GB/s (1 thread), ${bandwidth[2]} GB/s (2 threads)"
-printf '%-6s %-5s %-10s %7s %10s %8s %11s %12s\n' shape dtype norm threads tokens/s GB/s \
-    "% of bw" "peak MiB"
+echo "decode: tokens/s generating; prefill: tokens/s of a $n_prompt-token prompt in batches"
+printf '%-6s %-5s %-10s %7s %10s %8s %11s %12s %12s\n' shape dtype norm threads tokens/s GB/s \
+    "% of bw" "peak MiB" "prefill t/s"
 for shape in "${shapes[@]}"; do
     for dtype in "${dtypes[@]}"; do
         model=$dir/$shape-$dtype.nllm
@@ -52,11 +61,18 @@ for shape in "${shapes[@]}"; do
                     ((kib > peak)) && peak=$kib
                 done
                 rate=$(printf '%s\n' "${rates[@]}" | median)
+                prefill=()
+                for ((r = 0; r < prefill_repeats; r++)); do
+                    line=$(./run "$model" -z models/tokenizer.bin -n "$n_prompt" --norm="$norm" \
+                        --threads="$threads" "$prompt" 2>&1 >/dev/null)
+                    prefill+=("$(sed -n 's/.* \([0-9.]*\) tokens\/s.*/\1/p' <<<"$line")")
+                done
+                prefill_rate=$(printf '%s\n' "${prefill[@]}" | median)
                 awk -v s="$shape" -v d="$dtype" -v n="$norm" -v t="$threads" -v r="$rate" -v b="$bytes" \
-                    -v bw="${bandwidth[$threads]}" -v p="$peak" 'BEGIN {
+                    -v bw="${bandwidth[$threads]}" -v p="$peak" -v pf="$prefill_rate" 'BEGIN {
                     gbs = r * b / 1e9
-                    printf "%-6s %-5s %-10s %7d %10.1f %8.1f %10.0f%% %12.0f\n", s, d, n, t, r, gbs,
-                        100 * gbs / bw, p / 1024 }'
+                    printf "%-6s %-5s %-10s %7d %10.1f %8.1f %10.0f%% %12.0f %12.1f\n", s, d, n, t,
+                        r, gbs, 100 * gbs / bw, p / 1024, pf }'
             done
         done
     done
