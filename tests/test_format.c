@@ -37,14 +37,26 @@ Test(llama2c_versions, v1_greedy_and_seeded_match_llama2c) {
     }
 }
 
-/* Runs a greedy story of 256 positions, writing the logits to `path`; returns the rows. */
-static float *greedy_logits(const char *model, const char *path, int *rows) {
+/* A fresh temporary file's name in path[64]: unique, since other checkouts may run these tests
+ * on the same machine at the same time. */
+static void temp_path(char *path) {
+    snprintf(path, 64, "/tmp/normllama-logits-XXXXXX");
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+}
+
+/* Runs a greedy story of 256 positions, writing the logits to a temporary file; returns them. */
+static float *greedy_logits(const char *model, int *rows) {
+    char path[64];
+    temp_path(path);
     RunResult r = run_program((const char *[]){model, "-z", TOKENIZER, "-t", "0", "-n", "256",
                                                "--logits", path, "Once upon a time", NULL});
     cr_assert_eq(r.exit_code, 0, "stderr: %s", r.err);
     result_free(&r);
     size_t size;
     float *logits = (float *)read_file(path, &size);
+    unlink(path);
     cr_assert_not_null(logits);
     cr_assert_eq(size % (VOCAB * sizeof(float)), 0);
     *rows = (int)(size / (VOCAB * sizeof(float)));
@@ -63,10 +75,8 @@ static int argmax(const float *x, int n) {
  * too high."), then they differ. The assertion leaves a margin below that measurement. */
 Test(llama2c_versions, v2_int8_greedy_story_agrees_with_fp32_for_50_tokens) {
     int n_fp32, n_q8;
-    float *fp32 = greedy_logits(LEGACY, "/tmp/normllama-test-fp32.logits", &n_fp32);
-    float *q8 = greedy_logits(V2, "/tmp/normllama-test-q8.logits", &n_q8);
-    unlink("/tmp/normllama-test-fp32.logits");
-    unlink("/tmp/normllama-test-q8.logits");
+    float *fp32 = greedy_logits(LEGACY, &n_fp32);
+    float *q8 = greedy_logits(V2, &n_q8);
     const int n_prompt = 5; /* BOS + "Once upon a time": 5 ids in tok512 */
     int agree = 0;
     for (int pos = n_prompt - 1; pos < n_fp32 && pos < n_q8; pos++) {
@@ -339,8 +349,7 @@ Test(logits_option, rows_per_position_and_bad_path) {
     cr_assert(strstr(r.out, "--logits FILE"), "%s", r.out);
     result_free(&r);
     int rows;
-    float *logits = greedy_logits(LEGACY, "/tmp/normllama-test-rows.logits", &rows);
-    unlink("/tmp/normllama-test-rows.logits");
+    float *logits = greedy_logits(LEGACY, &rows);
     cr_assert_eq(rows, 256, "one row per position run");
     free(logits);
     r = run_program((const char *[]){LEGACY, "--logits", "/nonexistent-dir/x.f32", "Hi", NULL});
@@ -363,8 +372,9 @@ Test(prefill, batch_logits_equal_serial_logits_over_three_batches) {
         "but a dog took it first. Lily was sad and cried. Her mom said, \"Do not cry, we can share "
         "with the dog.\" So Lily and the dog played with the ball all day. They were happy and "
         "became best friends. Then they";
-    const char *paths[2] = {"/tmp/normllama-test-batch.logits",
-                            "/tmp/normllama-test-serial.logits"};
+    char paths[2][64];
+    temp_path(paths[0]);
+    temp_path(paths[1]);
     const char *modes[2] = {"--prefill=batch", "--prefill=serial"};
     char *out[2], *logits[2];
     size_t size[2];
