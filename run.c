@@ -281,27 +281,6 @@ static void find_tokenizer(const char *model_path, int vocab_size, char *out, si
         tried[0], tried[1]);
 }
 
-/* 1 if s is well-formed UTF-8 (no overlongs, surrogates or code points past U+10FFFF). */
-static int utf8_valid(const unsigned char *s) {
-    while (*s) {
-        int len = *s < 0x80           ? 1
-                  : (*s >> 5) == 0x6  ? 2
-                  : (*s >> 4) == 0xE  ? 3
-                  : (*s >> 3) == 0x1E ? 4
-                                      : 0;
-        if (len == 0) return 0;
-        unsigned int cp = len == 1 ? *s : *s & (0x7F >> len);
-        for (int i = 1; i < len; i++) {
-            if ((s[i] & 0xC0) != 0x80) return 0;
-            cp = (cp << 6) | (s[i] & 0x3F);
-        }
-        static const unsigned int min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
-        if (cp < min_cp[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
-        s += len;
-    }
-    return 1;
-}
-
 static double now_seconds(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -312,7 +291,7 @@ int main(int argc, char **argv) {
     Options o = parse_args(argc, argv);
     if (o.threads > 0) omp_set_num_threads(o.threads);
     const char *prompt = o.prompt ? o.prompt : "";
-    if (!utf8_valid((const unsigned char *)prompt)) die("the prompt is not valid UTF-8");
+    if (tokenizer_utf8_invalid_at(prompt) >= 0) die("the prompt is not valid UTF-8");
 
     char err[1024];
     Model model;

@@ -95,6 +95,23 @@ static int byte_piece_value(const char *piece) {
     return (int)(hi - hex) * 16 + (int)(lo - hex);
 }
 
+/* Writes piece into out[outlen] for an error message: printable ASCII as is, other bytes as
+ * \xHH, cut short with "..." if long. */
+static void describe_piece(char *out, size_t outlen, const char *piece) {
+    size_t n = 0;
+    for (const unsigned char *p = (const unsigned char *)piece; *p; p++) {
+        if (n + 8 >= outlen) {
+            strcpy(out + n, "...");
+            return;
+        }
+        if (*p >= 0x20 && *p < 0x7F && *p != '"' && *p != '\\')
+            out[n++] = (char)*p;
+        else
+            n += (size_t)snprintf(out + n, outlen - n, "\\x%02X", *p);
+    }
+    out[n] = '\0';
+}
+
 int tokenizer_load(Tokenizer *t, const char *path, char *err, size_t errlen) {
     memset(t, 0, sizeof *t);
     size_t size;
@@ -145,6 +162,10 @@ int tokenizer_load(Tokenizer *t, const char *path, char *err, size_t errlen) {
                      path, len, count);
             goto fail;
         }
+        if (memchr(data + pos, '\0', (size_t)len)) {
+            snprintf(err, errlen, "%s: piece in entry %d contains a NUL byte", path, count);
+            goto fail;
+        }
         pos += (size_t)len;
         text_bytes += (size_t)len + 1;
     }
@@ -178,18 +199,39 @@ int tokenizer_load(Tokenizer *t, const char *path, char *err, size_t errlen) {
     free(data);
     data = NULL;
 
+    /* Every piece must be distinct: an id that can never be produced, or a lookup that depends
+     * on which copy wins, means the file is not a SentencePiece vocabulary. */
+    struct PieceIndex *seen = NULL;
+    for (int i = 0; i < count; i++) {
+        ptrdiff_t slot = shgeti(seen, t->vocab[i]);
+        if (slot >= 0) {
+            char shown[64];
+            describe_piece(shown, sizeof shown, t->vocab[i]);
+            snprintf(err, errlen, "%s: duplicate piece \"%s\" at ids %d and %d", path, shown,
+                     seen[slot].value, i);
+            shfree(seen);
+            goto fail;
+        }
+        shput(seen, t->vocab[i], i);
+    }
+    shfree(seen);
+
     /* Index: as SentencePiece's pieces_ map, only the pieces text can be made of. The control
      * pieces (ids 0..2) and the byte pieces are left out, so a literal "<s>" or "<0x41>" in the
-     * text is never merged into them. The first id wins if a piece appears twice. */
+     * text is never merged into them. */
     for (int b = 0; b < 256; b++) t->byte_tokens[b] = -1;
+    t->split_at_spaces = 1;
     for (int i = 0; i < count; i++) {
-        int b = byte_piece_value(t->vocab[i]);
+        const char *piece = t->vocab[i];
+        int b = byte_piece_value(piece);
         if (b >= 0) {
-            if (t->byte_tokens[b] < 0) t->byte_tokens[b] = i;
+            t->byte_tokens[b] = i;
             continue;
         }
-        if (i <= TOKEN_EOS || t->vocab[i][0] == '\0') continue;
-        if (shgeti(t->index, t->vocab[i]) < 0) shput(t->index, t->vocab[i], i);
+        if (i <= TOKEN_EOS || piece[0] == '\0') continue;
+        shput(t->index, piece, i);
+        for (int k = 1; piece[k]; k++)
+            if (piece[k] == ' ' && piece[k - 1] != ' ') t->split_at_spaces = 0;
     }
     t->remove_extra_whitespaces = 1;
     for (int i = 0; i < count && t->remove_extra_whitespaces; i++)
@@ -251,6 +293,16 @@ static int utf8_length(const unsigned char *s) {
         (cp >= 0xD800 && cp <= 0xDFFF))
         return 0;
     return n;
+}
+
+long tokenizer_utf8_invalid_at(const char *text) {
+    const unsigned char *s = (const unsigned char *)text;
+    for (long pos = 0; s[pos];) {
+        int len = utf8_length(s + pos);
+        if (len == 0) return pos;
+        pos += len;
+    }
+    return -1;
 }
 
 /* A symbol is a span of the working text; merged-away symbols have len 0. */
@@ -320,51 +372,66 @@ static void try_pair(const Tokenizer *t, char *text, const Symbol *syms, int lef
     heap_push(heap, n_heap, p);
 }
 
-/* Writes the normalized text into work (room for strlen(text) + 2) and returns its length:
- * SentencePiece's dummy prefix (a space, in the .bin's convention) and the text; with
- * remove_extra_whitespaces, as SentencePiece's normalizer does it, without leading and trailing
- * spaces and with runs of spaces squeezed. Text that normalizes to nothing gives 0 (no prefix). */
+/* SentencePiece's normalizer for these vocabularies (identity rules), from text into work (room
+ * for 3 * strlen(text) + 2 bytes); returns the normalized length. In order of effect:
+ *  - a byte that does not start well-formed UTF-8 becomes U+FFFD (what SentencePiece's
+ *    normalizer does, consuming one byte);
+ *  - with remove_extra_whitespaces, leading and trailing spaces go and runs of spaces become one
+ *    (U+0020 only, as SentencePiece);
+ *  - a literal U+2581 becomes a space: SentencePiece escapes spaces as U+2581 after the steps
+ *    above, so it cannot tell the two apart afterwards, and the .bin's pieces use plain spaces;
+ *  - the dummy prefix: a space before the text, unless nothing is left. */
 static int normalize(const Tokenizer *t, const char *text, char *work) {
-    if (!t->remove_extra_whitespaces) {
-        if (text[0] == '\0') return 0;
-        work[0] = ' ';
-        strcpy(work + 1, text);
-        return (int)strlen(text) + 1;
-    }
-    while (*text == ' ') text++;
-    if (*text == '\0') return 0;
-    int n = 0;
+    const unsigned char *s = (const unsigned char *)text;
+    int squeeze = t->remove_extra_whitespaces;
+    int n = 0, prev_space = 1; /* at the start, leading spaces are squeezed away */
     work[n++] = ' ';
-    for (; *text; text++)
-        if (!(*text == ' ' && work[n - 1] == ' ')) work[n++] = *text;
-    while (work[n - 1] == ' ') n--; /* stops at the text's first character, not a space */
+    while (*s) {
+        if (*s == ' ') {
+            if (!(squeeze && prev_space)) work[n++] = ' ';
+            prev_space = 1;
+            s++;
+            continue;
+        }
+        prev_space = 0;
+        int len = utf8_length(s);
+        if (len == 0) {
+            memcpy(work + n, "\xEF\xBF\xBD", 3);
+            n += 3;
+            s++;
+        } else if (len == 3 && memcmp(s, "\xE2\x96\x81", 3) == 0) {
+            work[n++] = ' ';
+            s += 3;
+        } else {
+            memcpy(work + n, s, (size_t)len);
+            n += len;
+            s += len;
+        }
+    }
+    if (squeeze && prev_space && n > 1) n--; /* the one trailing space left by squeezing */
+    if (n == 1) n = 0;                       /* nothing but the prefix */
     work[n] = '\0';
     return n;
 }
 
-/* SentencePiece's BPE over the normalized text work[0..n), n > 0: writes the ids into tokens
- * and returns how many. syms and heap have room for n and 3n entries. */
+/* SentencePiece's BPE over the normalized, well-formed UTF-8 span work[0..n), n > 0: writes the
+ * ids into tokens and returns how many. syms and heap have room for n and 3n entries. */
 static int bpe(const Tokenizer *t, char *work, int n, Symbol *syms, Pair *heap, int *tokens) {
-    /* Code points become symbols; ones the vocabulary lacks, and bytes that are not well-formed
-     * UTF-8, become frozen byte symbols. */
+    /* Code points become symbols; ones the vocabulary lacks become frozen byte symbols. */
     int n_syms = 0;
     for (int pos = 0; pos < n;) {
         int cp_len = utf8_length((const unsigned char *)work + pos);
-        int id = -1;
-        if (cp_len > 0) {
-            char saved = work[pos + cp_len];
-            work[pos + cp_len] = '\0';
-            id = piece_id(t, work + pos);
-            work[pos + cp_len] = saved;
-        }
+        char saved = work[pos + cp_len];
+        work[pos + cp_len] = '\0';
+        int id = piece_id(t, work + pos);
+        work[pos + cp_len] = saved;
         if (id >= 0) {
             syms[n_syms] = (Symbol){pos, cp_len, n_syms - 1, n_syms + 1, id, 0};
             n_syms++;
             pos += cp_len;
             continue;
         }
-        int n_bytes = cp_len > 0 ? cp_len : 1;
-        for (int i = 0; i < n_bytes; i++, pos++) {
+        for (int i = 0; i < cp_len; i++, pos++) {
             int b = (unsigned char)work[pos];
             int byte_id = t->byte_tokens[b] >= 0 ? t->byte_tokens[b] : TOKEN_UNK;
             syms[n_syms] = (Symbol){pos, 1, n_syms - 1, n_syms + 1, byte_id, 1};
@@ -394,18 +461,37 @@ static int bpe(const Tokenizer *t, char *work, int n, Symbol *syms, Pair *heap, 
     return n_tokens;
 }
 
+/* Where the next segment after work[start] begins: a space that follows a non-space, or n. With
+ * t->split_at_spaces no piece holds a non-space followed by a space, so no merge can cross such a
+ * point and BPE on each segment alone gives the ids BPE on the whole text gives. Without it the
+ * whole text is one segment. */
+static int segment_end(const Tokenizer *t, const char *work, int n, int start) {
+    if (!t->split_at_spaces) return n;
+    for (int p = start + 1; p < n; p++)
+        if (work[p] == ' ' && work[p - 1] != ' ') return p;
+    return n;
+}
+
 int tokenizer_encode(const Tokenizer *t, const char *text, int bos, int eos, int *tokens) {
     int n_tokens = 0;
     if (bos) tokens[n_tokens++] = TOKEN_BOS;
     size_t text_len = strlen(text);
     if (text_len > 0) {
-        int fits = text_len < (size_t)INT_MAX - 3; /* the count must fit an int */
-        char *work = fits ? malloc(text_len + 2) : NULL;
-        Symbol *syms = fits ? malloc((text_len + 1) * sizeof *syms) : NULL;
-        Pair *heap = fits ? malloc(3 * (text_len + 1) * sizeof *heap) : NULL;
-        if (work && syms && heap) {
-            int n = normalize(t, text, work);
-            if (n > 0) n_tokens += bpe(t, work, n, syms, heap, tokens + n_tokens);
+        /* the normalized text (up to 3 bytes per input byte) and every count must fit an int */
+        char *work = text_len < (size_t)INT_MAX / 3 - 3 ? malloc(3 * text_len + 2) : NULL;
+        int n = work ? normalize(t, text, work) : 0;
+        int longest = 0;
+        for (int start = 0, end; start < n; start = end) {
+            end = segment_end(t, work, n, start);
+            if (end - start > longest) longest = end - start;
+        }
+        Symbol *syms = malloc((size_t)longest * sizeof *syms);
+        Pair *heap = malloc(3 * (size_t)longest * sizeof *heap);
+        if (work && (n == 0 || (syms && heap))) {
+            for (int start = 0, end; start < n; start = end) {
+                end = segment_end(t, work, n, start);
+                n_tokens += bpe(t, work + start, end - start, syms, heap, tokens + n_tokens);
+            }
         } else {
             tokens[n_tokens++] = TOKEN_UNK; /* out of memory: nothing better to give */
         }

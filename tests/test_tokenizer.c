@@ -83,12 +83,14 @@ static void free_cases(Case *cases, int n) {
     for (int i = 0; i < n; i++) free(cases[i].text);
 }
 
-/* Encodes into a buffer of exactly the documented size, so ASan catches an overflow. */
+/* Encodes into a buffer of exactly the documented size, so ASan catches an overflow: 3 ids per
+ * byte in general, 1 per byte for valid UTF-8. */
 static int *encode_exact(const Tokenizer *t, const char *text, int bos, int eos, int *n) {
-    int *tokens = malloc((strlen(text) + 3) * sizeof(int));
+    size_t len = strlen(text);
+    int valid = tokenizer_utf8_invalid_at(text) < 0;
+    int *tokens = malloc(((valid ? len : 3 * len) + 3) * sizeof(int));
     cr_assert_not_null(tokens);
     *n = tokenizer_encode(t, text, bos, eos, tokens);
-    cr_assert_leq(*n, (int)strlen(text) + 3);
     return tokens;
 }
 
@@ -108,6 +110,7 @@ static void check_fixture_ids(const char *model, const char *fixture) {
     for (int i = 0; i < n_cases; i++) {
         int n;
         int *got = encode_exact(&t, cases[i].text, 1, 0, &n);
+        cr_expect_leq(n, (int)strlen(cases[i].text) + 3);
         int same = n == cases[i].n_ids && memcmp(got, cases[i].ids, (size_t)n * sizeof(int)) == 0;
         if (!same) {
             static char want_s[8192], got_s[8192];
@@ -471,19 +474,21 @@ Test(tokenizer_encode, extra_whitespace) {
 }
 
 /* The emoji's bytes F0 9F concatenate to the piece "\xF0\x9F", but byte-fallback bytes never
- * merge. Invalid UTF-8 bytes (a stray continuation byte, a cut-short sequence) are single bytes. */
-Test(tokenizer_encode, byte_fallback_never_merges) {
+ * merge. Each byte that does not start well-formed UTF-8 (a stray continuation byte, a cut-short
+ * sequence, each byte of an overlong form) becomes U+FFFD, EF BF BD, which the small vocabulary
+ * lacks: three byte pieces, 3 ids for 1 byte of text. */
+Test(tokenizer_encode, invalid_utf8_becomes_replacement_character) {
     Tokenizer t;
     load_small_vocab(&t);
     int want[] = {259, 3 + 0xF0, 3 + 0x9F, 3 + 0x98, 3 + 0x80};
     expect_ids(&t, "\xF0\x9F\x98\x80", 0, 0, want, 5);
-    int want_invalid[] = {263, 3 + 0x80, 261, 3 + 0xC3};
+    int want_invalid[] = {263, 3 + 0xEF, 3 + 0xBF, 3 + 0xBD, 261, 3 + 0xEF, 3 + 0xBF, 3 + 0xBD};
     expect_ids(&t,
                "a\x80"
                "b\xC3",
-               0, 0, want_invalid, 4);
-    int want_overlong[] = {259, 3 + 0xC0, 3 + 0xAF};
-    expect_ids(&t, "\xC0\xAF", 0, 0, want_overlong, 3);
+               0, 0, want_invalid, 8);
+    int want_overlong[] = {1, 259, 3 + 0xEF, 3 + 0xBF, 3 + 0xBD, 3 + 0xEF, 3 + 0xBF, 3 + 0xBD, 2};
+    expect_ids(&t, "\xC0\xAF", 1, 1, want_overlong, 9); /* fills all 3 * 2 + 3 */
     tokenizer_free(&t);
 }
 
