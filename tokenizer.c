@@ -376,11 +376,12 @@ static void try_pair(const Tokenizer *t, char *text, const Symbol *syms, int lef
  * for 3 * strlen(text) + 2 bytes); returns the normalized length. In order of effect:
  *  - a byte that does not start well-formed UTF-8 becomes U+FFFD (what SentencePiece's
  *    normalizer does, consuming one byte);
- *  - with remove_extra_whitespaces, leading and trailing spaces go and runs of spaces become one
- *    (U+0020 only, as SentencePiece);
+ *  - with remove_extra_whitespaces, leading spaces go and runs of spaces become one (U+0020
+ *    only, as SentencePiece);
  *  - a literal U+2581 becomes a space: SentencePiece escapes spaces as U+2581 after the steps
  *    above, so it cannot tell the two apart afterwards, and the .bin's pieces use plain spaces;
- *  - the dummy prefix: a space before the text, unless nothing is left. */
+ *  - the dummy prefix: a space before the text;
+ *  - with remove_extra_whitespaces, trailing spaces (escaped ones and U+2581 alike) go. */
 static int normalize(const Tokenizer *t, const char *text, char *work) {
     const unsigned char *s = (const unsigned char *)text;
     int squeeze = t->remove_extra_whitespaces;
@@ -408,8 +409,10 @@ static int normalize(const Tokenizer *t, const char *text, char *work) {
             s += len;
         }
     }
-    if (squeeze && prev_space && n > 1) n--; /* the one trailing space left by squeezing */
-    if (n == 1) n = 0;                       /* nothing but the prefix */
+    /* SentencePiece strips trailing spaces after escaping them, so a trailing U+2581 and the
+     * dummy prefix of a text of nothing else go too. */
+    if (squeeze)
+        while (n > 0 && work[n - 1] == ' ') n--;
     work[n] = '\0';
     return n;
 }

@@ -80,8 +80,12 @@ long tokenizer_utf8_invalid_at(const char *text);
 
 /* Returns the text of `token` as it should be printed after `prev_token`: the leading space of
  * the first piece after BOS is dropped (SentencePiece's dummy prefix), and a byte piece <0xXX>
- * becomes the single byte (so <0x00> gives ""). As llama2.c's decode. The returned string is
- * owned by `t`. Out-of-range ids give "". */
+ * becomes the single byte (so <0x00> gives ""). As llama2.c's decode. Concatenated over encode's
+ * ids after BOS, this gives SentencePiece's decode of them, which for well-formed UTF-8 is the
+ * text after the normalization encode describes (tests/tokenizer_parity.py), with one
+ * difference: when remove_extra_whitespaces is set and the text starts with a literal U+2581,
+ * SentencePiece drops every leading space while this keeps the U+2581 as a space. The returned
+ * string is owned by `t`. Out-of-range ids give "". */
 const char *tokenizer_decode(const Tokenizer *t, int prev_token, int token);
 
 /* Writes `piece` to stdout unless it is NULL, empty or a single byte that is neither printable
