@@ -14,7 +14,7 @@ TEST_SRC = $(wildcard tests/test_*.c) tests/helpers.c
 MODEL ?= models/stories260K.bin
 PROMPT ?= Once upon a time
 MODELS ?= stories260K.bin tok512.bin
-TEST_MODELS = stories260K.bin tok512.bin tokenizer.bin
+TEST_MODELS = stories260K.bin tok512.bin tokenizer.bin tok512.model tokenizer.model
 
 .PHONY: all test sanitize models clean format
 
@@ -38,9 +38,15 @@ build/tests: $(TEST_SRC) $(LIB_SRC) $(HEADERS) tests/helpers.h
 	@mkdir -p build
 	$(CC) $(CFLAGS) -I. -o $@ $(TEST_SRC) $(LIB_SRC) -lcriterion $(LDLIBS)
 
-test: run build/tests
+# tests/tokenizer_parity.py compares tokenizer.c with SentencePiece through this helper
+build/tokenize_corpus: tests/tokenize_corpus.c tokenizer.c tokenizer.h
+	@mkdir -p build
+	$(CC) $(CFLAGS) -I. -o $@ tests/tokenize_corpus.c tokenizer.c $(LDLIBS)
+
+test: run build/tests build/tokenize_corpus
 	models/fetch.sh $(TEST_MODELS)
 	NORMLLAMA_RUN=./run build/tests
+	NORMLLAMA_RUN=./run TOKENIZE_CORPUS=build/tokenize_corpus $(PYTHON) tests/tokenizer_parity.py
 
 run-sanitize: run.c $(LIB_SRC) $(HEADERS)
 	$(CC) $(CFLAGS) -O1 -g $(SANITIZE) -o $@ run.c $(LIB_SRC) $(LDLIBS)
@@ -49,9 +55,15 @@ build/tests-sanitize: $(TEST_SRC) $(LIB_SRC) $(HEADERS) tests/helpers.h
 	@mkdir -p build
 	$(CC) $(CFLAGS) -O1 -g $(SANITIZE) -I. -o $@ $(TEST_SRC) $(LIB_SRC) -lcriterion $(LDLIBS)
 
-sanitize: run-sanitize build/tests-sanitize
+build/tokenize_corpus-sanitize: tests/tokenize_corpus.c tokenizer.c tokenizer.h
+	@mkdir -p build
+	$(CC) $(CFLAGS) -O1 -g $(SANITIZE) -I. -o $@ tests/tokenize_corpus.c tokenizer.c $(LDLIBS)
+
+sanitize: run-sanitize build/tests-sanitize build/tokenize_corpus-sanitize
 	models/fetch.sh $(TEST_MODELS)
 	NORMLLAMA_RUN=./run-sanitize build/tests-sanitize
+	NORMLLAMA_RUN=./run-sanitize TOKENIZE_CORPUS=build/tokenize_corpus-sanitize \
+		$(PYTHON) tests/tokenizer_parity.py
 
 format:
 	clang-format -i *.c *.h tests/*.c tests/*.h

@@ -365,6 +365,41 @@ Test(tokenizer_load_errors, corrupt_files) {
     put_i32(&b, 1 << 30); /* absurd length */
     expect_load_error("huge_len.bin", b.data, b.size, "exceeds max_token_length");
 
+    b.size = 0;
+    put_i32(&b, -7);
+    put_piece(&b, 0, "a");
+    expect_load_error("negative_max_len.bin", b.data, b.size, "bad max_token_length -7");
+
+    b.size = 0;
+    put_i32(&b, 1 << 30);
+    put_piece(&b, 0, "a");
+    expect_load_error("huge_max_len.bin", b.data, b.size, "bad max_token_length 1073741824");
+
+    b.size = 0;
+    put_i32(&b, 3);
+    put_piece(&b, 0, "ab");
+    put_piece(&b, 0, "abcd"); /* longer than the header's max_token_length */
+    expect_load_error("long_piece.bin", b.data, b.size,
+                      "piece length 4 in entry 1 exceeds max_token_length 3");
+
+    b.size = 0;
+    put_i32(&b, 7);
+    put_piece(&b, 0, "<unk>");
+    put_piece(&b, 0, "a\nb");
+    put_piece(&b, 0, "c");
+    put_piece(&b, 0, "a\nb");
+    expect_load_error("duplicate.bin", b.data, b.size,
+                      "duplicate piece \"a\\x0Ab\" at ids 1 and 3");
+
+    b.size = 0;
+    put_i32(&b, 7);
+    put_piece(&b, 0, "<unk>");
+    put_f32(&b, 0);
+    put_i32(&b, 3);
+    memcpy(b.data + b.size, "a\0b", 3);
+    b.size += 3;
+    expect_load_error("nul_piece.bin", b.data, b.size, "piece in entry 1 contains a NUL byte");
+
     /* A real file cut in the middle of a piece, and in the middle of an entry header. */
     FILE *f = fopen(TOK512_PATH, "rb");
     cr_assert_not_null(f, "missing %s", TOK512_PATH);

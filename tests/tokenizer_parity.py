@@ -1,10 +1,11 @@
 #!/usr/bin/python3
 """Parity of tokenizer.c with SentencePiece on a generated corpus of strings.
 
-    /usr/bin/python3 tests/tokenizer_parity.py [--corpus-out FILE]
+    /usr/bin/python3 tests/tokenizer_parity.py
 
-Run from the repo root by `make test`, after `make build/tokenize_corpus run` and
-`models/fetch.sh tok512.bin tok512.model tokenizer.bin tokenizer.model stories260K.bin`.
+Run from the repo root by `make test` (and `make sanitize`), after `make build/tokenize_corpus
+run` and `models/fetch.sh tok512.bin tok512.model tokenizer.bin tokenizer.model stories260K.bin`.
+Environment: TOKENIZE_CORPUS (default build/tokenize_corpus), NORMLLAMA_RUN (default ./run).
 Needs Debian's python3-sentencepiece (hence /usr/bin/python3).
 
 For each vocabulary (tok512 and Llama 2's), every corpus string is encoded by
@@ -28,7 +29,8 @@ VOCABS = [  # name, .bin for tokenizer.c, .model for SentencePiece
     ("tok512", "models/tok512.bin", "models/tok512.model"),
     ("llama2", "models/tokenizer.bin", "models/tokenizer.model"),
 ]
-HELPER = "build/tokenize_corpus"
+HELPER = os.environ.get("TOKENIZE_CORPUS", "build/tokenize_corpus")
+RUN = os.environ.get("NORMLLAMA_RUN", "./run")
 RUN_MODEL = "models/stories260K.bin"  # vocab_size 512: its default tokenizer is tok512.bin
 
 # ----------------------------------------------------------------------------
@@ -270,7 +272,7 @@ def check_run_tool(report, strings):
     sp = sentencepiece.SentencePieceProcessor(model_file="models/tok512.model")
     sample = [s for s in strings if isinstance(s, str) and 0 < len(s) < 200][::25]
     for s in sample:
-        r = subprocess.run(["./run", RUN_MODEL, "--tokenize", s, "--json"], capture_output=True)
+        r = subprocess.run([RUN, RUN_MODEL, "--tokenize", s, "--json"], capture_output=True)
         ok = r.returncode == 0
         ids = json.loads(r.stdout)["ids"] if ok else None
         theirs = [1] + sp.encode(s)
@@ -280,10 +282,6 @@ def check_run_tool(report, strings):
 
 def main():
     strings = corpus()
-    if len(sys.argv) == 3 and sys.argv[1] == "--corpus-out":
-        with open(sys.argv[2], "w") as f:
-            f.write("\n".join(as_bytes(s).hex() or "-" for s in strings) + "\n")
-        return 0
     report = Report()
     with tempfile.TemporaryDirectory() as workdir:
         for name, bin_path, model_path in VOCABS:
