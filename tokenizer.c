@@ -112,6 +112,9 @@ static void describe_piece(char *out, size_t outlen, const char *piece) {
     out[n] = '\0';
 }
 
+static int build_merges(Tokenizer *t);
+static int piece_id(const Tokenizer *t, const char *s);
+
 int tokenizer_load(Tokenizer *t, const char *path, char *err, size_t errlen) {
     memset(t, 0, sizeof *t);
     size_t size;
@@ -240,6 +243,15 @@ int tokenizer_load(Tokenizer *t, const char *path, char *err, size_t errlen) {
         t->byte_pieces[2 * b] = (char)b;
         t->byte_pieces[2 * b + 1] = '\0';
     }
+    for (int c = 1; c < 0x80; c++) {
+        char one[2] = {(char)c, '\0'};
+        t->ascii_ids[c] = piece_id(t, one);
+    }
+    t->ascii_ids[0] = -1;
+    if (build_merges(t) != 0) {
+        snprintf(err, errlen, "%s: out of memory for the merge table", path);
+        goto fail;
+    }
     return 0;
 
 fail:
@@ -253,6 +265,7 @@ void tokenizer_free(Tokenizer *t) {
     free(t->vocab_scores);
     free(t->piece_storage);
     shfree(t->index);
+    free(t->merges);
     memset(t, 0, sizeof *t);
 }
 
@@ -268,6 +281,67 @@ static int piece_id(const Tokenizer *t, const char *s) {
     stbds_hmget_key_ts(t->index, sizeof *t->index, (void *)(uintptr_t)s, sizeof t->index->key,
                        &slot, STBDS_HM_STRING);
     return slot < 0 ? -1 : t->index[slot].value;
+}
+
+/* The merge table: for every piece that splits into two pieces, the key (left id, right id)
+ * gives the piece's id. BPE only ever joins two symbols that are pieces, and their concatenation
+ * is a piece exactly when the table has their ids, so one integer lookup replaces hashing the
+ * concatenated string. Open addressing with linear probing, at most half full; key 0 (the
+ * control piece 0 twice, never in the index) marks an empty slot. */
+struct Merge {
+    uint64_t key;
+    int id;
+};
+
+static uint64_t merge_key(int left, int right) {
+    return (uint64_t)(uint32_t)left << 32 | (uint32_t)right;
+}
+
+static size_t merge_slot(const Tokenizer *t, uint64_t key) {
+    return (size_t)((key * 0x9E3779B97F4A7C15ull) >> 32) & t->merge_mask; /* Fibonacci hashing */
+}
+
+static int merge_id(const Tokenizer *t, int left, int right) {
+    uint64_t key = merge_key(left, right);
+    for (size_t i = merge_slot(t, key);; i = (i + 1) & t->merge_mask) {
+        if (t->merges[i].key == key) return t->merges[i].id;
+        if (t->merges[i].key == 0) return -1;
+    }
+}
+
+/* Fills t->merges from the index: each indexed piece against each split into two indexed
+ * pieces. Returns 0, or -1 out of memory. */
+static int build_merges(Tokenizer *t) {
+    struct Merge *found = NULL; /* stb_ds array */
+    char *half = malloc((size_t)t->max_token_length + 1);
+    if (!half) return -1;
+    for (ptrdiff_t i = 0; i < shlen(t->index); i++) {
+        const char *piece = t->index[i].key;
+        size_t len = strlen(piece);
+        for (size_t k = 1; k < len; k++) {
+            memcpy(half, piece, k);
+            half[k] = '\0';
+            int left = piece_id(t, half), right = piece_id(t, piece + k);
+            if (left >= 0 && right >= 0)
+                arrput(found, ((struct Merge){merge_key(left, right), t->index[i].value}));
+        }
+    }
+    free(half);
+    size_t cap = 16;
+    while (cap < 2 * (size_t)arrlen(found)) cap *= 2;
+    t->merges = calloc(cap, sizeof *t->merges);
+    if (!t->merges) {
+        arrfree(found);
+        return -1;
+    }
+    t->merge_mask = cap - 1;
+    for (ptrdiff_t j = 0; j < arrlen(found); j++) {
+        size_t i = merge_slot(t, found[j].key);
+        while (t->merges[i].key != 0) i = (i + 1) & t->merge_mask;
+        t->merges[i] = found[j];
+    }
+    arrfree(found);
+    return 0;
 }
 
 /* Length of the well-formed UTF-8 sequence at s (1..4), or 0 if s[0] does not start one
@@ -355,20 +429,13 @@ static Pair heap_pop(Pair *heap, int *n) {
     return top;
 }
 
-/* Pushes the pair (left, right) if their concatenation is a piece. The concatenation is a span
- * of text, so it is looked up in place by NUL-terminating it for a moment: no string building. */
-static void try_pair(const Tokenizer *t, char *text, const Symbol *syms, int left, int right,
-                     Pair *heap, int *n_heap) {
+/* Pushes the pair (left, right) if their concatenation is a piece. */
+static void try_pair(const Tokenizer *t, const Symbol *syms, int left, int right, Pair *heap,
+                     int *n_heap) {
     if (left < 0 || right < 0 || syms[left].frozen || syms[right].frozen) return;
-    int len = syms[left].len + syms[right].len;
-    if (len > t->max_token_length) return; /* cannot be a piece */
-    char *end = text + syms[left].start + len;
-    char saved = *end;
-    *end = '\0';
-    int id = piece_id(t, text + syms[left].start);
-    *end = saved;
+    int id = merge_id(t, syms[left].id, syms[right].id);
     if (id < 0) return;
-    Pair p = {t->vocab_scores[id], left, right, len, id};
+    Pair p = {t->vocab_scores[id], left, right, syms[left].len + syms[right].len, id};
     heap_push(heap, n_heap, p);
 }
 
@@ -423,11 +490,16 @@ static int bpe(const Tokenizer *t, char *work, int n, Symbol *syms, Pair *heap, 
     /* Code points become symbols; ones the vocabulary lacks become frozen byte symbols. */
     int n_syms = 0;
     for (int pos = 0; pos < n;) {
-        int cp_len = utf8_length((const unsigned char *)work + pos);
-        char saved = work[pos + cp_len];
-        work[pos + cp_len] = '\0';
-        int id = piece_id(t, work + pos);
-        work[pos + cp_len] = saved;
+        unsigned char c = (unsigned char)work[pos];
+        int cp_len = utf8_length((const unsigned char *)work + pos), id;
+        if (c < 0x80) {
+            id = t->ascii_ids[c];
+        } else {
+            char saved = work[pos + cp_len];
+            work[pos + cp_len] = '\0';
+            id = piece_id(t, work + pos);
+            work[pos + cp_len] = saved;
+        }
         if (id >= 0) {
             syms[n_syms] = (Symbol){pos, cp_len, n_syms - 1, n_syms + 1, id, 0};
             n_syms++;
@@ -445,7 +517,7 @@ static int bpe(const Tokenizer *t, char *work, int n, Symbol *syms, Pair *heap, 
 
     /* n - 1 initial pairs, and each of the at most n - 1 merges pushes at most 2: 3n. */
     int n_heap = 0;
-    for (int i = 0; i + 1 < n_syms; i++) try_pair(t, work, syms, i, i + 1, heap, &n_heap);
+    for (int i = 0; i + 1 < n_syms; i++) try_pair(t, syms, i, i + 1, heap, &n_heap);
     while (n_heap > 0) {
         Pair p = heap_pop(heap, &n_heap);
         Symbol *l = &syms[p.left], *r = &syms[p.right];
@@ -455,8 +527,8 @@ static int bpe(const Tokenizer *t, char *work, int n, Symbol *syms, Pair *heap, 
         l->next = r->next;
         if (r->next >= 0) syms[r->next].prev = p.left;
         r->len = 0;
-        try_pair(t, work, syms, l->prev, p.left, heap, &n_heap);
-        try_pair(t, work, syms, p.left, l->next, heap, &n_heap);
+        try_pair(t, syms, l->prev, p.left, heap, &n_heap);
+        try_pair(t, syms, p.left, l->next, heap, &n_heap);
     }
 
     int n_tokens = 0;
@@ -475,6 +547,54 @@ static int segment_end(const Tokenizer *t, const char *work, int n, int start) {
     return n;
 }
 
+/* Segments no longer than this are remembered during one encode: in prose most are words that
+ * come back again and again, and BPE of a segment depends only on its bytes. */
+#define CACHED_SEGMENT_MAX 32
+
+/* The element type of the per-call segment cache (stb_ds string map): the segment's ids are
+ * tokens[first .. first + count), written when it first appeared. */
+typedef struct {
+    int first, count;
+} IdSpan;
+
+struct SegmentIds {
+    char *key;
+    IdSpan value;
+};
+
+/* BPE over each segment of the normalized text work[0..n) (see segment_end), short segments
+ * from the cache; writes the ids into tokens and returns how many. */
+static int encode_segments(const Tokenizer *t, char *work, int n, Symbol *syms, Pair *heap,
+                           int *tokens) {
+    struct SegmentIds *cache = NULL;
+    sh_new_arena(cache); /* keys are copied: segments are not NUL-terminated in work */
+    int n_tokens = 0;
+    for (int start = 0, end; start < n; start = end) {
+        end = segment_end(t, work, n, start);
+        if (end - start > CACHED_SEGMENT_MAX) {
+            n_tokens += bpe(t, work + start, end - start, syms, heap, tokens + n_tokens);
+            continue;
+        }
+        char saved = work[end];
+        work[end] = '\0';
+        ptrdiff_t slot = shgeti(cache, work + start);
+        work[end] = saved;
+        if (slot >= 0) {
+            memcpy(tokens + n_tokens, tokens + cache[slot].value.first,
+                   (size_t)cache[slot].value.count * sizeof *tokens);
+            n_tokens += cache[slot].value.count;
+            continue;
+        }
+        int count = bpe(t, work + start, end - start, syms, heap, tokens + n_tokens);
+        work[end] = '\0';
+        shput(cache, work + start, ((IdSpan){n_tokens, count}));
+        work[end] = saved;
+        n_tokens += count;
+    }
+    shfree(cache);
+    return n_tokens;
+}
+
 int tokenizer_encode(const Tokenizer *t, const char *text, int bos, int eos, int *tokens) {
     int n_tokens = 0;
     if (bos) tokens[n_tokens++] = TOKEN_BOS;
@@ -491,10 +611,7 @@ int tokenizer_encode(const Tokenizer *t, const char *text, int bos, int eos, int
         Symbol *syms = malloc((size_t)longest * sizeof *syms);
         Pair *heap = malloc(3 * (size_t)longest * sizeof *heap);
         if (work && (n == 0 || (syms && heap))) {
-            for (int start = 0, end; start < n; start = end) {
-                end = segment_end(t, work, n, start);
-                n_tokens += bpe(t, work + start, end - start, syms, heap, tokens + n_tokens);
-            }
+            n_tokens += encode_segments(t, work, n, syms, heap, tokens + n_tokens);
         } else {
             tokens[n_tokens++] = TOKEN_UNK; /* out of memory: nothing better to give */
         }
