@@ -16,7 +16,7 @@ PROMPT ?= Once upon a time
 MODELS ?= stories260K.bin tok512.bin
 TEST_MODELS = stories260K.bin tok512.bin tokenizer.bin tok512.model tokenizer.model
 
-.PHONY: all test sanitize models clean format bench-tokenizer
+.PHONY: all test sanitize models clean format bench-tokenizer fuzz
 
 all: run
 
@@ -56,6 +56,24 @@ build/bench_tokenizer: tools/bench_tokenizer.c tokenizer.c tokenizer.h
 bench-tokenizer: build/bench_tokenizer
 	models/fetch.sh tokenizer.bin tokenizer.model
 	$(PYTHON) tools/bench_tokenizer.py
+
+# libFuzzer run over the loader, encode and decode (clang with libclang-rt). FUZZ_SECONDS long,
+# from seeds written here: tok512.bin with a text, an empty file with a text, a text alone.
+FUZZ_SECONDS ?= 20
+build/fuzz_tokenizer: tests/fuzz_tokenizer.c tokenizer.c tokenizer.h
+	@mkdir -p build
+	clang -std=c11 -D_POSIX_C_SOURCE=200809L -g -O1 -I/usr/include/stb -I. \
+		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -o $@ \
+		tests/fuzz_tokenizer.c tokenizer.c
+
+fuzz: build/fuzz_tokenizer
+	models/fetch.sh tok512.bin
+	@rm -rf build/fuzz-corpus build/fuzz-seeds && mkdir -p build/fuzz-corpus build/fuzz-seeds
+	{ printf '\052\000'; cat models/tok512.bin; printf 'Once upon a time,  Lily said "hi" \303\251\360\237\230\200'; } >build/fuzz-seeds/tok512
+	{ printf '\013\000'; printf '\007\000\000\000'; printf 'Hello world'; } >build/fuzz-seeds/tiny
+	printf '\377\377  a\tb\n<s>\342\226\201x\200' >build/fuzz-seeds/text
+	build/fuzz_tokenizer -max_total_time=$(FUZZ_SECONDS) -max_len=8192 -timeout=10 \
+		-print_final_stats=1 build/fuzz-corpus build/fuzz-seeds
 
 run-sanitize: run.c $(LIB_SRC) $(HEADERS)
 	$(CC) $(CFLAGS) -O1 -g $(SANITIZE) -o $@ run.c $(LIB_SRC) $(LDLIBS)

@@ -310,15 +310,23 @@ static int merge_id(const Tokenizer *t, int left, int right) {
 }
 
 /* Fills t->merges from the index: each indexed piece against each split into two indexed
- * pieces. Returns 0, or -1 out of memory. */
+ * pieces. Splits into lengths no piece has are skipped, which keeps a hostile file of long pieces
+ * from costing the square of its size. Returns 0, or -1 out of memory. */
 static int build_merges(Tokenizer *t) {
     struct Merge *found = NULL; /* stb_ds array */
     char *half = malloc((size_t)t->max_token_length + 1);
-    if (!half) return -1;
+    char *has_len = calloc((size_t)t->max_token_length + 1, 1);
+    if (!half || !has_len) {
+        free(half);
+        free(has_len);
+        return -1;
+    }
+    for (ptrdiff_t i = 0; i < shlen(t->index); i++) has_len[strlen(t->index[i].key)] = 1;
     for (ptrdiff_t i = 0; i < shlen(t->index); i++) {
         const char *piece = t->index[i].key;
         size_t len = strlen(piece);
         for (size_t k = 1; k < len; k++) {
+            if (!has_len[k] || !has_len[len - k]) continue;
             memcpy(half, piece, k);
             half[k] = '\0';
             int left = piece_id(t, half), right = piece_id(t, piece + k);
@@ -327,6 +335,7 @@ static int build_merges(Tokenizer *t) {
         }
     }
     free(half);
+    free(has_len);
     size_t cap = 16;
     while (cap < 2 * (size_t)arrlen(found)) cap *= 2;
     t->merges = calloc(cap, sizeof *t->merges);
@@ -563,11 +572,11 @@ struct SegmentIds {
 };
 
 /* BPE over each segment of the normalized text work[0..n) (see segment_end), short segments
- * from the cache; writes the ids into tokens and returns how many. */
+ * from the cache; writes the ids into tokens and returns how many. keys has room for 2n bytes:
+ * the cached segments, each NUL-terminated, which the cache's keys point to. */
 static int encode_segments(const Tokenizer *t, char *work, int n, Symbol *syms, Pair *heap,
-                           int *tokens) {
+                           char *keys, int *tokens) {
     struct SegmentIds *cache = NULL;
-    sh_new_arena(cache); /* keys are copied: segments are not NUL-terminated in work */
     int n_tokens = 0;
     for (int start = 0, end; start < n; start = end) {
         end = segment_end(t, work, n, start);
@@ -586,9 +595,10 @@ static int encode_segments(const Tokenizer *t, char *work, int n, Symbol *syms, 
             continue;
         }
         int count = bpe(t, work + start, end - start, syms, heap, tokens + n_tokens);
-        work[end] = '\0';
-        shput(cache, work + start, ((IdSpan){n_tokens, count}));
-        work[end] = saved;
+        memcpy(keys, work + start, (size_t)(end - start));
+        keys[end - start] = '\0';
+        shput(cache, keys, ((IdSpan){n_tokens, count}));
+        keys += end - start + 1;
         n_tokens += count;
     }
     shfree(cache);
@@ -610,14 +620,16 @@ int tokenizer_encode(const Tokenizer *t, const char *text, int bos, int eos, int
         }
         Symbol *syms = malloc((size_t)longest * sizeof *syms);
         Pair *heap = malloc(3 * (size_t)longest * sizeof *heap);
-        if (work && (n == 0 || (syms && heap))) {
-            n_tokens += encode_segments(t, work, n, syms, heap, tokens + n_tokens);
+        char *keys = malloc(2 * (size_t)n + 1);
+        if (work && (n == 0 || (syms && heap && keys))) {
+            n_tokens += encode_segments(t, work, n, syms, heap, keys, tokens + n_tokens);
         } else {
             tokens[n_tokens++] = TOKEN_UNK; /* out of memory: nothing better to give */
         }
         free(work);
         free(syms);
         free(heap);
+        free(keys);
     }
     if (eos) tokens[n_tokens++] = TOKEN_EOS;
     return n_tokens;

@@ -33,9 +33,9 @@ typedef struct {
      * Set it after loading to override. llama2.c's encode behaves as 0. */
     int remove_extra_whitespaces;
     /* private */
-    int split_at_spaces;   /* 1 if no piece holds a non-space followed by a space (see encode) */
-    int ascii_ids[128];    /* id of each ASCII character's piece, -1 if none */
-    struct Merge *merges;  /* open-addressing table, merge_mask + 1 slots */
+    int split_at_spaces;  /* 1 if no piece holds a non-space followed by a space (see encode) */
+    int ascii_ids[128];   /* id of each ASCII character's piece, -1 if none */
+    struct Merge *merges; /* open-addressing table, merge_mask + 1 slots */
     size_t merge_mask;
     char *piece_storage;   /* all pieces, NUL-terminated, back to back; vocab[i] points in here */
     char byte_pieces[512]; /* byte b as the string byte_pieces + 2 * b, returned by decode */
