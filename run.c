@@ -374,17 +374,25 @@ static char *read_text_file(const char *path) {
     char *text = NULL;
     for (;;) {
         char *bigger = realloc(text, cap + 1);
-        if (!bigger) die("%s: out of memory reading it", path);
+        if (!bigger) {
+            free(text);
+            die("%s: out of memory reading it", path);
+        }
         text = bigger;
         n += fread(text + n, 1, cap - n, f);
         if (n < cap) break;
         cap *= 2;
     }
-    if (ferror(f)) die("%s: cannot read: %s", path, strerror(errno));
+    int read_errno = ferror(f) ? errno : 0;
     fclose(f);
     text[n] = '\0';
-    if (n == 0) die("%s: empty file, nothing to tokenize", path);
-    if (strlen(text) != n) die("%s: NUL byte at offset %zu; not a text file", path, strlen(text));
+    size_t text_len = strlen(text);
+    if (read_errno || n == 0 || text_len != n) {
+        free(text); /* before exiting, so that the leak checker of `make sanitize` stays quiet */
+        if (read_errno) die("%s: cannot read: %s", path, strerror(read_errno));
+        if (n == 0) die("%s: empty file, nothing to tokenize", path);
+        die("%s: NUL byte at offset %zu; not a text file", path, text_len);
+    }
     return text;
 }
 
@@ -395,9 +403,12 @@ static void tokenize_command(const Tokenizer *t, const Options *o) {
     char *text = o->tokenize_file ? read_text_file(o->tokenize_file) : NULL;
     const char *input = text ? text : o->tokenize_text;
     long bad = tokenizer_utf8_invalid_at(input);
-    if (bad >= 0)
+    if (bad >= 0) {
+        unsigned char byte = (unsigned char)input[bad];
+        free(text);
         die("%s: not valid UTF-8 (byte 0x%02X at offset %ld)",
-            text ? o->tokenize_file : "--tokenize text", (unsigned char)input[bad], bad);
+            o->tokenize_file ? o->tokenize_file : "--tokenize text", byte, bad);
+    }
     size_t size = strlen(input);
     int *ids = malloc((size + 3) * sizeof *ids); /* well-formed UTF-8: one id per byte at most */
     if (!ids) die("out of memory for %zu bytes of text", size);
