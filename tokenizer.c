@@ -113,6 +113,7 @@ static void describe_piece(char *out, size_t outlen, const char *piece) {
 }
 
 static int build_merges(Tokenizer *t);
+static int mark_whole_pieces(Tokenizer *t);
 static int piece_id(const Tokenizer *t, const char *s);
 
 int tokenizer_load(Tokenizer *t, const char *path, char *err, size_t errlen) {
@@ -248,8 +249,8 @@ int tokenizer_load(Tokenizer *t, const char *path, char *err, size_t errlen) {
         t->ascii_ids[c] = piece_id(t, one);
     }
     t->ascii_ids[0] = -1;
-    if (build_merges(t) != 0) {
-        snprintf(err, errlen, "%s: out of memory for the merge table", path);
+    if (build_merges(t) != 0 || mark_whole_pieces(t) != 0) {
+        snprintf(err, errlen, "%s: out of memory for the merge tables", path);
         goto fail;
     }
     return 0;
@@ -266,6 +267,7 @@ void tokenizer_free(Tokenizer *t) {
     free(t->piece_storage);
     shfree(t->index);
     free(t->merges);
+    free(t->whole_piece);
     memset(t, 0, sizeof *t);
 }
 
@@ -284,13 +286,15 @@ static int piece_id(const Tokenizer *t, const char *s) {
 }
 
 /* The merge table: for every piece that splits into two pieces, the key (left id, right id)
- * gives the piece's id. BPE only ever joins two symbols that are pieces, and their concatenation
- * is a piece exactly when the table has their ids, so one integer lookup replaces hashing the
- * concatenated string. Open addressing with linear probing, at most half full; key 0 (the
- * control piece 0 twice, never in the index) marks an empty slot. */
+ * gives the piece's id and score. BPE only ever joins two symbols that are pieces, and their
+ * concatenation is a piece exactly when the table has their ids, so one integer lookup replaces
+ * hashing the concatenated string. Open addressing with linear probing, at most half full; key 0
+ * (the control piece 0 twice, never in the index) marks an empty slot. The score sits in the slot
+ * (16 bytes either way) to save a second cache miss into vocab_scores. */
 struct Merge {
     uint64_t key;
     int id;
+    float score;
 };
 
 static uint64_t merge_key(int left, int right) {
@@ -301,11 +305,12 @@ static size_t merge_slot(const Tokenizer *t, uint64_t key) {
     return (size_t)((key * 0x9E3779B97F4A7C15ull) >> 32) & t->merge_mask; /* Fibonacci hashing */
 }
 
-static int merge_id(const Tokenizer *t, int left, int right) {
+/* The slot of the merge of pieces left and right, or NULL if their concatenation is no piece. */
+static const struct Merge *find_merge(const Tokenizer *t, int left, int right) {
     uint64_t key = merge_key(left, right);
     for (size_t i = merge_slot(t, key);; i = (i + 1) & t->merge_mask) {
-        if (t->merges[i].key == key) return t->merges[i].id;
-        if (t->merges[i].key == 0) return -1;
+        if (t->merges[i].key == key) return &t->merges[i];
+        if (t->merges[i].key == 0) return NULL;
     }
 }
 
@@ -331,7 +336,8 @@ static int build_merges(Tokenizer *t) {
             half[k] = '\0';
             int left = piece_id(t, half), right = piece_id(t, piece + k);
             if (left >= 0 && right >= 0)
-                arrput(found, ((struct Merge){merge_key(left, right), t->index[i].value}));
+                arrput(found, ((struct Merge){merge_key(left, right), t->index[i].value,
+                                              t->vocab_scores[t->index[i].value]}));
         }
     }
     free(half);
@@ -442,9 +448,9 @@ static Pair heap_pop(Pair *heap, int *n) {
 static void try_pair(const Tokenizer *t, const Symbol *syms, int left, int right, Pair *heap,
                      int *n_heap) {
     if (left < 0 || right < 0 || syms[left].frozen || syms[right].frozen) return;
-    int id = merge_id(t, syms[left].id, syms[right].id);
-    if (id < 0) return;
-    Pair p = {t->vocab_scores[id], left, right, syms[left].len + syms[right].len, id};
+    const struct Merge *m = find_merge(t, syms[left].id, syms[right].id);
+    if (!m) return;
+    Pair p = {m->score, left, right, syms[left].len + syms[right].len, m->id};
     heap_push(heap, n_heap, p);
 }
 
@@ -545,6 +551,32 @@ static int bpe(const Tokenizer *t, char *work, int n, Symbol *syms, Pair *heap, 
     return n_tokens;
 }
 
+/* Sets t->whole_piece[id] for each indexed piece that BPE, given the piece's text alone,
+ * encodes as that one piece: a segment equal to such a piece needs no BPE. Most frequent words
+ * are such pieces. Returns 0, or -1 out of memory. */
+static int mark_whole_pieces(Tokenizer *t) {
+    size_t max_len = (size_t)t->max_token_length;
+    t->whole_piece = calloc((size_t)t->vocab_size, 1);
+    char *text = malloc(max_len + 1);
+    Symbol *syms = malloc(max_len * sizeof *syms);
+    Pair *heap = malloc(3 * max_len * sizeof *heap);
+    int *ids = malloc(max_len * sizeof *ids);
+    int ok = t->whole_piece && text && syms && heap && ids;
+    for (ptrdiff_t i = 0; ok && i < shlen(t->index); i++) {
+        const char *piece = t->index[i].key;
+        int len = (int)strlen(piece);
+        if (tokenizer_utf8_invalid_at(piece) >= 0) continue; /* bpe takes well-formed text */
+        memcpy(text, piece, (size_t)len + 1);
+        t->whole_piece[t->index[i].value] =
+            bpe(t, text, len, syms, heap, ids) == 1 && ids[0] == t->index[i].value;
+    }
+    free(text);
+    free(syms);
+    free(heap);
+    free(ids);
+    return ok ? 0 : -1;
+}
+
 /* Where the next segment after work[start] begins: a space that follows a non-space, or n. With
  * t->split_at_spaces no piece holds a non-space followed by a space, so no merge can cross such a
  * point and BPE on each segment alone gives the ids BPE on the whole text gives. Without it the
@@ -586,8 +618,13 @@ static int encode_segments(const Tokenizer *t, char *work, int n, Symbol *syms, 
         }
         char saved = work[end];
         work[end] = '\0';
-        ptrdiff_t slot = shgeti(cache, work + start);
+        int id = piece_id(t, work + start);
+        ptrdiff_t slot = id >= 0 && t->whole_piece[id] ? -1 : shgeti(cache, work + start);
         work[end] = saved;
+        if (id >= 0 && t->whole_piece[id]) {
+            tokens[n_tokens++] = id;
+            continue;
+        }
         if (slot >= 0) {
             memcpy(tokens + n_tokens, tokens + cache[slot].value.first,
                    (size_t)cache[slot].value.count * sizeof *tokens);

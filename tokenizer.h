@@ -36,6 +36,7 @@ typedef struct {
     int split_at_spaces;  /* 1 if no piece holds a non-space followed by a space (see encode) */
     int ascii_ids[128];   /* id of each ASCII character's piece, -1 if none */
     struct Merge *merges; /* open-addressing table, merge_mask + 1 slots */
+    char *whole_piece;    /* vocab_size flags: BPE of the piece's text alone gives the piece */
     size_t merge_mask;
     char *piece_storage;   /* all pieces, NUL-terminated, back to back; vocab[i] points in here */
     char byte_pieces[512]; /* byte b as the string byte_pieces + 2 * b, returned by decode */
