@@ -69,9 +69,11 @@ void tokenizer_free(Tokenizer *t);
  * (an invalid byte can become the three byte pieces of U+FFFD). Returns the number of ids written.
  *
  * Algorithm: SentencePiece's (linked list of symbols, binary heap of candidate pairs with lazy
- * invalidation), O(n log n) in the text length; run on each stretch between a non-space and a
- * space separately when no piece spans such a point (true of both Llama 2 vocabularies), which
- * gives the same ids with a small working set, so speed stays flat with the text's length.
+ * invalidation), O(n log n) in the text length, with pairs looked up by their two ids in a merge
+ * table made at load. It runs on each stretch between a non-space and a space separately when no
+ * piece spans such a point (true of both Llama 2 vocabularies), which gives the same ids with a
+ * small working set; a stretch that is a piece BPE keeps whole (known from load) costs one
+ * lookup, and short stretches seen before in the same call are copied from their first ids.
  * Pieces are in the .bin's convention (plain spaces, where SentencePiece writes U+2581).
  * Byte-fallback bytes never merge. A byte missing from byte_tokens gives TOKEN_UNK. On out of
  * memory the text gives TOKEN_UNK. Thread-safe for a shared `t` (lookups do not write into the

@@ -74,7 +74,7 @@ def main():
           "| ratio |")
     print("| --- | ---: | ---: | ---: | ---: |")
     for label, tokens, repeats, sp_repeats, ours, theirs in rows:
-        print("| %s | %d | %.1f (%d) | %.2f (%d) | %.0fx |"
+        print("| %s | %d | %.1f (%d) | %.2f (%d) | %.1fx |"
               % (label, tokens, ours, repeats, theirs, sp_repeats, ours / theirs))
     return 0
 
