@@ -75,9 +75,10 @@ void tokenizer_free(Tokenizer *t);
  * small working set; a stretch that is a piece BPE keeps whole (known from load) costs one
  * lookup, and short stretches seen before in the same call are copied from their first ids.
  * Pieces are in the .bin's convention (plain spaces, where SentencePiece writes U+2581).
- * Byte-fallback bytes never merge. A byte missing from byte_tokens gives TOKEN_UNK. On out of
- * memory the text gives TOKEN_UNK. Thread-safe for a shared `t` (lookups do not write into the
- * map). */
+ * Byte-fallback bytes never merge. A byte missing from byte_tokens gives TOKEN_UNK. If its
+ * buffers cannot be allocated the text gives TOKEN_UNK (the per-call word cache, an stb_ds map,
+ * assumes its allocations succeed, as the index built at load does). Thread-safe for a shared `t`
+ * (lookups do not write into the map). */
 int tokenizer_encode(const Tokenizer *t, const char *text, int bos, int eos, int *tokens);
 
 /* Returns the offset of the first byte of the NUL-terminated `text` that does not start a
