@@ -598,3 +598,59 @@ Test(tokenizer_print, skips_control_bytes, .init = cr_redirect_stdout) {
     fflush(stdout);
     cr_assert_stdout_eq_str("Hello\n\xE6\x97\xA5 !");
 }
+
+/* A vocabulary with a piece that holds a non-space followed by a space, "a b": encode cannot then
+ * cut the text before its spaces. Pieces after the bytes: 259 " ", 260 "a", 261 "b", 262 "a " (-1),
+ * 263 " a" (-2), 264 "a b" (-3). " a b": "a " merges first (-1 beats -2), then "a " + "b". */
+Test(tokenizer_encode, merges_across_a_space_when_a_piece_does) {
+    make_tmp_dir();
+    static Buf b;
+    b.size = 0;
+    put_i32(&b, 8);
+    put_piece(&b, 0, "<unk>");
+    put_piece(&b, 0, "\n<s>\n");
+    put_piece(&b, 0, "\n</s>\n");
+    for (int i = 0; i < 256; i++) {
+        char piece[8];
+        snprintf(piece, sizeof piece, "<0x%02X>", i);
+        put_piece(&b, 0, piece);
+    }
+    put_piece(&b, -100, " ");
+    put_piece(&b, -100, "a");
+    put_piece(&b, -100, "b");
+    put_piece(&b, -1, "a ");
+    put_piece(&b, -2, " a");
+    put_piece(&b, -3, "a b");
+    char path[128];
+    snprintf(path, sizeof path, "%s/across.bin", tmp_dir);
+    write_file(path, b.data, b.size);
+    Tokenizer t;
+    load_or_fail(&t, path);
+    unlink(path);
+    rmdir(tmp_dir);
+    int want[] = {259, 264};
+    expect_ids(&t, "a b", 0, 0, want, 2);
+    int want2[] = {259, 264, 259, 264}; /* " a b a b": twice the same, cut nowhere */
+    expect_ids(&t, "a b a b", 0, 0, want2, 4);
+    tokenizer_free(&t);
+}
+
+/* SentencePiece takes a literal U+2581 (E2 96 81) as a space, after squeezing spaces: with
+ * remove_extra_whitespaces a trailing one goes like a trailing space, a leading one stays (the
+ * small vocabulary: 259 " ", 263 " a" (-2), 266 " b" (-5)). */
+Test(tokenizer_encode, lower_one_eighth_block_is_a_space) {
+    Tokenizer t;
+    load_small_vocab(&t);
+    int trailing[] = {263};
+    expect_ids(&t, "a\xE2\x96\x81", 0, 0, trailing, 1);
+    int leading[] = {259, 263};
+    expect_ids(&t,
+               "\xE2\x96\x81"
+               "a",
+               0, 0, leading, 2);
+    int inside[] = {263, 259, 266}; /* "a" U+2581 " b": not squeezed into one space */
+    expect_ids(&t, "a\xE2\x96\x81 b", 0, 0, inside, 3);
+    int only[] = {1};
+    expect_ids(&t, "\xE2\x96\x81", 1, 0, only, 1);
+    tokenizer_free(&t);
+}
