@@ -138,8 +138,11 @@ typedef struct {
     unsigned long long seed; /* 0: from the clock */
     int steps;               /* positions to run, prompt included, as llama2.c counts them */
     int threads;             /* 0: OpenMP's default */
-    NormFn norm;             /* NULL: the norm the model was trained with */
-    const char *logits_path; /* NULL: do not write logits */
+    NormFn norm;               /* NULL: the norm the model was trained with */
+    const char *logits_path;   /* NULL: do not write logits */
+    const char *tokenize_text; /* --tokenize: print the ids of this text instead of generating */
+    const char *tokenize_file; /* --tokenize-file: count the tokens of this file, time it */
+    int json;                  /* --json: --tokenize prints a JSON object */
 } Options;
 
 static void usage(FILE *f) {
@@ -164,6 +167,9 @@ static void usage(FILE *f) {
             "                    teacher-forced) to FILE: vocab_size float32 (native byte\n"
             "                    order) per position, position after position\n"
             "  --threads=N       OpenMP threads, >= 1 (default: all cores)\n"
+            "  --tokenize TEXT   print the ids of TEXT (BOS first), one per line with its piece\n"
+            "  --json            with --tokenize: print {\"ids\": [...], \"pieces\": [...]}\n"
+            "  --tokenize-file FILE  print the number of tokens of FILE and the encoding speed\n"
             "  -h, --help        this text\n",
             norm_names());
 }
@@ -259,10 +265,20 @@ static Options parse_args(int argc, char **argv) {
             if (threads < 1 || threads > 1024)
                 die("--threads must be in 1..1024, got %lld", threads);
             o.threads = (int)threads;
+        } else if (strcmp(flag, "--tokenize") == 0) {
+            o.tokenize_text = option_value(argc, argv, &i, flag);
+        } else if (strcmp(flag, "--tokenize-file") == 0) {
+            o.tokenize_file = option_value(argc, argv, &i, flag);
+        } else if (strcmp(a, "--json") == 0) {
+            o.json = 1;
         } else {
             die("unknown option '%s' (see run --help)", a);
         }
     }
+    if (o.tokenize_text && o.tokenize_file) die("give --tokenize or --tokenize-file, not both");
+    if ((o.tokenize_text || o.tokenize_file) && o.prompt)
+        die("--tokenize and --tokenize-file take no prompt");
+    if (o.json && !o.tokenize_text) die("--json goes with --tokenize");
     if (!o.model_path) {
         usage(stderr);
         die("no model given");
@@ -290,38 +306,140 @@ static void find_tokenizer(const char *model_path, int vocab_size, char *out, si
         tried[0], tried[1]);
 }
 
-/* 1 if s is well-formed UTF-8 (no overlongs, surrogates or code points past U+10FFFF). */
-static int utf8_valid(const unsigned char *s) {
-    while (*s) {
-        int len = *s < 0x80           ? 1
-                  : (*s >> 5) == 0x6  ? 2
-                  : (*s >> 4) == 0xE  ? 3
-                  : (*s >> 3) == 0x1E ? 4
-                                      : 0;
-        if (len == 0) return 0;
-        unsigned int cp = len == 1 ? *s : *s & (0x7F >> len);
-        for (int i = 1; i < len; i++) {
-            if ((s[i] & 0xC0) != 0x80) return 0;
-            cp = (cp << 6) | (s[i] & 0x3F);
-        }
-        static const unsigned int min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
-        if (cp < min_cp[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
-        s += len;
-    }
-    return 1;
-}
-
 static double now_seconds(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* ----------------------------------------------------------------------------
+ * --tokenize and --tokenize-file */
+
+/* How a piece is shown: control pieces by their SentencePiece names (the .bin stores BOS and EOS
+ * as "\n<s>\n" and "\n</s>\n"), others as stored, spaces plain. */
+static const char *shown_piece(const Tokenizer *t, int id) {
+    static const char *control[] = {"<unk>", "<s>", "</s>"};
+    return id <= TOKEN_EOS ? control[id] : t->vocab[id];
+}
+
+/* Writes s as a JSON string: quotes, backslashes and control bytes escaped, bytes that are not
+ * well-formed UTF-8 (possible only in a hand-made vocabulary) as U+FFFD. */
+static void print_json_string(const char *s) {
+    putchar('"');
+    while (*s) {
+        long bad = tokenizer_utf8_invalid_at(s);
+        const char *end = bad < 0 ? s + strlen(s) : s + bad;
+        for (; s < end; s++) {
+            unsigned char c = (unsigned char)*s;
+            if (c == '"' || c == '\\')
+                printf("\\%c", c);
+            else if (c < 0x20)
+                printf("\\u%04x", c);
+            else
+                putchar(c);
+        }
+        if (bad >= 0) {
+            printf("\\ufffd");
+            s++;
+        }
+    }
+    putchar('"');
+}
+
+/* One id per line with its piece, as llama.cpp's tokenize tool prints them; control bytes in a
+ * piece are escaped so that each id keeps to one line. */
+static void print_ids(const Tokenizer *t, const int *ids, int n) {
+    for (int i = 0; i < n; i++) {
+        printf("%6d -> '", ids[i]);
+        for (const unsigned char *p = (const unsigned char *)shown_piece(t, ids[i]); *p; p++) {
+            if (*p == '\n')
+                fputs("\\n", stdout);
+            else if (*p < 0x20 || *p == 0x7F)
+                printf("\\x%02X", *p);
+            else
+                putchar(*p);
+        }
+        printf("'\n");
+    }
+}
+
+static void print_ids_json(const Tokenizer *t, const int *ids, int n) {
+    printf("{\"ids\": [");
+    for (int i = 0; i < n; i++) printf("%s%d", i ? ", " : "", ids[i]);
+    printf("], \"pieces\": [");
+    for (int i = 0; i < n; i++) {
+        if (i) printf(", ");
+        print_json_string(shown_piece(t, ids[i]));
+    }
+    printf("]}\n");
+}
+
+/* The whole file as a NUL-terminated string; dies on a file that cannot be read, is empty, or
+ * holds a NUL byte. */
+static char *read_text_file(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) die("%s: cannot open: %s", path, strerror(errno));
+    size_t cap = 1 << 16, n = 0;
+    char *text = NULL;
+    for (;;) {
+        char *bigger = realloc(text, cap + 1);
+        if (!bigger) {
+            free(text);
+            die("%s: out of memory reading it", path);
+        }
+        text = bigger;
+        n += fread(text + n, 1, cap - n, f);
+        if (n < cap) break;
+        cap *= 2;
+    }
+    int read_errno = ferror(f) ? errno : 0;
+    fclose(f);
+    text[n] = '\0';
+    size_t text_len = strlen(text);
+    if (read_errno || n == 0 || text_len != n) {
+        free(text); /* before exiting, so that the leak checker of `make sanitize` stays quiet */
+        if (read_errno) die("%s: cannot read: %s", path, strerror(read_errno));
+        if (n == 0) die("%s: empty file, nothing to tokenize", path);
+        die("%s: NUL byte at offset %zu; not a text file", path, text_len);
+    }
+    return text;
+}
+
+/* --tokenize TEXT prints the ids of TEXT; --tokenize-file FILE the token count and speed. Text
+ * that is not valid UTF-8 is refused, as a prompt is, rather than encoded with U+FFFD for its
+ * bad bytes as tokenizer_encode (and SentencePiece) would. */
+static void tokenize_command(const Tokenizer *t, const Options *o) {
+    char *text = o->tokenize_file ? read_text_file(o->tokenize_file) : NULL;
+    const char *input = text ? text : o->tokenize_text;
+    long bad = tokenizer_utf8_invalid_at(input);
+    if (bad >= 0) {
+        unsigned char byte = (unsigned char)input[bad];
+        free(text);
+        die("%s: not valid UTF-8 (byte 0x%02X at offset %ld)",
+            o->tokenize_file ? o->tokenize_file : "--tokenize text", byte, bad);
+    }
+    size_t size = strlen(input);
+    int *ids = malloc((size + 3) * sizeof *ids); /* well-formed UTF-8: one id per byte at most */
+    if (!ids) die("out of memory for %zu bytes of text", size);
+    double start = now_seconds();
+    int n = tokenizer_encode(t, input, 1, 0, ids);
+    double seconds = now_seconds() - start;
+    if (o->tokenize_file)
+        printf("%s: %d tokens (BOS included) from %zu bytes in %.3f s, %.1f MB/s\n",
+               o->tokenize_file, n, size, seconds, seconds > 0 ? size / seconds / 1e6 : 0.0);
+    else if (o->json)
+        print_ids_json(t, ids, n);
+    else
+        print_ids(t, ids, n);
+    free(ids);
+    free(text);
+}
+
 int main(int argc, char **argv) {
     Options o = parse_args(argc, argv);
     if (o.threads > 0) omp_set_num_threads(o.threads);
     const char *prompt = o.prompt ? o.prompt : "";
-    if (!utf8_valid((const unsigned char *)prompt)) die("the prompt is not valid UTF-8");
+    if (tokenizer_utf8_invalid_at(prompt) >= 0) die("the prompt is not valid UTF-8");
 
     char err[1024];
     Model model;
@@ -342,6 +460,12 @@ int main(int argc, char **argv) {
     if (tokenizer.vocab_size != c->vocab_size)
         die("%s has %d pieces but the model's vocab_size is %d", tokenizer_path,
             tokenizer.vocab_size, c->vocab_size);
+    if (o.tokenize_text || o.tokenize_file) {
+        tokenize_command(&tokenizer, &o);
+        tokenizer_free(&tokenizer);
+        model_free(&model);
+        return 0;
+    }
 
     if (o.steps > c->seq_len) {
         fprintf(stderr, "run: -n %d is more than seq_len %d; running %d positions\n", o.steps,

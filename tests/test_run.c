@@ -265,3 +265,72 @@ Test(bad_input, invalid_utf8_prompt) {
     expect_error((const char *[]){MODEL, "\xc0\xaf", NULL}, "not valid UTF-8");
     expect_error((const char *[]){MODEL, "\xed\xa0\x80", NULL}, "not valid UTF-8");
 }
+
+/* ----------------------------------------------------------------------------
+ * --tokenize, --json, --tokenize-file. Ids from SentencePiece (tok512.model): "Hello world" is
+ * 346 " He", 306 "ll", 414 "o", 263 " w", 304 "or", 341 "ld"; 'a"b\c' + newline is
+ * 261 " a", 436 '"', 430 "b", 500 "\", 429 "c", 13 "<0x0A>". */
+
+Test(tokenize, prints_ids_and_pieces) {
+    RunResult r = run_program((const char *[]){MODEL, "--tokenize", "Hello world", NULL});
+    cr_assert_eq(r.exit_code, 0, "stderr: %s", r.err);
+    cr_assert_str_eq(r.out, "     1 -> '<s>'\n"
+                            "   346 -> ' He'\n"
+                            "   306 -> 'll'\n"
+                            "   414 -> 'o'\n"
+                            "   263 -> ' w'\n"
+                            "   304 -> 'or'\n"
+                            "   341 -> 'ld'\n");
+    result_free(&r);
+}
+
+Test(tokenize, json_escapes_pieces) {
+    RunResult r = run_program((const char *[]){MODEL, "--json", "--tokenize", "a\"b\\c\n", NULL});
+    cr_assert_eq(r.exit_code, 0, "stderr: %s", r.err);
+    cr_assert_str_eq(r.out, "{\"ids\": [1, 261, 436, 430, 500, 429, 13], \"pieces\": [\"<s>\", "
+                            "\" a\", \"\\\"\", \"b\", \"\\\\\", \"c\", \"<0x0A>\"]}\n");
+    result_free(&r);
+}
+
+Test(tokenize, empty_text_is_bos) {
+    RunResult r = run_program((const char *[]){MODEL, "--tokenize", "", "--json", NULL});
+    cr_assert_eq(r.exit_code, 0, "stderr: %s", r.err);
+    cr_assert_str_eq(r.out, "{\"ids\": [1], \"pieces\": [\"<s>\"]}\n");
+    result_free(&r);
+}
+
+Test(tokenize, file_count) {
+    make_scratch();
+    char *path = scratch_path("hello.txt");
+    cr_assert_eq(write_file(path, "Hello world", 11), 0);
+    RunResult r = run_program((const char *[]){MODEL, "--tokenize-file", path, NULL});
+    cr_assert_eq(r.exit_code, 0, "stderr: %s", r.err);
+    cr_assert(strstr(r.out, ": 7 tokens (BOS included) from 11 bytes in "), "%s", r.out);
+    cr_assert(strstr(r.out, " MB/s\n"), "%s", r.out);
+    result_free(&r);
+}
+
+Test(bad_input, tokenize) {
+    make_scratch();
+    char *empty = scratch_path("empty.txt"), *nul = scratch_path("nul.txt");
+    char *bad = scratch_path("bad.txt");
+    cr_assert_eq(write_file(empty, "", 0), 0);
+    cr_assert_eq(write_file(nul, "ab\0cd", 5), 0);
+    cr_assert_eq(write_file(bad, "caf\xc3 au lait", 12), 0);
+    expect_error((const char *[]){MODEL, "--tokenize-file", "/nonexistent/x.txt", NULL},
+                 "/nonexistent/x.txt: cannot open");
+    expect_error((const char *[]){MODEL, "--tokenize-file", empty, NULL}, "empty file");
+    expect_error((const char *[]){MODEL, "--tokenize-file", scratch, NULL}, scratch);
+    expect_error((const char *[]){MODEL, "--tokenize-file", nul, NULL}, "NUL byte at offset 2");
+    expect_error((const char *[]){MODEL, "--tokenize-file", bad, NULL},
+                 "bad.txt: not valid UTF-8 (byte 0xC3 at offset 3)");
+    expect_error((const char *[]){MODEL, "--tokenize", "x\xff", NULL},
+                 "--tokenize text: not valid UTF-8 (byte 0xFF at offset 1)");
+    expect_error((const char *[]){MODEL, "--tokenize", NULL}, "--tokenize needs a value");
+    expect_error((const char *[]){MODEL, "--json", NULL}, "--json goes with --tokenize");
+    expect_error((const char *[]){MODEL, "--tokenize", "a", "--tokenize-file", bad, NULL},
+                 "not both");
+    expect_error((const char *[]){MODEL, "Once", "--tokenize", "a", NULL}, "take no prompt");
+    expect_error((const char *[]){MODEL, "-z", "models/tokenizer.bin", "--tokenize", "a", NULL},
+                 "has 32000 pieces but the model's vocab_size is 512");
+}
