@@ -8,6 +8,7 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -52,7 +53,11 @@ static float read_f32le(const unsigned char *p) {
 
 /* Reads the whole file; plain stdio loop so that directories and pipes fail or work cleanly. */
 static unsigned char *read_file(const char *path, size_t *size, char *err, size_t errlen) {
-    FILE *f = fopen(path, "rb");
+    /* O_NONBLOCK, then back to blocking: a FIFO without a writer reads as empty instead of
+     * blocking the open, and a pipe with one still streams. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK);
+    if (fd >= 0) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
     if (!f) {
         snprintf(err, errlen, "%s: cannot open tokenizer file: %s", path, strerror(errno));
         return NULL;

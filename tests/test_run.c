@@ -206,6 +206,13 @@ Test(bad_input, fifo_model) {
     expect_error((const char *[]){fifo, NULL}, "not a regular file");
 }
 
+Test(bad_input, fifo_tokenizer_without_writer) {
+    make_scratch();
+    char *fifo = scratch_path("tok.bin");
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    expect_error((const char *[]){MODEL, "-z", fifo, NULL}, "empty tokenizer file");
+}
+
 Test(bad_input, missing_tokenizer) {
     expect_error((const char *[]){MODEL, "-z", "models/no-such-tokenizer.bin", NULL},
                  "no-such-tokenizer.bin");
