@@ -4,31 +4,125 @@
 #include <stddef.h>
 #include <string.h>
 
+/* Independent partial sums: they let the compiler keep LANES running sums in vector registers
+ * (no -ffast-math needed), and each partial sum stays LANES times smaller, so it rounds less. */
+#define LANES 16
+
+static float sum_squares(const float *x, int dim) {
+    float acc[LANES] = {0};
+    int i = 0;
+    for (; i + LANES <= dim; i += LANES)
+        for (int j = 0; j < LANES; j++) acc[j] += x[i + j] * x[i + j];
+    float ss = 0.0f;
+    for (int j = 0; j < LANES; j++) ss += acc[j];
+    for (; i < dim; i++) ss += x[i] * x[i];
+    return ss;
+}
+
+static float sum(const float *x, int dim) {
+    float acc[LANES] = {0};
+    int i = 0;
+    for (; i + LANES <= dim; i += LANES)
+        for (int j = 0; j < LANES; j++) acc[j] += x[i + j];
+    float s = 0.0f;
+    for (int j = 0; j < LANES; j++) s += acc[j];
+    for (; i < dim; i++) s += x[i];
+    return s;
+}
+
+/* Sums of d = x - shift and of d^2, for the corrected two-pass variance. */
+static void centred_sums(const float *x, int dim, float shift, float *s1, float *s2) {
+    float a1[LANES] = {0}, a2[LANES] = {0};
+    int i = 0;
+    for (; i + LANES <= dim; i += LANES) {
+        for (int j = 0; j < LANES; j++) {
+            float d = x[i + j] - shift;
+            a1[j] += d;
+            a2[j] += d * d;
+        }
+    }
+    float t1 = 0.0f, t2 = 0.0f;
+    for (int j = 0; j < LANES; j++) t1 += a1[j], t2 += a2[j];
+    for (; i < dim; i++) {
+        float d = x[i] - shift;
+        t1 += d;
+        t2 += d * d;
+    }
+    *s1 = t1;
+    *s2 = t2;
+}
+
 void rmsnorm(float *out, const float *x, const float *weight, const float *bias, int dim,
              float eps) {
     (void)bias;
-    float ss = 0.0f;
-    for (int i = 0; i < dim; i++) ss += x[i] * x[i];
-    float inv_rms = 1.0f / sqrtf(ss / dim + eps);
+    float inv_rms = 1.0f / sqrtf(sum_squares(x, dim) / dim + eps);
     for (int i = 0; i < dim; i++) out[i] = weight[i] * (inv_rms * x[i]);
+}
+
+void rmsnorm_eps_outside(float *out, const float *x, const float *weight, const float *bias,
+                         int dim, float eps) {
+    (void)bias;
+    float inv = 1.0f / (sqrtf(sum_squares(x, dim) / dim) + eps);
+    for (int i = 0; i < dim; i++) out[i] = weight[i] * (inv * x[i]);
 }
 
 void layernorm(float *out, const float *x, const float *weight, const float *bias, int dim,
                float eps) {
-    float sum = 0.0f;
-    for (int i = 0; i < dim; i++) sum += x[i];
-    float mean = sum / dim;
-    float ss = 0.0f;
-    for (int i = 0; i < dim; i++) {
-        float d = x[i] - mean;
-        ss += d * d;
-    }
-    float inv_std = 1.0f / sqrtf(ss / dim + eps);
-    for (int i = 0; i < dim; i++) {
-        float y = weight[i] * (inv_std * (x[i] - mean));
-        out[i] = bias ? y + bias[i] : y;
+    /* Corrected two-pass algorithm (Chan, Golub & LeVeque 1983, eq. 1.7): the first pass's mean
+     * is off by its rounding error e; the centred sums give e back as s1 / dim and remove its
+     * square from the variance. */
+    float mean0 = sum(x, dim) / dim;
+    float s1, s2;
+    centred_sums(x, dim, mean0, &s1, &s2);
+    float mean = mean0 + s1 / dim;
+    float var = s2 / dim - (s1 / dim) * (s1 / dim);
+    float inv_std = 1.0f / sqrtf((var > 0.0f ? var : 0.0f) + eps);
+    if (bias) {
+        for (int i = 0; i < dim; i++) out[i] = weight[i] * (inv_std * (x[i] - mean)) + bias[i];
+    } else {
+        for (int i = 0; i < dim; i++) out[i] = weight[i] * (inv_std * (x[i] - mean));
     }
 }
+
+/* ----------------------------------------------------------------------------
+ * 16-bit storage types, decoded by their bits (C11 has no half-precision type) */
+
+float f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h >> 15) << 31;
+    uint32_t exponent = (h >> 10) & 0x1f, mantissa = h & 0x3ff;
+    float magnitude;
+    if (exponent == 0) { /* zero or subnormal: mantissa * 2^-24 */
+        magnitude = ldexpf((float)mantissa, -24);
+    } else if (exponent == 0x1f) { /* infinity or NaN */
+        uint32_t bits = 0x7f800000u | (mantissa << 13);
+        memcpy(&magnitude, &bits, sizeof(bits));
+    } else {
+        uint32_t bits = ((exponent - 15 + 127) << 23) | (mantissa << 13);
+        memcpy(&magnitude, &bits, sizeof(bits));
+    }
+    uint32_t bits;
+    memcpy(&bits, &magnitude, sizeof(bits));
+    bits |= sign;
+    float f;
+    memcpy(&f, &bits, sizeof(f));
+    return f;
+}
+
+float bf16_to_f32(uint16_t h) {
+    uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, sizeof(f));
+    return f;
+}
+
+void norm_16bit(NormFn fn, float (*to_f32)(uint16_t), float *out, const uint16_t *x,
+                const float *weight, const float *bias, int dim, float eps) {
+    for (int i = 0; i < dim; i++) out[i] = to_f32(x[i]);
+    fn(out, out, weight, bias, dim, eps);
+}
+
+/* ----------------------------------------------------------------------------
+ * Selection by name */
 
 static const struct {
     const char *name;
@@ -36,6 +130,7 @@ static const struct {
 } norms[] = {
     {"rmsnorm", rmsnorm},
     {"layernorm", layernorm},
+    {"rmsnorm_eps_outside", rmsnorm_eps_outside},
 };
 
 #define N_NORMS (sizeof(norms) / sizeof(norms[0]))
