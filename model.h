@@ -69,6 +69,42 @@ typedef struct {
     float *inv_freq;    /* (head_size / 2) RoPE frequencies theta^(-2i / head_size) */
 } RunState;
 
+/* Operation classes that --profile times; the residual adds count with the projection before
+ * them (OP_OUTPUT_PROJ, OP_FFN). */
+typedef enum {
+    OP_EMBEDDING,
+    OP_NORM,
+    OP_QKV,
+    OP_ROPE,
+    OP_ATTENTION, /* scores, softmax and mixing of the values */
+    OP_OUTPUT_PROJ,
+    OP_FFN,
+    OP_CLASSIFIER,
+    OP_SAMPLING, /* timed by the caller of model_forward */
+    N_OPS
+} OpClass;
+
+/* Wall-clock time per operation class, summed over a run, measured as laps: each lap ends at a
+ * profile_lap call and began at the previous one (or at profile_start). */
+typedef struct {
+    double seconds[N_OPS];
+    long laps[N_OPS];
+    double last; /* end of the previous lap, seconds on CLOCK_MONOTONIC */
+} Profile;
+
+/* Begins the next lap now. */
+void profile_start(Profile *p);
+
+/* Ends a lap: adds the time since the previous lap (or profile_start) to class `op`. */
+void profile_lap(Profile *p, OpClass op);
+
+/* The seconds one profile_lap call itself adds to the lap it ends (median of a calibration
+ * run): subtract laps[op] times it from seconds[op] to get the operations' own time. */
+double profile_lap_cost(void);
+
+/* Short name of an operation class ("embedding", "norms", ...), "?" out of range. */
+const char *op_name(OpClass op);
+
 typedef struct {
     Config config;
     Weights weights;
@@ -76,6 +112,7 @@ typedef struct {
     NormFn norm; /* applied at every norm site; rmsnorm after model_load */
     void *map;   /* the read-only memory map of the checkpoint */
     size_t map_size;
+    Profile *profile; /* NULL (model_load's choice): no timing, one untaken branch per lap */
 } Model;
 
 /* Memory-maps the checkpoint at `path` read-only, checks its header against itself and against
@@ -94,7 +131,8 @@ void model_free(Model *m);
  * the kv cache and attends over positions 0..pos, so positions must be fed in order from 0.
  * Requires 0 <= token < vocab_size and 0 <= pos < seq_len (the caller checks).
  * Matches llama2.c's forward(): pre-norm blocks, pairwise RoPE on q and k, grouped kv heads,
- * SwiGLU feed-forward, final norm, classifier; every norm is m->norm. */
+ * SwiGLU feed-forward, final norm, classifier; every norm is m->norm. With m->profile set, adds
+ * each operation class's time to it (every class but OP_SAMPLING). */
 float *model_forward(Model *m, int token, int pos);
 
 #endif

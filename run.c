@@ -4,7 +4,10 @@
  *
  * Loads the model and its tokenizer, feeds the prompt, then samples one token at a time and
  * streams the text to stdout; a summary goes to stderr. See usage() for the options.
+ * Two other modes measure the norms: --ppl FILE (perplexity of a text) and --compare (the same
+ * prompt under two norms: texts, next-token distributions, norm inputs, speed).
  */
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -16,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "eval.h"
 #include "model.h"
 #include "norm.h"
 #include "tokenizer.h"
@@ -139,6 +143,12 @@ typedef struct {
     int steps;               /* positions to run, prompt included, as llama2.c counts them */
     int threads;             /* 0: OpenMP's default */
     NormFn norm;
+    int norm_given;       /* --norm was on the command line */
+    int profile;          /* --profile: time per operation class */
+    const char *ppl_path; /* --ppl FILE: perplexity mode */
+    int compare;          /* --compare[=A,B]: compare mode */
+    NormFn compare_with[2];
+    int json; /* --json: compare mode writes JSON */
 } Options;
 
 static void usage(FILE *f) {
@@ -157,6 +167,14 @@ static void usage(FILE *f) {
             "                    clamped to the model's seq_len (default 256)\n"
             "  --norm=NAME       every norm in the model: %s (default rmsnorm)\n"
             "  --threads=N       OpenMP threads, >= 1 (default: all cores)\n"
+            "  --profile         after generating, print the time per operation class\n"
+            "modes:\n"
+            "  --ppl FILE        mean negative log-likelihood and perplexity of the text in FILE\n"
+            "                    (no PROMPT; chunks of seq_len tokens, each from BOS)\n"
+            "  --compare[=A,B]   run PROMPT under norms A and B (default rmsnorm,layernorm):\n"
+            "                    both continuations, per-position KL(A || B) teacher-forced on\n"
+            "                    A's, statistics of every norm site's input, speed\n"
+            "  --json            with --compare: the same numbers as JSON on stdout\n"
             "  -h, --help        this text\n",
             norm_names());
 }
@@ -196,6 +214,24 @@ static const char *option_value(int argc, char **argv, int *i, const char *flag)
     if (argv[*i][1] == '-' && eq) return eq + 1;
     if (*i + 1 >= argc) die("%s needs a value", flag);
     return argv[++*i];
+}
+
+/* "A,B" (NULL: the default pair) into two different known norms. */
+static void parse_compare_norms(const char *spec, NormFn out[2]) {
+    out[0] = rmsnorm;
+    out[1] = layernorm;
+    if (!spec) return;
+    const char *comma = strchr(spec, ',');
+    if (!comma || strchr(comma + 1, ','))
+        die("--compare needs two norms as A,B, got '%s' (norms: %s)", spec, norm_names());
+    char names[2][64];
+    snprintf(names[0], sizeof(names[0]), "%.*s", (int)(comma - spec), spec);
+    snprintf(names[1], sizeof(names[1]), "%s", comma + 1);
+    for (int k = 0; k < 2; k++) {
+        out[k] = norm_by_name(names[k]);
+        if (!out[k]) die("unknown norm '%s' in --compare (expected %s)", names[k], norm_names());
+    }
+    if (out[0] == out[1]) die("--compare needs two different norms, got '%s' twice", names[0]);
 }
 
 static Options parse_args(int argc, char **argv) {
@@ -245,6 +281,16 @@ static Options parse_args(int argc, char **argv) {
             const char *name = option_value(argc, argv, &i, flag);
             o.norm = norm_by_name(name);
             if (!o.norm) die("unknown --norm '%s' (expected %s)", name, norm_names());
+            o.norm_given = 1;
+        } else if (strcmp(a, "--profile") == 0) {
+            o.profile = 1;
+        } else if (strcmp(a, "--json") == 0) {
+            o.json = 1;
+        } else if (strcmp(flag, "--ppl") == 0) {
+            o.ppl_path = option_value(argc, argv, &i, flag);
+        } else if (strcmp(flag, "--compare") == 0) {
+            o.compare = 1;
+            parse_compare_norms(a[name_len] == '=' ? a + name_len + 1 : NULL, o.compare_with);
         } else if (strcmp(flag, "--threads") == 0) {
             long long threads = parse_int(flag, option_value(argc, argv, &i, flag));
             if (threads < 1 || threads > 1024)
@@ -258,6 +304,12 @@ static Options parse_args(int argc, char **argv) {
         usage(stderr);
         die("no model given");
     }
+    if (o.compare && o.ppl_path) die("--compare and --ppl are separate modes; give one");
+    if (o.compare && o.norm_given)
+        die("--compare runs its own two norms; name them with --compare=A,B instead of --norm");
+    if (o.compare && o.profile) die("--compare times both norms itself; drop --profile");
+    if (o.json && !o.compare) die("--json needs --compare");
+    if (o.ppl_path && o.prompt) die("--ppl reads its text from FILE; drop the prompt");
     return o;
 }
 
@@ -302,10 +354,376 @@ static int utf8_valid(const unsigned char *s) {
     return 1;
 }
 
+/* Reads a whole text file (NUL-terminated; *size excludes the NUL) or dies naming it. */
+static char *read_text(const char *path, size_t *size) {
+    FILE *f = fopen(path, "rb");
+    if (!f) die("%s: cannot open: %s", path, strerror(errno));
+    enum { MAX_TEXT = 64 << 20 };
+    char *buf = malloc(MAX_TEXT + 1);
+    if (!buf) die("out of memory for %s", path);
+    size_t n = fread(buf, 1, MAX_TEXT + 1, f);
+    int failed = ferror(f);
+    fclose(f);
+    if (failed) die("%s: cannot read (is it a directory?)", path);
+    if (n > MAX_TEXT) die("%s: more than %d MiB of text", path, MAX_TEXT >> 20);
+    buf[n] = '\0';
+    *size = n;
+    return buf;
+}
+
 static double now_seconds(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Runs positions 0..steps-1 from the prompt (n_prompt >= 1 ids, prompt[0] = BOS): position pos
+ * feeds a token and predicts the one at pos + 1, forced from the prompt while there is one,
+ * sampled after. BOS (id 1) ends the text, as in llama2.c. Writes the fed and predicted tokens
+ * (at most steps + 1) into tokens, the number of forward passes into *n_forward, and returns the
+ * number of tokens. print: stream the text to stdout. With m->profile set, sampling is timed. */
+static int generate(Model *m, Sampler *sampler, const Tokenizer *t, const int *prompt, int n_prompt,
+                    int steps, int *tokens, int *n_forward, int print) {
+    int n = 0;
+    int token = tokens[n++] = prompt[0];
+    int pos = 0;
+    while (pos < steps) {
+        float *logits = model_forward(m, token, pos);
+        int next;
+        if (pos + 1 < n_prompt) {
+            next = prompt[pos + 1];
+        } else {
+            if (m->profile) profile_start(m->profile);
+            next = sample(sampler, logits);
+            if (m->profile) profile_lap(m->profile, OP_SAMPLING);
+        }
+        pos++;
+        if (next == TOKEN_BOS) break;
+        if (print) {
+            tokenizer_print_piece(tokenizer_decode(t, token, next));
+            fflush(stdout);
+        }
+        token = tokens[n++] = next;
+    }
+    *n_forward = pos;
+    return n;
+}
+
+/* The time of every operation class, with the clock's own cost per lap taken out, and its share
+ * of the run's wall-clock time `elapsed` (seconds). */
+static void print_profile(FILE *f, const Profile *p, double elapsed) {
+    double lap_cost = profile_lap_cost();
+    fprintf(f,
+            "profile: time per operation class over the run (each lap's clock cost, %.0f ns, "
+            "taken out)\n",
+            lap_cost * 1e9);
+    fprintf(f, "  %-18s %10s %7s %9s\n", "operation", "ms", "share", "calls");
+    double total = 0.0;
+    for (int op = 0; op < N_OPS; op++) {
+        double t = p->seconds[op] - p->laps[op] * lap_cost;
+        if (t < 0.0) t = 0.0;
+        total += t;
+        fprintf(f, "  %-18s %10.3f %6.1f%% %9ld\n", op_name(op), t * 1e3, 100.0 * t / elapsed,
+                p->laps[op]);
+    }
+    fprintf(f, "  %-18s %10.3f %6.1f%%\n", "sum", total * 1e3, 100.0 * total / elapsed);
+    fprintf(f, "  %-18s %10.3f %6.1f%%\n", "wall clock", elapsed * 1e3, 100.0);
+}
+
+/* --ppl: reads the text, scores it, prints one line. */
+static void run_perplexity(Model *m, const Tokenizer *t, const Options *o) {
+    size_t size;
+    char *text = read_text(o->ppl_path, &size);
+    if (size == 0) die("%s: the text file is empty", o->ppl_path);
+    if (strlen(text) != size) die("%s: the text contains a NUL byte", o->ppl_path);
+    if (!utf8_valid((const unsigned char *)text))
+        die("%s: the text is not valid UTF-8", o->ppl_path);
+    int *tokens = malloc((size + 3) * sizeof(int));
+    if (!tokens) die("out of memory for the text's tokens");
+    int n_tokens = tokenizer_encode(t, text, 1, 0, tokens);
+    if (n_tokens < 2)
+        die("%s: the text is shorter than 2 tokens (BOS and one to predict)", o->ppl_path);
+    Profile profile = {0};
+    m->profile = o->profile ? &profile : NULL;
+    int n_predicted, n_chunks;
+    double start = now_seconds();
+    double nll = text_nll(m, tokens, n_tokens, &n_predicted, &n_chunks);
+    double elapsed = now_seconds() - start;
+    double mean = nll / n_predicted;
+    printf("%s: %d tokens predicted in %d chunks of up to %d, norm %s: mean NLL %.4f nats/token, "
+           "perplexity %.4f\n",
+           o->ppl_path, n_predicted, n_chunks, m->config.seq_len, norm_name(m->norm), mean,
+           exp(mean));
+    fprintf(stderr, "%.1f tokens/s\n", elapsed > 0 ? n_predicted / elapsed : 0.0);
+    if (o->profile) print_profile(stderr, &profile, elapsed);
+    free(tokens);
+    free(text);
+}
+
+/* ----------------------------------------------------------------------------
+ * --compare: one prompt under two norms */
+
+/* Writes a piece as the inside of a JSON string (json) or with newlines shown as \n (table).
+ * Pieces that tokenizer_print_piece would drop (single raw control bytes) are dropped. */
+static void write_piece(FILE *f, const char *piece, int json) {
+    if (!piece || !piece[0]) return;
+    unsigned char b0 = (unsigned char)piece[0];
+    if (piece[1] == '\0' && !isprint(b0) && !isspace(b0)) return;
+    for (const unsigned char *p = (const unsigned char *)piece; *p; p++) {
+        if (*p == '\n')
+            fputs("\\n", f);
+        else if (json && (*p == '"' || *p == '\\'))
+            fprintf(f, "\\%c", *p);
+        else if (*p < 0x20)
+            fprintf(f, json ? "\\u%04x" : "\\x%02x", *p);
+        else
+            fputc(*p, f);
+    }
+}
+
+static void write_text(FILE *f, const Tokenizer *t, const int *tokens, int n, int json) {
+    for (int i = 1; i < n; i++) write_piece(f, tokenizer_decode(t, tokens[i - 1], tokens[i]), json);
+}
+
+/* Teacher-forced passes timed per norm; medians over them resist the shared machine's hiccups. */
+enum { TIMING_PASSES = 5 };
+
+/* What one norm did in --compare. */
+typedef struct {
+    NormFn norm;
+    int *tokens; /* generated: prompt and continuation */
+    int n_tokens;
+    double tokens_per_s;           /* generation, forward passes (prompt included) per second */
+    SiteStats *sites;              /* (n_sites) inputs of each norm call site, teacher-forced */
+    Profile passes[TIMING_PASSES]; /* teacher-forced, one profile per pass */
+} NormRun;
+
+/* Feeds tokens[0..n) from position 0; logits (n, vocab_size) receives each position's logits
+ * when not NULL. */
+static void teacher_force(Model *m, const int *tokens, int n, float *logits) {
+    int vocab_size = m->config.vocab_size;
+    for (int pos = 0; pos < n; pos++) {
+        const float *l = model_forward(m, tokens[pos], pos);
+        if (logits) memcpy(logits + (size_t)pos * vocab_size, l, vocab_size * sizeof(float));
+    }
+}
+
+static void site_name(char *out, size_t len, int site, int n_layers) {
+    if (site == 2 * n_layers)
+        snprintf(out, len, "final");
+    else
+        snprintf(out, len, "layer %d %s", site / 2, site % 2 ? "ffn" : "attention");
+}
+
+static int by_value(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median over the timing passes of one class's seconds, the clock's cost per lap taken out. */
+static double op_seconds(const NormRun *r, OpClass op, double lap_cost) {
+    double t[TIMING_PASSES];
+    for (int i = 0; i < TIMING_PASSES; i++) {
+        t[i] = r->passes[i].seconds[op] - r->passes[i].laps[op] * lap_cost;
+        if (t[i] < 0.0) t[i] = 0.0;
+    }
+    qsort(t, TIMING_PASSES, sizeof(double), by_value);
+    return t[TIMING_PASSES / 2];
+}
+
+/* The norms' share of the forward time (sum of the classes' medians). */
+static double norm_share(const NormRun *r, double lap_cost) {
+    double total = 0.0;
+    for (int op = 0; op < OP_SAMPLING; op++) total += op_seconds(r, op, lap_cost);
+    return total > 0.0 ? op_seconds(r, OP_NORM, lap_cost) / total : 0.0;
+}
+
+static void run_compare(Model *m, const Tokenizer *t, Sampler *sampler, const int *prompt,
+                        int n_prompt, const Options *o) {
+    const Config *c = &m->config;
+    int n_sites = 2 * c->n_layers + 1, vocab_size = c->vocab_size;
+    unsigned long long seed = sampler->rng_state;
+    NormRun runs[2];
+    for (int k = 0; k < 2; k++) {
+        NormRun *r = &runs[k];
+        memset(r, 0, sizeof(*r));
+        r->norm = o->compare_with[k];
+        r->tokens = malloc((o->steps + 1) * sizeof(int));
+        r->sites = calloc(n_sites, sizeof(SiteStats));
+        if (!r->tokens || !r->sites) die("out of memory for --compare");
+    }
+    /* generation, the two norms taking turns so that neither gets the cold caches; each round
+     * makes the same texts, as both norms draw the same random numbers */
+    double speed[2][TIMING_PASSES];
+    for (int i = 0; i < TIMING_PASSES; i++) {
+        for (int k = 0; k < 2; k++) {
+            NormRun *r = &runs[k];
+            m->norm = r->norm;
+            sampler->rng_state = seed;
+            double start = now_seconds();
+            int n_forward;
+            r->n_tokens =
+                generate(m, sampler, t, prompt, n_prompt, o->steps, r->tokens, &n_forward, 0);
+            double elapsed = now_seconds() - start;
+            speed[k][i] = elapsed > 0 ? n_forward / elapsed : 0.0;
+        }
+    }
+    for (int k = 0; k < 2; k++) {
+        qsort(speed[k], TIMING_PASSES, sizeof(double), by_value);
+        runs[k].tokens_per_s = speed[k][TIMING_PASSES / 2];
+    }
+    int split = 0;
+    while (split < runs[0].n_tokens && split < runs[1].n_tokens &&
+           runs[0].tokens[split] == runs[1].tokens[split])
+        split++;
+    int same = split == runs[0].n_tokens && split == runs[1].n_tokens;
+
+    /* teacher forcing along A's sequence: A's logits first, then B's compared position by
+     * position; the norm sites observed in both passes */
+    const int *seq = runs[0].tokens;
+    int n = runs[0].n_tokens;
+    float *logits_a = malloc((size_t)n * vocab_size * sizeof(float));
+    LogitsDiff *diffs = malloc(n * sizeof(LogitsDiff));
+    if (!logits_a || !diffs) die("out of memory for --compare");
+    norm_observe_start(m, runs[0].norm, runs[0].sites, n_sites);
+    teacher_force(m, seq, n, logits_a);
+    norm_observe_stop(m);
+    norm_observe_start(m, runs[1].norm, runs[1].sites, n_sites);
+    for (int pos = 0; pos < n; pos++)
+        diffs[pos] = logits_diff(logits_a + (size_t)pos * vocab_size,
+                                 model_forward(m, seq[pos], pos), vocab_size);
+    norm_observe_stop(m);
+
+    /* timing passes, without the observer */
+    for (int k = 0; k < 2; k++) {
+        m->norm = runs[k].norm;
+        for (int i = 0; i < TIMING_PASSES; i++) {
+            m->profile = &runs[k].passes[i];
+            teacher_force(m, seq, n, NULL);
+        }
+        m->profile = NULL;
+    }
+    double lap_cost = profile_lap_cost();
+
+    double kl_sum = 0.0, kl_max = 0.0, diff_sum = 0.0, diff_max = 0.0;
+    int agree = 0, kl_max_pos = 0;
+    for (int pos = 0; pos < n; pos++) {
+        kl_sum += diffs[pos].kl;
+        if (diffs[pos].kl > kl_max) kl_max = diffs[pos].kl, kl_max_pos = pos;
+        diff_sum += diffs[pos].max_abs_diff;
+        if (diffs[pos].max_abs_diff > diff_max) diff_max = diffs[pos].max_abs_diff;
+        agree += diffs[pos].top1_agree;
+    }
+    const char *name_a = norm_name(runs[0].norm), *name_b = norm_name(runs[1].norm);
+
+    if (o->json) {
+        printf("{\n  \"model\": \"");
+        write_piece(stdout, o->model_path, 1);
+        printf("\",\n  \"norms\": [\"%s\", \"%s\"],\n", name_a, name_b);
+        printf("  \"temperature\": %g, \"topp\": %g, \"seed\": %llu, \"steps\": %d,\n",
+               o->temperature, o->topp, seed, o->steps);
+        printf("  \"n_prompt\": %d,\n  \"texts\": [", n_prompt);
+        for (int k = 0; k < 2; k++) {
+            printf("%s\"", k ? ", " : "");
+            write_text(stdout, t, runs[k].tokens, runs[k].n_tokens, 1);
+            printf("\"");
+        }
+        printf("],\n  \"first_difference\": %d,\n", same ? -1 : split);
+        printf("  \"positions\": [\n");
+        for (int pos = 0; pos < n; pos++)
+            printf("    {\"pos\": %d, \"token\": %d, \"kl\": %.6g, \"top1_agree\": %s, "
+                   "\"max_abs_dlogit\": %.6g}%s\n",
+                   pos, seq[pos], diffs[pos].kl, diffs[pos].top1_agree ? "true" : "false",
+                   diffs[pos].max_abs_diff, pos + 1 < n ? "," : "");
+        printf("  ],\n  \"summary\": {\"positions\": %d, \"mean_kl\": %.6g, \"max_kl\": %.6g, "
+               "\"max_kl_pos\": %d, \"top1_agreement\": %.6g, \"mean_max_abs_dlogit\": %.6g, "
+               "\"max_abs_dlogit\": %.6g},\n",
+               n, kl_sum / n, kl_max, kl_max_pos, (double)agree / n, diff_sum / n, diff_max);
+        printf("  \"sites\": [\n");
+        for (int s = 0; s < n_sites; s++) {
+            char name[32];
+            site_name(name, sizeof(name), s, c->n_layers);
+            printf("    {\"site\": \"%s\"", name);
+            for (int k = 0; k < 2; k++) {
+                const SiteStats *st = &runs[k].sites[s];
+                printf(", \"%s\": {\"mean\": %.6g, \"rms\": %.6g, \"mean_over_rms\": %.6g}",
+                       k ? "b" : "a", st->mean / st->count, st->rms / st->count,
+                       st->mean_over_rms / st->count);
+            }
+            printf("}%s\n", s + 1 < n_sites ? "," : "");
+        }
+        printf("  ],\n  \"speed\": [\n");
+        for (int k = 0; k < 2; k++) {
+            printf("    {\"norm\": \"%s\", \"tokens_per_s\": %.6g, \"norm_share\": %.6g, "
+                   "\"op_seconds\": {",
+                   norm_name(runs[k].norm), runs[k].tokens_per_s, norm_share(&runs[k], lap_cost));
+            for (int op = 0; op < OP_SAMPLING; op++)
+                printf("%s\"%s\": %.6g", op ? ", " : "", op_name(op),
+                       op_seconds(&runs[k], op, lap_cost));
+            printf("}}%s\n", k ? "" : ",");
+        }
+        printf("  ],\n  \"lap_cost_s\": %.6g\n}\n", lap_cost);
+    } else {
+        printf("compare %s (A) and %s (B): -t %g -p %g -s %llu -n %d\n\n", name_a, name_b,
+               o->temperature, o->topp, seed, o->steps);
+        for (int k = 0; k < 2; k++) {
+            printf("%c %-10s ", "AB"[k], norm_name(runs[k].norm));
+            write_text(stdout, t, runs[k].tokens, runs[k].n_tokens, 0);
+            printf("\n");
+        }
+        if (same) {
+            printf("\nthe two texts are the same (%d tokens)\n", n);
+        } else {
+            printf("\nfirst difference at position %d (continuation token %d): A '", split,
+                   split - n_prompt + 1);
+            if (split < runs[0].n_tokens)
+                write_piece(stdout, tokenizer_decode(t, seq[split - 1], seq[split]), 0);
+            printf("', B '");
+            if (split < runs[1].n_tokens)
+                write_piece(stdout, tokenizer_decode(t, seq[split - 1], runs[1].tokens[split]), 0);
+            printf("'%s\n", split < runs[0].n_tokens && split < runs[1].n_tokens ? "" : " (end)");
+        }
+        printf("\nteacher-forced along A's text (%d positions): next-token distributions\n", n);
+        printf("%5s  %-14s %12s %5s %12s\n", "pos", "input token", "KL(A||B)", "top1",
+               "max|dlogit|");
+        for (int pos = 0; pos < n; pos++) {
+            printf("%5d  '", pos);
+            write_piece(stdout, t->vocab[seq[pos]], 0);
+            printf(
+                "'%*s %12.6f %5s %12.6f\n",
+                (int)(12 - strlen(t->vocab[seq[pos]])) > 0 ? (int)(12 - strlen(t->vocab[seq[pos]]))
+                                                           : 0,
+                "", diffs[pos].kl, diffs[pos].top1_agree ? "yes" : "no", diffs[pos].max_abs_diff);
+        }
+        printf("summary: mean KL %.6f nats, max KL %.6f at position %d, top-1 agreement %d/%d "
+               "(%.1f%%), max|dlogit| mean %.4f max %.4f\n",
+               kl_sum / n, kl_max, kl_max_pos, agree, n, 100.0 * agree / n, diff_sum / n, diff_max);
+        printf("\nnorm inputs per call site (averages over the %d positions of each vector's "
+               "statistic)\n",
+               n);
+        printf("%-18s %10s %10s %12s %14s\n", "site", "mean", "RMS", "|mean|/RMS",
+               "|mean|/RMS (B)");
+        for (int s = 0; s < n_sites; s++) {
+            char name[32];
+            site_name(name, sizeof(name), s, c->n_layers);
+            const SiteStats *a = &runs[0].sites[s], *b = &runs[1].sites[s];
+            printf("%-18s %10.4f %10.4f %12.4f %14.4f\n", name, a->mean / a->count,
+                   a->rms / a->count, a->mean_over_rms / a->count, b->mean_over_rms / b->count);
+        }
+        printf("\nspeed, medians of %d runs (tokens/s: generation; norm share: teacher-forced, "
+               "clock cost %.0f ns per lap taken out)\n",
+               TIMING_PASSES, lap_cost * 1e9);
+        printf("%-22s %12s %12s\n", "norm", "tokens/s", "norm share");
+        for (int k = 0; k < 2; k++)
+            printf("%-22s %12.1f %11.2f%%\n", norm_name(runs[k].norm), runs[k].tokens_per_s,
+                   100.0 * norm_share(&runs[k], lap_cost));
+    }
+    for (int k = 0; k < 2; k++) {
+        free(runs[k].tokens);
+        free(runs[k].sites);
+    }
+    free(logits_a);
+    free(diffs);
 }
 
 int main(int argc, char **argv) {
@@ -330,6 +748,12 @@ int main(int argc, char **argv) {
     if (tokenizer.vocab_size != c->vocab_size)
         die("%s has %d pieces but the model's vocab_size is %d", tokenizer_path,
             tokenizer.vocab_size, c->vocab_size);
+    if (o.ppl_path) {
+        run_perplexity(&model, &tokenizer, &o);
+        tokenizer_free(&tokenizer);
+        model_free(&model);
+        return 0;
+    }
 
     if (o.steps > c->seq_len) {
         fprintf(stderr, "run: -n %d is more than seq_len %d; running %d positions\n", o.steps,
@@ -354,25 +778,25 @@ int main(int argc, char **argv) {
     };
     if (!sampler.candidates) die("out of memory for the sampler");
 
-    /* Position pos feeds `token` and predicts the token at pos + 1: forced from the prompt while
-     * there is one, sampled after. BOS (id 1) ends the text, as in llama2.c. */
-    double start = now_seconds();
-    int token = prompt_tokens[0];
-    int pos = 0;
-    while (pos < o.steps) {
-        float *logits = model_forward(&model, token, pos);
-        int next = pos + 1 < n_prompt ? prompt_tokens[pos + 1] : sample(&sampler, logits);
-        pos++;
-        if (next == TOKEN_BOS) break;
-        tokenizer_print_piece(tokenizer_decode(&tokenizer, token, next));
-        fflush(stdout);
-        token = next;
+    if (o.compare) {
+        run_compare(&model, &tokenizer, &sampler, prompt_tokens, n_prompt, &o);
+    } else {
+        Profile profile = {0};
+        model.profile = o.profile ? &profile : NULL;
+        int *tokens = malloc((o.steps + 1) * sizeof(int));
+        if (!tokens) die("out of memory for the tokens");
+        double start = now_seconds();
+        int pos;
+        generate(&model, &sampler, &tokenizer, prompt_tokens, n_prompt, o.steps, tokens, &pos, 1);
+        printf("\n");
+        double elapsed = now_seconds() - start;
+        int generated = pos - n_prompt;
+        fprintf(stderr, "prompt tokens %d, generated tokens %d, %.1f tokens/s, norm %s\n", n_prompt,
+                generated > 0 ? generated : 0, elapsed > 0 ? pos / elapsed : 0.0,
+                norm_name(o.norm));
+        if (o.profile) print_profile(stderr, &profile, elapsed);
+        free(tokens);
     }
-    printf("\n");
-    double elapsed = now_seconds() - start;
-    int generated = pos - n_prompt;
-    fprintf(stderr, "prompt tokens %d, generated tokens %d, %.1f tokens/s, norm %s\n", n_prompt,
-            generated > 0 ? generated : 0, elapsed > 0 ? pos / elapsed : 0.0, norm_name(o.norm));
 
     free(sampler.candidates);
     free(prompt_tokens);
