@@ -1,4 +1,4 @@
-# normllama: make run | make test | make sanitize | make models
+# normllama: make run | make test | make sanitize | make models | make bench-norm
 CC ?= gcc
 PYTHON ?= /usr/bin/python3
 OPT ?= -O3 -march=native
@@ -11,12 +11,13 @@ LIB_SRC = model.c norm.c tokenizer.c eval.c
 HEADERS = model.h norm.h tokenizer.h eval.h
 TEST_SRC = $(wildcard tests/test_*.c) tests/helpers.c
 
+BENCH_REPEATS ?= 11
 MODEL ?= models/stories260K.bin
 PROMPT ?= Once upon a time
 MODELS ?= stories260K.bin tok512.bin
 TEST_MODELS = stories260K.bin tok512.bin tokenizer.bin
 
-.PHONY: all test sanitize models clean format
+.PHONY: all test sanitize models clean format bench-norm
 
 all: run
 
@@ -52,6 +53,14 @@ build/tests-sanitize: $(TEST_SRC) $(LIB_SRC) $(HEADERS) tests/helpers.h
 sanitize: run-sanitize build/tests-sanitize
 	models/fetch.sh $(TEST_MODELS)
 	NORMLLAMA_RUN=./run-sanitize build/tests-sanitize
+
+build/bench_norm: tools/bench_norm.c norm.c norm.h
+	@mkdir -p build
+	$(CC) $(CFLAGS) -I. -o $@ tools/bench_norm.c norm.c $(LDLIBS)
+
+# The norm microbenchmark and PyTorch in one table (needs python3-torch); BENCH_REPEATS runs each
+bench-norm: build/bench_norm
+	$(PYTHON) tools/bench_norm.py build/bench_norm $(BENCH_REPEATS)
 
 format:
 	clang-format -i *.c *.h tests/*.c tests/*.h

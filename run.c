@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -354,20 +355,34 @@ static int utf8_valid(const unsigned char *s) {
     return 1;
 }
 
-/* Reads a whole text file (NUL-terminated; *size excludes the NUL) or dies naming it. */
-static char *read_text(const char *path, size_t *size) {
+/* Reads a whole text file as a NUL-terminated string, or dies naming the file: missing,
+ * not a regular file, empty, over 64 MiB, holding a NUL byte, or not valid UTF-8. */
+static char *read_text(const char *path) {
+    enum { MAX_TEXT = 64 << 20 };
+    struct stat st;
+    if (stat(path, &st) != 0) die("%s: cannot open: %s", path, strerror(errno));
+    if (!S_ISREG(st.st_mode)) die("%s: not a regular file", path);
+    if (st.st_size == 0) die("%s: the text file is empty", path);
+    if (st.st_size > MAX_TEXT) die("%s: more than %d MiB of text", path, MAX_TEXT >> 20);
     FILE *f = fopen(path, "rb");
     if (!f) die("%s: cannot open: %s", path, strerror(errno));
-    enum { MAX_TEXT = 64 << 20 };
-    char *buf = malloc(MAX_TEXT + 1);
+    size_t size = (size_t)st.st_size;
+    char *buf = malloc(size + 1);
     if (!buf) die("out of memory for %s", path);
-    size_t n = fread(buf, 1, MAX_TEXT + 1, f);
-    int failed = ferror(f);
+    size_t n = fread(buf, 1, size, f);
     fclose(f);
-    if (failed) die("%s: cannot read (is it a directory?)", path);
-    if (n > MAX_TEXT) die("%s: more than %d MiB of text", path, MAX_TEXT >> 20);
     buf[n] = '\0';
-    *size = n;
+    const char *problem = NULL;
+    if (n != size)
+        problem = "cannot read the whole file";
+    else if (strlen(buf) != size)
+        problem = "the text contains a NUL byte";
+    else if (!utf8_valid((const unsigned char *)buf))
+        problem = "the text is not valid UTF-8";
+    if (problem) {
+        free(buf); /* before exiting, so that leak checkers stay quiet */
+        die("%s: %s", path, problem);
+    }
     return buf;
 }
 
@@ -432,17 +447,15 @@ static void print_profile(FILE *f, const Profile *p, double elapsed) {
 
 /* --ppl: reads the text, scores it, prints one line. */
 static void run_perplexity(Model *m, const Tokenizer *t, const Options *o) {
-    size_t size;
-    char *text = read_text(o->ppl_path, &size);
-    if (size == 0) die("%s: the text file is empty", o->ppl_path);
-    if (strlen(text) != size) die("%s: the text contains a NUL byte", o->ppl_path);
-    if (!utf8_valid((const unsigned char *)text))
-        die("%s: the text is not valid UTF-8", o->ppl_path);
-    int *tokens = malloc((size + 3) * sizeof(int));
+    char *text = read_text(o->ppl_path);
+    int *tokens = malloc((strlen(text) + 3) * sizeof(int));
     if (!tokens) die("out of memory for the text's tokens");
     int n_tokens = tokenizer_encode(t, text, 1, 0, tokens);
-    if (n_tokens < 2)
+    free(text);
+    if (n_tokens < 2) {
+        free(tokens);
         die("%s: the text is shorter than 2 tokens (BOS and one to predict)", o->ppl_path);
+    }
     Profile profile = {0};
     m->profile = o->profile ? &profile : NULL;
     int n_predicted, n_chunks;
@@ -457,7 +470,6 @@ static void run_perplexity(Model *m, const Tokenizer *t, const Options *o) {
     fprintf(stderr, "%.1f tokens/s\n", elapsed > 0 ? n_predicted / elapsed : 0.0);
     if (o->profile) print_profile(stderr, &profile, elapsed);
     free(tokens);
-    free(text);
 }
 
 /* ----------------------------------------------------------------------------

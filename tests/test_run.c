@@ -341,7 +341,7 @@ Test(bad_input, ppl_files) {
     make_scratch();
     expect_error((const char *[]){MODEL, "--ppl", "no-such-text.txt", NULL},
                  "no-such-text.txt: cannot open");
-    expect_error((const char *[]){MODEL, "--ppl", "models", NULL}, "models: cannot read");
+    expect_error((const char *[]){MODEL, "--ppl", "models", NULL}, "models: not a regular file");
     char *empty = scratch_path("empty.txt");
     cr_assert_eq(write_file(empty, "", 0), 0);
     expect_error((const char *[]){MODEL, "--ppl", empty, NULL}, "the text file is empty");
