@@ -8,61 +8,41 @@
  * (no -ffast-math needed), and each partial sum stays LANES times smaller, so it rounds less. */
 #define LANES 16
 
-static float sum_squares(const float *x, int dim) {
+/* sum_i (x[i] - shift)^2 */
+static float sum_squares(const float *x, int dim, float shift) {
     float acc[LANES] = {0};
     int i = 0;
     for (; i + LANES <= dim; i += LANES)
-        for (int j = 0; j < LANES; j++) acc[j] += x[i + j] * x[i + j];
+        for (int j = 0; j < LANES; j++) acc[j] += (x[i + j] - shift) * (x[i + j] - shift);
     float ss = 0.0f;
     for (int j = 0; j < LANES; j++) ss += acc[j];
-    for (; i < dim; i++) ss += x[i] * x[i];
+    for (; i < dim; i++) ss += (x[i] - shift) * (x[i] - shift);
     return ss;
 }
 
-static float sum(const float *x, int dim) {
+/* sum_i (x[i] - shift) */
+static float sum(const float *x, int dim, float shift) {
     float acc[LANES] = {0};
     int i = 0;
     for (; i + LANES <= dim; i += LANES)
-        for (int j = 0; j < LANES; j++) acc[j] += x[i + j];
+        for (int j = 0; j < LANES; j++) acc[j] += x[i + j] - shift;
     float s = 0.0f;
     for (int j = 0; j < LANES; j++) s += acc[j];
-    for (; i < dim; i++) s += x[i];
+    for (; i < dim; i++) s += x[i] - shift;
     return s;
-}
-
-/* Sums of d = x - shift and of d^2, for the corrected two-pass variance. */
-static void centred_sums(const float *x, int dim, float shift, float *s1, float *s2) {
-    float a1[LANES] = {0}, a2[LANES] = {0};
-    int i = 0;
-    for (; i + LANES <= dim; i += LANES) {
-        for (int j = 0; j < LANES; j++) {
-            float d = x[i + j] - shift;
-            a1[j] += d;
-            a2[j] += d * d;
-        }
-    }
-    float t1 = 0.0f, t2 = 0.0f;
-    for (int j = 0; j < LANES; j++) t1 += a1[j], t2 += a2[j];
-    for (; i < dim; i++) {
-        float d = x[i] - shift;
-        t1 += d;
-        t2 += d * d;
-    }
-    *s1 = t1;
-    *s2 = t2;
 }
 
 void rmsnorm(float *out, const float *x, const float *weight, const float *bias, int dim,
              float eps) {
     (void)bias;
-    float inv_rms = 1.0f / sqrtf(sum_squares(x, dim) / dim + eps);
+    float inv_rms = 1.0f / sqrtf(sum_squares(x, dim, 0.0f) / dim + eps);
     for (int i = 0; i < dim; i++) out[i] = weight[i] * (inv_rms * x[i]);
 }
 
 void rmsnorm_eps_outside(float *out, const float *x, const float *weight, const float *bias,
                          int dim, float eps) {
     (void)bias;
-    float inv = 1.0f / (sqrtf(sum_squares(x, dim) / dim) + eps);
+    float inv = 1.0f / (sqrtf(sum_squares(x, dim, 0.0f) / dim) + eps);
     for (int i = 0; i < dim; i++) out[i] = weight[i] * (inv * x[i]);
 }
 
@@ -71,9 +51,8 @@ void layernorm(float *out, const float *x, const float *weight, const float *bia
     /* Corrected two-pass algorithm (Chan, Golub & LeVeque 1983, eq. 1.7): the first pass's mean
      * is off by its rounding error e; the centred sums give e back as s1 / dim and remove its
      * square from the variance. */
-    float mean0 = sum(x, dim) / dim;
-    float s1, s2;
-    centred_sums(x, dim, mean0, &s1, &s2);
+    float mean0 = sum(x, dim, 0.0f) / dim;
+    float s1 = sum(x, dim, mean0), s2 = sum_squares(x, dim, mean0);
     float mean = mean0 + s1 / dim;
     float var = s2 / dim - (s1 / dim) * (s1 / dim);
     float inv_std = 1.0f / sqrtf((var > 0.0f ? var : 0.0f) + eps);
