@@ -48,12 +48,21 @@ void rmsnorm_eps_outside(float *out, const float *x, const float *weight, const 
 
 void layernorm(float *out, const float *x, const float *weight, const float *bias, int dim,
                float eps) {
-    /* Corrected two-pass algorithm (Chan, Golub & LeVeque 1983, eq. 1.7): the first pass's mean
-     * is off by its rounding error e; the centred sums give e back as s1 / dim and remove its
-     * square from the variance. */
-    float mean0 = sum(x, dim, 0.0f) / dim;
-    float s1 = sum(x, dim, mean0), s2 = sum_squares(x, dim, mean0);
-    float mean = mean0 + s1 / dim;
+    /* Shifted data (Chan, Golub & LeVeque 1983, eq. 1.7): with d = x - shift, the mean is
+     * shift + mean(d) and the variance mean(d^2) - mean(d)^2, which cancels nothing as long as
+     * shift is near the mean. shift is the fp32 mean of the first block; blocks of BLOCK values
+     * stay in L1 between their two sums, so a long row is streamed from memory twice (here and
+     * for the output), as in rmsnorm. */
+    enum { BLOCK = 1024 };
+    int first = dim < BLOCK ? dim : BLOCK;
+    float shift = sum(x, first, 0.0f) / first;
+    float s1 = 0.0f, s2 = 0.0f;
+    for (int b = 0; b < dim; b += BLOCK) {
+        int n = dim - b < BLOCK ? dim - b : BLOCK;
+        s1 += sum(x + b, n, shift);
+        s2 += sum_squares(x + b, n, shift);
+    }
+    float mean = shift + s1 / dim;
     float var = s2 / dim - (s1 / dim) * (s1 / dim);
     float inv_std = 1.0f / sqrtf((var > 0.0f ? var : 0.0f) + eps);
     if (bias) {

@@ -31,10 +31,11 @@ void rmsnorm_eps_outside(float *out, const float *x, const float *weight, const 
 /* LayerNorm (Ba, Kiros & Hinton 2016, eq. 4; PyTorch's F.layer_norm with biased variance):
  *   mu = mean(x), var = mean((x - mu)^2)
  *   out[i] = weight[i] * (x[i] - mu) / sqrt(var + eps) + bias[i]
- * Shapes as NormFn; bias NULL means zero bias. Corrected two-pass algorithm in fp32 (Chan, Golub
- * & LeVeque 1983): the mean first, then the sums of the centred values and of their squares, which
- * also correct the mean's rounding error. A large common offset (1e4 + N(0, 1)) therefore does
- * not cancel the variance away, as E[x^2] - E[x]^2 would. An all-zero x gives out = bias. */
+ * Shapes as NormFn; bias NULL means zero bias. fp32, by shifted data (Chan, Golub & LeVeque
+ * 1983): the sums of d = x - shift and of d^2, with shift the mean of the first 1024 values
+ * (all of them when dim <= 1024), give mean = shift + mean(d), var = mean(d^2) - mean(d)^2.
+ * A large common offset (1e4 + N(0, 1)) therefore does not cancel the variance away, as
+ * E[x^2] - E[x]^2 would. An all-zero x gives out = bias. */
 void layernorm(float *out, const float *x, const float *weight, const float *bias, int dim,
                float eps);
 
