@@ -702,13 +702,13 @@ static void run_compare(Model *m, const Tokenizer *t, Sampler *sampler, const in
             printf("%5d  '", pos);
             write_piece(stdout, t->vocab[seq[pos]], 0);
             printf(
-                "'%*s %12.6f %5s %12.6f\n",
+                "'%*s %12.4g %5s %12.4g\n",
                 (int)(12 - strlen(t->vocab[seq[pos]])) > 0 ? (int)(12 - strlen(t->vocab[seq[pos]]))
                                                            : 0,
                 "", diffs[pos].kl, diffs[pos].top1_agree ? "yes" : "no", diffs[pos].max_abs_diff);
         }
-        printf("summary: mean KL %.6f nats, max KL %.6f at position %d, top-1 agreement %d/%d "
-               "(%.1f%%), max|dlogit| mean %.4f max %.4f\n",
+        printf("summary: mean KL %.4g nats, max KL %.4g at position %d, top-1 agreement %d/%d "
+               "(%.1f%%), max|dlogit| mean %.4g max %.4g\n",
                kl_sum / n, kl_max, kl_max_pos, agree, n, 100.0 * agree / n, diff_sum / n, diff_max);
         printf("\nnorm inputs per call site (averages over the %d positions of each vector's "
                "statistic)\n",
