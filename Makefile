@@ -58,7 +58,8 @@ build/bench_norm: tools/bench_norm.c norm.c norm.h
 	@mkdir -p build
 	$(CC) $(CFLAGS) -I. -o $@ tools/bench_norm.c norm.c $(LDLIBS)
 
-# The norm microbenchmark and PyTorch in one table (needs python3-torch); BENCH_REPEATS runs each
+# The norm microbenchmark and PyTorch in one table (needs python3-torch); BENCH_REPEATS runs each,
+# OMP_NUM_THREADS sets the thread count of both.
 bench-norm: build/bench_norm
 	$(PYTHON) tools/bench_norm.py build/bench_norm $(BENCH_REPEATS)
 
