@@ -46,8 +46,10 @@ void site_stats_add(SiteStats *s, const float *x, int dim);
  * (layer 0 attention, layer 0 FFN, ..., layer n_layers - 1 FFN, final), so with
  * n_sites = 2 * n_layers + 1 and the count starting at 0 each site gets its own entry.
  * sites: (n_sites), zeroed by the caller. One observer at a time: the state is global, as NormFn
- * carries no context. norm_observe_stop puts `inner` back. */
+ * carries no context. */
 void norm_observe_start(Model *m, NormFn inner, SiteStats *sites, int n_sites);
+
+/* Ends observing: puts the `inner` norm of norm_observe_start back on `m`. */
 void norm_observe_stop(Model *m);
 
 #endif

@@ -30,8 +30,8 @@ static int by_value(const void *a, const void *b) {
 }
 
 /* Applies fn to each row of x (rows, dim) into out, rows split over the threads. */
-static void norm_rows(NormFn fn, float *out, const float *x, const float *weight,
-                      const float *bias, long rows, int dim) {
+static void norm_rows(NormFn fn, float *out, const float *x, const float *weight, const float *bias,
+                      long rows, int dim) {
 #pragma omp parallel for schedule(static)
     for (long r = 0; r < rows; r++) fn(out + r * dim, x + r * dim, weight, bias, dim, 1e-5f);
 }
