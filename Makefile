@@ -7,8 +7,8 @@ CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -fopenmp -I/usr/includ
 LDLIBS = -lm
 SANITIZE = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
-LIB_SRC = model.c norm.c tokenizer.c eval.c
-HEADERS = model.h norm.h tokenizer.h eval.h
+LIB_SRC = model.c norm.c tokenizer.c eval.c profile.c
+HEADERS = model.h norm.h tokenizer.h eval.h profile.h
 TEST_SRC = $(wildcard tests/test_*.c) tests/helpers.c
 
 BENCH_REPEATS ?= 11
