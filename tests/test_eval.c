@@ -213,3 +213,29 @@ Test(eval, compare_numbers_match_reference) {
     tokenizer_free(&t);
     result_free(&r);
 }
+
+Test(eval, ppl_matches_pytorch_reference) {
+    /* tests/fixtures/ppl_stories_stories260K.txt: "norm tokens mean_nll" lines written by
+     * tests/make_ppl_fixture.py (PyTorch in float64 on stories260K.pt, SentencePiece ids) */
+    char *fixture = read_file("tests/fixtures/ppl_stories_stories260K.txt", NULL);
+    cr_assert_not_null(fixture);
+    int lines = 0;
+    for (char *line = strtok(fixture, "\n"); line; line = strtok(NULL, "\n"), lines++) {
+        char norm[32];
+        int n_tokens;
+        double mean_nll;
+        cr_assert_eq(sscanf(line, "%31s %d %lf", norm, &n_tokens, &mean_nll), 3, "%s", line);
+        char flag[48], expected[64];
+        snprintf(flag, sizeof(flag), "--norm=%s", norm);
+        RunResult r =
+            run_program((const char *[]){MODEL, "--ppl", STORIES, flag, "--threads=1", NULL});
+        cr_assert_eq(r.exit_code, 0, "stderr: %s", r.err);
+        snprintf(expected, sizeof(expected), ": %d tokens predicted", n_tokens);
+        cr_assert(strstr(r.out, expected), "'%s' not in %s", expected, r.out);
+        /* printed to 4 decimals; fp32 against float64 adds well under 1e-4 */
+        cr_assert_float_eq(number_after(r.out, "mean NLL "), mean_nll, 2e-4, "%s: %s", norm, r.out);
+        result_free(&r);
+    }
+    cr_assert_eq(lines, 2);
+    free(fixture);
+}
