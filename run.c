@@ -593,7 +593,8 @@ static void run_compare(Model *m, const Tokenizer *t, Sampler *sampler, const in
     /* teacher forcing along A's sequence: A's logits first, then B's compared position by
      * position; the norm sites observed in both passes */
     const int *seq = runs[0].tokens;
-    int n = runs[0].n_tokens;
+    /* A's text holds up to steps + 1 tokens, the last never fed; the kv cache holds seq_len */
+    int n = runs[0].n_tokens < c->seq_len ? runs[0].n_tokens : c->seq_len;
     float *logits_a = malloc((size_t)n * vocab_size * sizeof(float));
     LogitsDiff *diffs = malloc(n * sizeof(LogitsDiff));
     if (!logits_a || !diffs) die("out of memory for --compare");

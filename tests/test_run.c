@@ -379,3 +379,15 @@ Test(bad_input, mode_options) {
                  "two different norms, got 'layernorm' twice");
     expect_error((const char *[]){MODEL, "--profile=1", NULL}, "unknown option '--profile=1'");
 }
+
+Test(run, compare_at_full_seq_len) {
+    /* a 501-token prompt and -n 512: A's text reaches 513 tokens, one more than the kv cache
+     * holds; teacher forcing must stop at seq_len (the sanitizer build checks the bounds) */
+    char prompt[1100] = "";
+    for (int i = 0; i < 500; i++) strcat(prompt, " a");
+    RunResult r = run_program(
+        (const char *[]){MODEL, "-t", "0", "-n", "512", "--threads=1", "--compare", prompt, NULL});
+    cr_assert_eq(r.exit_code, 0, "stderr: %s", r.err);
+    cr_assert(strstr(r.out, "teacher-forced along A's text (512 positions)"), "%s", r.out);
+    result_free(&r);
+}
