@@ -1,4 +1,4 @@
-# normllama: make run | make test | make sanitize | make models | make export-deps
+# normllama: make run | make test | make sanitize | make models | make bench | make bench-norm
 CC ?= gcc
 PYTHON ?= /usr/bin/python3
 OPT ?= -O3 -march=native
@@ -7,10 +7,11 @@ CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -fopenmp -I/usr/includ
 LDLIBS = -lm
 SANITIZE = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
-LIB_SRC = model.c norm.c tokenizer.c
-HEADERS = model.h norm.h tokenizer.h
+LIB_SRC = model.c norm.c tokenizer.c eval.c profile.c
+HEADERS = model.h norm.h tokenizer.h eval.h profile.h
 TEST_SRC = $(wildcard tests/test_*.c) tests/helpers.c
 
+BENCH_REPEATS ?= 11
 MODEL ?= models/stories260K.bin
 PROMPT ?= Once upon a time
 MODELS ?= stories260K.bin tok512.bin
@@ -19,7 +20,7 @@ TEST_MODELS = stories260K.bin tok512.bin tokenizer.bin stories260K.pt tok512.mod
 
 EXPORT_DEPS = python3-numpy python3-torch python3-sentencepiece python3-tqdm
 
-.PHONY: all test sanitize models clean format bench export-deps bench-tokenizer fuzz
+.PHONY: all test sanitize models clean format bench bench-norm export-deps bench-tokenizer fuzz
 
 all: run
 
@@ -109,6 +110,15 @@ build/bandwidth: tools/bandwidth.c
 bench: run build/bandwidth
 	models/fetch.sh tokenizer.bin
 	PYTHON=$(PYTHON) tools/bench.sh
+
+build/bench_norm: tools/bench_norm.c norm.c norm.h
+	@mkdir -p build
+	$(CC) $(CFLAGS) -I. -o $@ tools/bench_norm.c norm.c $(LDLIBS)
+
+# The norm microbenchmark and PyTorch in one table (needs python3-torch); BENCH_REPEATS runs each,
+# OMP_NUM_THREADS sets the thread count of both.
+bench-norm: build/bench_norm
+	$(PYTHON) tools/bench_norm.py build/bench_norm $(BENCH_REPEATS)
 
 format:
 	clang-format -i *.c *.h tests/*.c tests/*.h

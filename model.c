@@ -513,6 +513,11 @@ void model_free(Model *m) {
     memset(m, 0, sizeof(*m));
 }
 
+/* The only cost of profiling when it is off: one predictable branch per lap. */
+static inline void lap(Profile *p, OpClass op) {
+    if (p) profile_lap(p, op);
+}
+
 /* ----------------------------------------------------------------------------
  * The forward pass */
 
@@ -607,36 +612,48 @@ float *model_forward(Model *m, int token, int pos) {
     int dim = c->dim, hidden = c->hidden_dim;
     int head_size = dim / c->n_heads;
     int kv_dim = c->n_kv_heads * head_size;
+    Profile *prof = m->profile;
+    if (prof) profile_start(prof);
 
     memcpy(s->x, w->token_embedding + (size_t)token * dim, dim * sizeof(float));
+    lap(prof, OP_EMBEDDING);
 
     for (int l = 0; l < c->n_layers; l++) {
         /* attention block: x += wo attention(rope(wq n(x)), rope(wk n(x)), wv n(x)) */
         m->norm(s->xb, s->x, w->attn_norm + (size_t)l * dim, layer_bias(w->attn_norm_bias, l, dim),
                 dim, c->norm_eps);
+        lap(prof, OP_NORM);
         size_t cache_off = ((size_t)l * c->seq_len + pos) * kv_dim;
         float *k = s->key_cache + cache_off;
         float *v = s->value_cache + cache_off;
         matmul(s->q, s->xb, w->wq + (size_t)l * dim * dim, dim, dim);
         matmul(k, s->xb, w->wk + (size_t)l * kv_dim * dim, dim, kv_dim);
         matmul(v, s->xb, w->wv + (size_t)l * kv_dim * dim, dim, kv_dim);
+        lap(prof, OP_QKV);
         rope(s->q, dim, head_size, pos, s->inv_freq);
         rope(k, kv_dim, head_size, pos, s->inv_freq);
+        lap(prof, OP_ROPE);
         attention(s, c, l, pos);
+        lap(prof, OP_ATTENTION);
         matmul(s->xb2, s->xb, w->wo + (size_t)l * dim * dim, dim, dim);
         residual_add(s->x, s->xb2, dim);
+        lap(prof, OP_OUTPUT_PROJ);
 
         /* feed-forward block: x += w2 (silu(w1 n(x)) * w3 n(x)) */
         m->norm(s->xb, s->x, w->ffn_norm + (size_t)l * dim, layer_bias(w->ffn_norm_bias, l, dim),
                 dim, c->norm_eps);
+        lap(prof, OP_NORM);
         matmul(s->hb, s->xb, w->w1 + (size_t)l * hidden * dim, dim, hidden);
         matmul(s->hb2, s->xb, w->w3 + (size_t)l * hidden * dim, dim, hidden);
         swiglu(s->hb, s->hb2, hidden);
         matmul(s->xb2, s->hb, w->w2 + (size_t)l * dim * hidden, hidden, dim);
         residual_add(s->x, s->xb2, dim);
+        lap(prof, OP_FFN);
     }
 
     m->norm(s->x, s->x, w->final_norm, w->final_norm_bias, dim, c->norm_eps);
+    lap(prof, OP_NORM);
     matmul(s->logits, s->x, w->wcls, dim, c->vocab_size);
+    lap(prof, OP_CLASSIFIER);
     return s->logits;
 }

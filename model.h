@@ -15,6 +15,7 @@
 #include <stddef.h>
 
 #include "norm.h"
+#include "profile.h"
 
 typedef struct {
     int dim;        /* residual stream width */
@@ -74,6 +75,7 @@ typedef struct {
     size_t map_size;
     float *owned;       /* weights dequantized at load (llama2.c version 2 files), else NULL */
     const char *format; /* name of the file layout read, e.g. "normllama v1" */
+    Profile *profile; /* NULL (model_load's choice): no timing, one untaken branch per lap */
 } Model;
 
 /* Memory-maps the checkpoint at `path` read-only, tells its layout by its magic (see the top of
@@ -100,7 +102,8 @@ void model_free(Model *m);
  * Requires 0 <= token < vocab_size and 0 <= pos < seq_len (the caller checks).
  * Matches llama2.c's forward(): pre-norm blocks, pairwise RoPE on q and k, grouped kv heads,
  * SwiGLU feed-forward, final norm, classifier; every norm is m->norm, given the norm biases
- * (NULL when the file has none; rmsnorm ignores them). */
+ * (NULL when the file has none; rmsnorm ignores them). With m->profile set, adds each operation
+ * class's time to it (every class but OP_SAMPLING). */
 float *model_forward(Model *m, int token, int pos);
 
 #endif

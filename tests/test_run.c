@@ -326,7 +326,7 @@ Test(bad_input, tokenize) {
     cr_assert_eq(write_file(bad, "caf\xc3 au lait", 12), 0);
     expect_error((const char *[]){MODEL, "--tokenize-file", "/nonexistent/x.txt", NULL},
                  "/nonexistent/x.txt: cannot open");
-    expect_error((const char *[]){MODEL, "--tokenize-file", empty, NULL}, "empty file");
+    expect_error((const char *[]){MODEL, "--tokenize-file", empty, NULL}, "the text file is empty");
     expect_error((const char *[]){MODEL, "--tokenize-file", scratch, NULL}, scratch);
     expect_error((const char *[]){MODEL, "--tokenize-file", nul, NULL}, "NUL byte at offset 2");
     expect_error((const char *[]){MODEL, "--tokenize-file", bad, NULL},
@@ -334,10 +334,150 @@ Test(bad_input, tokenize) {
     expect_error((const char *[]){MODEL, "--tokenize", "x\xff", NULL},
                  "--tokenize text: not valid UTF-8 (byte 0xFF at offset 1)");
     expect_error((const char *[]){MODEL, "--tokenize", NULL}, "--tokenize needs a value");
-    expect_error((const char *[]){MODEL, "--json", NULL}, "--json goes with --tokenize");
+    expect_error((const char *[]){MODEL, "--json", NULL}, "--json goes with --tokenize or --compare");
     expect_error((const char *[]){MODEL, "--tokenize", "a", "--tokenize-file", bad, NULL},
                  "not both");
     expect_error((const char *[]){MODEL, "Once", "--tokenize", "a", NULL}, "take no prompt");
     expect_error((const char *[]){MODEL, "-z", "models/tokenizer.bin", "--tokenize", "a", NULL},
                  "has 32000 pieces but the model's vocab_size is 512");
+}
+
+/* ----------------------------------------------------------------------------
+ * --profile, --compare, --ppl */
+
+Test(run, profile_counts_every_operation) {
+    /* 256 positions of 5 layers: 11 norm calls each (2 per layer and the final one), one QKV,
+     * RoPE, attention, output projection and FFN lap per layer; 252 sampled tokens (positions
+     * 4..255, after the 5 prompt tokens) */
+    char *expected = read_file("tests/fixtures/stories260K_greedy_once_upon_a_time.txt", NULL);
+    RunResult r = run_program((const char *[]){MODEL, "-t", "0", "-n", "256", "--profile",
+                                               "--threads=1", "Once upon a time", NULL});
+    cr_assert_eq(r.exit_code, 0, "stderr: %s", r.err);
+    cr_assert_str_eq(r.out, expected, "profiling does not change the text");
+    const struct {
+        const char *name;
+        int calls;
+    } ops[] = {{"embedding", 256}, {"norms", 2816},     {"qkv", 1280},
+               {"rope", 1280},     {"attention", 1280}, {"output projection", 1280},
+               {"ffn", 1280},      {"classifier", 256}, {"sampling", 252}};
+    for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+        const char *line = strstr(r.err, ops[i].name);
+        cr_assert_not_null(line, "%s missing: %s", ops[i].name, r.err);
+        const char *end = strchr(line, '\n');
+        while (end[-1] == ' ') end--;
+        const char *last = end;
+        while (last[-1] != ' ') last--;
+        cr_assert_eq(atoi(last), ops[i].calls, "%s calls in: %.*s", ops[i].name, (int)(end - line),
+                     line);
+    }
+    result_free(&r);
+    free(expected);
+}
+
+/* The line of `out` that starts with `prefix`, without it, up to the newline (static buffer). */
+static const char *line_after(const char *out, const char *prefix) {
+    static char line[4096];
+    const char *p = strstr(out, prefix);
+    cr_assert_not_null(p, "'%s' not in: %s", prefix, out);
+    p += strlen(prefix);
+    size_t n = strcspn(p, "\n");
+    snprintf(line, sizeof(line), "%.*s", (int)n, p);
+    return line;
+}
+
+Test(run, compare_shows_both_greedy_texts) {
+    RunResult a = run_program(
+        (const char *[]){MODEL, "-t", "0", "-n", "100", "--threads=1", "Once upon a time", NULL});
+    RunResult b = run_program((const char *[]){MODEL, "-t", "0", "-n", "100", "--threads=1",
+                                               "--norm=layernorm", "Once upon a time", NULL});
+    RunResult c = run_program((const char *[]){MODEL, "-t", "0", "-n", "100", "--threads=1",
+                                               "--compare", "Once upon a time", NULL});
+    cr_assert_eq(c.exit_code, 0, "stderr: %s", c.err);
+    /* compare mode writes a text on one line, its newlines as \n */
+    char *texts[2] = {a.out, b.out}, shown[2][4096];
+    for (int k = 0; k < 2; k++) {
+        size_t len = strlen(texts[k]) - 1, j = 0; /* without run's final newline */
+        for (size_t i = 0; i < len && j + 2 < sizeof(shown[k]); i++) {
+            if (texts[k][i] == '\n')
+                shown[k][j++] = '\\', shown[k][j++] = 'n';
+            else
+                shown[k][j++] = texts[k][i];
+        }
+        shown[k][j] = '\0';
+    }
+    cr_assert_str_eq(line_after(c.out, "A rmsnorm    "), shown[0]);
+    cr_assert_str_eq(line_after(c.out, "B layernorm  "), shown[1]);
+    /* the greedy texts agree up to "she saw a big," and then go " r"(ed) and " s"(hiny) */
+    cr_assert_str_eq(line_after(c.out, "first difference at position "),
+                     "40 (continuation token 36): A ' r', B ' s'");
+    cr_assert(strstr(c.out, "layer 4 ffn"));
+    cr_assert(strstr(c.out, "final"));
+    cr_assert(strstr(c.out, "top-1 agreement"));
+    result_free(&a);
+    result_free(&b);
+    result_free(&c);
+}
+
+Test(run, compare_eps_placement_is_close) {
+    RunResult r = run_program((const char *[]){MODEL, "-t", "0", "-n", "64", "--threads=1",
+                                               "--compare=rmsnorm,rmsnorm_eps_outside", "--json",
+                                               "Hi", NULL});
+    cr_assert_eq(r.exit_code, 0, "stderr: %s", r.err);
+    cr_assert(strstr(r.out, "\"first_difference\": -1"), "same greedy text: %s", r.out);
+    cr_assert(strstr(r.out, "\"top1_agreement\": 1,"), "%s", r.out);
+    result_free(&r);
+}
+
+Test(bad_input, ppl_files) {
+    make_scratch();
+    expect_error((const char *[]){MODEL, "--ppl", "no-such-text.txt", NULL},
+                 "no-such-text.txt: cannot open");
+    expect_error((const char *[]){MODEL, "--ppl", "models", NULL}, "models: not a regular file");
+    char *empty = scratch_path("empty.txt");
+    cr_assert_eq(write_file(empty, "", 0), 0);
+    expect_error((const char *[]){MODEL, "--ppl", empty, NULL}, "the text file is empty");
+    /* remove_extra_whitespaces leaves nothing of it: BOS alone, nothing to predict */
+    char *spaces = scratch_path("spaces.txt");
+    cr_assert_eq(write_file(spaces, "   ", 3), 0);
+    expect_error((const char *[]){MODEL, "--ppl", spaces, NULL}, "shorter than 2 tokens");
+    char *bad = scratch_path("bad.txt");
+    cr_assert_eq(write_file(bad, "caf\xc3", 4), 0);
+    expect_error((const char *[]){MODEL, "--ppl", bad, NULL}, "not valid UTF-8");
+    char *nul = scratch_path("nul.txt");
+    cr_assert_eq(write_file(nul, "a\0b", 3), 0);
+    expect_error((const char *[]){MODEL, "--ppl", nul, NULL}, "contains a NUL byte");
+}
+
+Test(bad_input, mode_options) {
+    expect_error((const char *[]){MODEL, "--ppl", NULL}, "--ppl needs a value");
+    expect_error((const char *[]){MODEL, "Hi", "--ppl", "data/stories.txt", NULL},
+                 "--ppl reads its text from FILE; drop the prompt");
+    expect_error((const char *[]){MODEL, "--ppl", "data/stories.txt", "--compare", NULL},
+                 "--compare and --ppl are separate modes");
+    expect_error((const char *[]){MODEL, "--compare", "--norm=layernorm", NULL},
+                 "name them with --compare=A,B instead of --norm");
+    expect_error((const char *[]){MODEL, "--compare", "--profile", NULL},
+                 "--compare times both norms itself");
+    expect_error((const char *[]){MODEL, "--compare=rmsnorm", NULL},
+                 "--compare needs two norms as A,B, got 'rmsnorm'");
+    expect_error((const char *[]){MODEL, "--compare=rmsnorm,layernorm,rmsnorm", NULL},
+                 "--compare needs two norms as A,B");
+    expect_error((const char *[]){MODEL, "--compare=rmsnorm,batchnorm", NULL},
+                 "unknown norm 'batchnorm' in --compare");
+    expect_error((const char *[]){MODEL, "--compare=,layernorm", NULL}, "unknown norm ''");
+    expect_error((const char *[]){MODEL, "--compare=layernorm,layernorm", NULL},
+                 "two different norms, got 'layernorm' twice");
+    expect_error((const char *[]){MODEL, "--profile=1", NULL}, "unknown option '--profile=1'");
+}
+
+Test(run, compare_at_full_seq_len) {
+    /* a 501-token prompt and -n 512: A's text reaches 513 tokens, one more than the kv cache
+     * holds; teacher forcing must stop at seq_len (the sanitizer build checks the bounds) */
+    char prompt[1100] = "";
+    for (int i = 0; i < 500; i++) strcat(prompt, " a");
+    RunResult r = run_program(
+        (const char *[]){MODEL, "-t", "0", "-n", "512", "--threads=1", "--compare", prompt, NULL});
+    cr_assert_eq(r.exit_code, 0, "stderr: %s", r.err);
+    cr_assert(strstr(r.out, "teacher-forced along A's text (512 positions)"), "%s", r.out);
+    result_free(&r);
 }
