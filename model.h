@@ -75,7 +75,7 @@ typedef struct {
     size_t map_size;
     float *owned;       /* weights dequantized at load (llama2.c version 2 files), else NULL */
     const char *format; /* name of the file layout read, e.g. "normllama v1" */
-    Profile *profile; /* NULL (model_load's choice): no timing, one untaken branch per lap */
+    Profile *profile;   /* NULL (model_load's choice): no timing, one untaken branch per lap */
 } Model;
 
 /* Memory-maps the checkpoint at `path` read-only, tells its layout by its magic (see the top of

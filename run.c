@@ -91,7 +91,7 @@ static int by_prob_desc(const void *a, const void *b) {
 
 /* Nucleus sampling (Holtzman et al. 2020): draw from the smallest set of most likely tokens
  * whose mass exceeds topp. Tokens below (1 - topp) / (n - 1) cannot be in that set, so they are
- * dropped before sorting, as llama2.c does. */
+ * dropped before sorting, as llama2.c does. Returns -1 when none is left. */
 static int sample_topp(const float *probs, int n, float topp, ProbIndex *candidates, float coin) {
     float cutoff = (1.0f - topp) / (n - 1);
     int n_cand = 0;
@@ -102,6 +102,7 @@ static int sample_topp(const float *probs, int n, float topp, ProbIndex *candida
             n_cand++;
         }
     }
+    if (n_cand == 0) return -1; /* topp below 1 / n on a flat distribution (llama2.c reads [-1]) */
     qsort(candidates, n_cand, sizeof(ProbIndex), by_prob_desc);
     float mass = 0.0f;
     int last = n_cand - 1;
@@ -123,12 +124,16 @@ static int sample_topp(const float *probs, int n, float topp, ProbIndex *candida
 
 /* Picks the next token from logits (vocab_size), which it overwrites with probabilities. */
 static int sample(Sampler *s, float *logits) {
-    if (s->temperature == 0.0f) return argmax(logits, s->vocab_size);
+    int best = argmax(logits, s->vocab_size);
+    if (s->temperature == 0.0f) return best;
     for (int i = 0; i < s->vocab_size; i++) logits[i] /= s->temperature;
     softmax(logits, s->vocab_size);
+    /* a temperature so small that logits / temperature overflow leaves NaNs: its limit is greedy */
+    if (isnan(logits[best])) return best;
     float coin = random_f32(&s->rng_state);
     if (s->topp <= 0.0f || s->topp >= 1.0f) return sample_full(logits, s->vocab_size, coin);
-    return sample_topp(logits, s->vocab_size, s->topp, s->candidates, coin);
+    int token = sample_topp(logits, s->vocab_size, s->topp, s->candidates, coin);
+    return token >= 0 ? token : best; /* an empty nucleus: its limit is the top token */
 }
 
 /* ----------------------------------------------------------------------------
@@ -140,9 +145,9 @@ typedef struct {
     const char *prompt;         /* NULL: no prompt, generation starts from BOS */
     float temperature;
     float topp;
-    unsigned long long seed; /* 0: from the clock */
-    int steps;               /* positions to run, prompt included, as llama2.c counts them */
-    int threads;             /* 0: OpenMP's default */
+    unsigned long long seed;   /* 0: from the clock */
+    int steps;                 /* positions to run, prompt included, as llama2.c counts them */
+    int threads;               /* 0: OpenMP's default */
     NormFn norm;               /* NULL: the norm the model was trained with */
     const char *logits_path;   /* NULL: do not write logits */
     const char *tokenize_text; /* --tokenize: print the ids of this text instead of generating */
@@ -207,8 +212,8 @@ static float parse_float(const char *flag, const char *s) {
     char *end;
     errno = 0;
     float v = strtof(s, &end);
-    if (end == s || *end != '\0' || errno != 0 || v != v)
-        die("%s needs a number, got '%s'", flag, s);
+    if (end == s || *end != '\0' || v != v) die("%s needs a number, got '%s'", flag, s);
+    if (errno == ERANGE || isinf(v)) die("%s is out of range, got '%s'", flag, s);
     return v;
 }
 
@@ -223,7 +228,7 @@ static long long parse_int(const char *flag, const char *s) {
 /* The value of an option given as "-x VALUE", "--name=VALUE" or "--name VALUE". */
 static const char *option_value(int argc, char **argv, int *i, const char *flag) {
     const char *eq = strchr(argv[*i], '=');
-    if (argv[*i][1] == '-' && eq) return eq + 1;
+    if (eq) return eq + 1;
     if (*i + 1 >= argc) die("%s needs a value", flag);
     return argv[++*i];
 }
@@ -248,7 +253,6 @@ static void parse_compare_norms(const char *spec, NormFn out[2]) {
 
 static Options parse_args(int argc, char **argv) {
     Options o = {.temperature = 1.0f, .topp = 0.9f, .steps = 256};
-    int n_positional = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
@@ -256,13 +260,13 @@ static Options parse_args(int argc, char **argv) {
             exit(0);
         }
         if (a[0] != '-' || a[1] == '\0') {
-            if (n_positional == 0)
+            if (!o.model_path)
                 o.model_path = a;
-            else if (n_positional == 1)
+            else if (!o.prompt)
                 o.prompt = a;
             else
-                die("unexpected argument '%s' (quote a prompt with spaces)", a);
-            n_positional++;
+                die("unexpected argument '%s' (the prompt is given already; quote one with spaces)",
+                    a);
             continue;
         }
         size_t name_len = strcspn(a, "=");
@@ -271,7 +275,6 @@ static Options parse_args(int argc, char **argv) {
         if (strcmp(flag, "-i") == 0) {
             if (o.prompt) die("the prompt is given twice");
             o.prompt = option_value(argc, argv, &i, flag);
-            n_positional = n_positional > 1 ? n_positional : 2;
         } else if (strcmp(flag, "-z") == 0) {
             o.tokenizer_path = option_value(argc, argv, &i, flag);
         } else if (strcmp(flag, "-t") == 0) {
@@ -321,10 +324,7 @@ static Options parse_args(int argc, char **argv) {
     if ((o.tokenize_text || o.tokenize_file) && o.prompt)
         die("--tokenize and --tokenize-file take no prompt");
     if (o.json && !o.tokenize_text && !o.compare) die("--json goes with --tokenize or --compare");
-    if (!o.model_path) {
-        usage(stderr);
-        die("no model given");
-    }
+    if (!o.model_path) die("no model given (usage: run MODEL [PROMPT] [options]; see run --help)");
     if (o.compare && o.ppl_path) die("--compare and --ppl are separate modes; give one");
     if (o.compare && o.norm)
         die("--compare runs its own two norms; name them with --compare=A,B instead of --norm");
@@ -342,6 +342,7 @@ static Options parse_args(int argc, char **argv) {
 static void find_tokenizer(const char *model_path, int vocab_size, char *out, size_t outlen) {
     const char *slash = strrchr(model_path, '/');
     int dir_len = slash ? (int)(slash - model_path + 1) : 0;
+    if (dir_len > 1000) die("the model's folder name is too long to look beside it; use -z");
     char tried[2][1024];
     snprintf(tried[0], sizeof(tried[0]), "%.*stok%d.bin", dir_len, model_path, vocab_size);
     snprintf(tried[1], sizeof(tried[1]), "%.*stokenizer.bin", dir_len, model_path);
@@ -498,8 +499,12 @@ static int generate(Model *m, Sampler *sampler, const Tokenizer *t, const int *p
     while (pos < steps) {
         float *logits = model_forward(m, token, pos);
         int vocab_size = m->config.vocab_size;
-        if (logits_out && fwrite(logits, sizeof(float), vocab_size, logits_out) != (size_t)vocab_size)
+        if (logits_out &&
+            fwrite(logits, sizeof(float), vocab_size, logits_out) != (size_t)vocab_size)
             die("cannot write the --logits file: %s", strerror(errno));
+        for (int i = 0; i < vocab_size; i++)
+            if (!isfinite(logits[i]))
+                die("the model computed a non-finite logit at position %d (corrupt weights?)", pos);
         int next;
         if (pos + 1 < n_prompt) {
             next = prompt[pos + 1];
@@ -850,11 +855,12 @@ int main(int argc, char **argv) {
         fprintf(stderr, "run: the model was trained with %s; rmsnorm ignores its norm biases\n",
                 norm_name(c->trained_norm));
 
-    char tokenizer_path[1024];
-    if (o.tokenizer_path)
-        snprintf(tokenizer_path, sizeof(tokenizer_path), "%s", o.tokenizer_path);
-    else
-        find_tokenizer(o.model_path, c->vocab_size, tokenizer_path, sizeof(tokenizer_path));
+    char found[1024];
+    const char *tokenizer_path = o.tokenizer_path;
+    if (!tokenizer_path) {
+        find_tokenizer(o.model_path, c->vocab_size, found, sizeof(found));
+        tokenizer_path = found;
+    }
     Tokenizer tokenizer;
     if (tokenizer_load(&tokenizer, tokenizer_path, err, sizeof(err)) != 0) die("%s", err);
     if (tokenizer.vocab_size != c->vocab_size)

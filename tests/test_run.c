@@ -136,9 +136,41 @@ Test(bad_input, missing_model) {
 }
 
 Test(bad_input, no_model_argument) {
-    RunResult r = run_program((const char *[]){NULL});
-    cr_assert_eq(r.exit_code, 1);
-    cr_assert(strstr(r.err, "no model given"));
+    expect_error((const char *[]){NULL}, "no model given");
+    expect_error((const char *[]){"-i", "Once upon a time", NULL}, "no model given");
+}
+
+Test(run, prompt_before_model) {
+    RunResult a = run_program((const char *[]){"-i", "Once", MODEL, "-t", "0", "-n", "8", NULL});
+    RunResult b = run_program((const char *[]){MODEL, "Once", "-t", "0", "-n", "8", NULL});
+    cr_assert_eq(a.exit_code, 0, "stderr: %s", a.err);
+    cr_assert_str_eq(a.out, b.out);
+    result_free(&a);
+    result_free(&b);
+}
+
+Test(run, tiny_temperature_and_topp_are_greedy_in_the_limit) {
+    /* logits / 2e-38 overflow; top-p 0.001 < 1 / 512 on the near-flat distribution of
+     * temperature 1e30 leaves no candidate: both fall back to the most likely token instead of
+     * reading outside the candidates */
+    char *greedy = read_file("tests/fixtures/stories260K_greedy_once_upon_a_time.txt", NULL);
+    const char *cases[][4] = {{"-t", "2e-38", "-p", "0.9"}, {"-t", "1e30", "-p", "0.001"}};
+    for (int k = 0; k < 2; k++) {
+        RunResult r =
+            run_program((const char *[]){MODEL, "Once upon a time", "-n", "256", cases[k][0],
+                                         cases[k][1], cases[k][2], cases[k][3], NULL});
+        cr_assert_eq(r.exit_code, 0, "stderr: %s", r.err);
+        cr_assert_str_eq(r.out, greedy, "case %d", k);
+        result_free(&r);
+    }
+    free(greedy);
+}
+
+Test(run, generated_count_in_summary) {
+    /* -n 2 with the 2-token prompt "Once" (BOS, "Once") samples exactly one token */
+    RunResult r = run_program((const char *[]){MODEL, "Once", "-n", "2", "-t", "0", NULL});
+    cr_assert_eq(r.exit_code, 0, "stderr: %s", r.err);
+    cr_assert(strstr(r.err, "prompt tokens 2, generated tokens 1,"), "%s", r.err);
     result_free(&r);
 }
 
@@ -190,10 +222,10 @@ Test(bad_input, inconsistent_headers) {
     expect_error((const char *[]){write_header("j.bin", 64, 172, 5, 8, 4, 2, 512), NULL},
                  "vocab_size 2 is too small");
     /* fields at the limit whose tensor sizes would wrap a 64-bit sum around */
-    expect_error((const char *[]){write_header("k.bin", 1 << 20, 699048, 1 << 20, 1 << 19, 1,
-                                               -(1 << 20), 1),
-                                  NULL},
-                 "implies 18446744073709551615");
+    expect_error(
+        (const char *[]){write_header("k.bin", 1 << 20, 699048, 1 << 20, 1 << 19, 1, -(1 << 20), 1),
+                         NULL},
+        "implies 18446744073709551615");
     /* consistent, but not this file's size */
     expect_error((const char *[]){write_header("i.bin", 64, 172, 6, 8, 4, 512, 512), NULL},
                  "implies");
@@ -254,6 +286,9 @@ Test(bad_input, options) {
     expect_error((const char *[]){MODEL, "--threads=0", NULL}, "--threads must be in 1..1024");
     expect_error((const char *[]){MODEL, "a", "b", NULL}, "unexpected argument 'b'");
     expect_error((const char *[]){MODEL, "a", "-i", "b", NULL}, "the prompt is given twice");
+    expect_error((const char *[]){MODEL, "-t", "inf", NULL}, "-t is out of range");
+    expect_error((const char *[]){MODEL, "-t", "1e-46", NULL}, "-t is out of range");
+    expect_error((const char *[]){MODEL, "-t=-1", NULL}, "-t (temperature) must be >= 0");
 }
 
 Test(bad_input, prompt_longer_than_seq_len) {
@@ -334,7 +369,8 @@ Test(bad_input, tokenize) {
     expect_error((const char *[]){MODEL, "--tokenize", "x\xff", NULL},
                  "--tokenize text: not valid UTF-8 (byte 0xFF at offset 1)");
     expect_error((const char *[]){MODEL, "--tokenize", NULL}, "--tokenize needs a value");
-    expect_error((const char *[]){MODEL, "--json", NULL}, "--json goes with --tokenize or --compare");
+    expect_error((const char *[]){MODEL, "--json", NULL},
+                 "--json goes with --tokenize or --compare");
     expect_error((const char *[]){MODEL, "--tokenize", "a", "--tokenize-file", bad, NULL},
                  "not both");
     expect_error((const char *[]){MODEL, "Once", "--tokenize", "a", NULL}, "take no prompt");
