@@ -1,5 +1,5 @@
-# normllama: make run | make test | make test-portable | make sanitize | make bench | make models
-#            | make export-deps
+# normllama: make run | make test | make test-portable | make sanitize | make models | make bench
+#            | make bench-norm | make export-deps
 CC ?= gcc
 PYTHON ?= /usr/bin/python3
 OPT ?= -O3 -march=native
@@ -11,19 +11,21 @@ PORTABLE_CFLAGS = $(BASE_CFLAGS) -O2
 LDLIBS = -lm
 SANITIZE = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
-LIB_SRC = model.c norm.c tokenizer.c
-HEADERS = model.h norm.h tokenizer.h
+LIB_SRC = model.c norm.c tokenizer.c eval.c profile.c
+HEADERS = model.h norm.h tokenizer.h eval.h profile.h
 TEST_SRC = $(wildcard tests/test_*.c) tests/helpers.c
 
+BENCH_REPEATS ?= 11
 MODEL ?= models/stories260K.bin
 PROMPT ?= Once upon a time
 MODELS ?= stories260K.bin tok512.bin
-TEST_MODELS = stories260K.bin tok512.bin tokenizer.bin stories260K.pt tok512.model \
+TEST_MODELS = stories260K.bin tok512.bin tokenizer.bin stories260K.pt tok512.model tokenizer.model \
               stories260K_ak42_v1.bin stories260K_ak42_v2_q8.bin
 
 EXPORT_DEPS = python3-numpy python3-torch python3-sentencepiece python3-tqdm
 
-.PHONY: all test test-portable sanitize models clean format bench export-deps
+.PHONY: all test test-portable sanitize models clean format bench bench-norm export-deps \
+        bench-tokenizer fuzz
 
 all: run
 
@@ -45,10 +47,43 @@ build/tests: $(TEST_SRC) $(LIB_SRC) $(HEADERS) tests/helpers.h
 	@mkdir -p build
 	$(CC) $(CFLAGS) -I. -o $@ $(TEST_SRC) $(LIB_SRC) -lcriterion $(LDLIBS)
 
-test: run build/tests
+# tests/tokenizer_parity.py compares tokenizer.c with SentencePiece through this helper
+build/tokenize_corpus: tests/tokenize_corpus.c tokenizer.c tokenizer.h
+	@mkdir -p build
+	$(CC) $(CFLAGS) -I. -o $@ tests/tokenize_corpus.c tokenizer.c $(LDLIBS)
+
+test: run build/tests build/tokenize_corpus
 	models/fetch.sh $(TEST_MODELS)
 	NORMLLAMA_RUN=./run build/tests
 	NORMLLAMA_RUN=./run $(PYTHON) tests/test_export.py
+	NORMLLAMA_RUN=./run TOKENIZE_CORPUS=build/tokenize_corpus $(PYTHON) tests/tokenizer_parity.py
+
+build/bench_tokenizer: tools/bench_tokenizer.c tokenizer.c tokenizer.h
+	@mkdir -p build
+	$(CC) $(CFLAGS) -I. -o $@ tools/bench_tokenizer.c tokenizer.c $(LDLIBS)
+
+# encoding MB/s of tokenizer.c and of SentencePiece's Python binding, 10 KB to 10 MB of text
+bench-tokenizer: build/bench_tokenizer
+	models/fetch.sh tokenizer.bin tokenizer.model
+	$(PYTHON) tools/bench_tokenizer.py
+
+# libFuzzer run over the loader, encode and decode (clang with libclang-rt). FUZZ_SECONDS long,
+# from seeds written here: tok512.bin with a text, an empty file with a text, a text alone.
+FUZZ_SECONDS ?= 20
+build/fuzz_tokenizer: tests/fuzz_tokenizer.c tokenizer.c tokenizer.h
+	@mkdir -p build
+	clang -std=c11 -D_POSIX_C_SOURCE=200809L -g -O1 -I/usr/include/stb -I. \
+		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -o $@ \
+		tests/fuzz_tokenizer.c tokenizer.c
+
+fuzz: build/fuzz_tokenizer
+	models/fetch.sh tok512.bin
+	@rm -rf build/fuzz-corpus build/fuzz-seeds && mkdir -p build/fuzz-corpus build/fuzz-seeds
+	{ printf '\052\000'; cat models/tok512.bin; printf 'Once upon a time,  Lily said "hi" \303\251\360\237\230\200'; } >build/fuzz-seeds/tok512
+	{ printf '\013\000'; printf '\007\000\000\000'; printf 'Hello world'; } >build/fuzz-seeds/tiny
+	printf '\377\377  a\tb\n<s>\342\226\201x\200' >build/fuzz-seeds/text
+	build/fuzz_tokenizer -max_total_time=$(FUZZ_SECONDS) -max_len=8192 -timeout=10 \
+		-print_final_stats=1 build/fuzz-corpus build/fuzz-seeds
 
 run-portable: run.c $(LIB_SRC) $(HEADERS)
 	$(CC) $(PORTABLE_CFLAGS) -o $@ run.c $(LIB_SRC) $(LDLIBS)
@@ -71,10 +106,16 @@ build/tests-sanitize: $(TEST_SRC) $(LIB_SRC) $(HEADERS) tests/helpers.h
 	@mkdir -p build
 	$(CC) $(CFLAGS) -O1 -g $(SANITIZE) -I. -o $@ $(TEST_SRC) $(LIB_SRC) -lcriterion $(LDLIBS)
 
-sanitize: run-sanitize build/tests-sanitize
+build/tokenize_corpus-sanitize: tests/tokenize_corpus.c tokenizer.c tokenizer.h
+	@mkdir -p build
+	$(CC) $(CFLAGS) -O1 -g $(SANITIZE) -I. -o $@ tests/tokenize_corpus.c tokenizer.c $(LDLIBS)
+
+sanitize: run-sanitize build/tests-sanitize build/tokenize_corpus-sanitize
 	models/fetch.sh $(TEST_MODELS)
 	NORMLLAMA_RUN=./run-sanitize build/tests-sanitize
 	NORMLLAMA_RUN=./run-sanitize $(PYTHON) tests/test_export.py
+	NORMLLAMA_RUN=./run-sanitize TOKENIZE_CORPUS=build/tokenize_corpus-sanitize \
+		$(PYTHON) tests/tokenizer_parity.py
 
 # Debian packages export.py and tests/test_export.py need (run as root).
 export-deps:
@@ -88,6 +129,15 @@ build/bandwidth: tools/bandwidth.c
 bench: run build/bandwidth
 	models/fetch.sh tokenizer.bin
 	PYTHON=$(PYTHON) tools/bench.sh
+
+build/bench_norm: tools/bench_norm.c norm.c norm.h
+	@mkdir -p build
+	$(CC) $(CFLAGS) -I. -o $@ tools/bench_norm.c norm.c $(LDLIBS)
+
+# The norm microbenchmark and PyTorch in one table (needs python3-torch); BENCH_REPEATS runs each,
+# OMP_NUM_THREADS sets the thread count of both.
+bench-norm: build/bench_norm
+	$(PYTHON) tools/bench_norm.py build/bench_norm $(BENCH_REPEATS)
 
 format:
 	clang-format -i *.c *.h tests/*.c tests/*.h

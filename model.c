@@ -567,6 +567,11 @@ void model_free(Model *m) {
     memset(m, 0, sizeof(*m));
 }
 
+/* The only cost of profiling when it is off: one predictable branch per lap. */
+static inline void lap(Profile *p, OpClass op) {
+    if (p) profile_lap(p, op);
+}
+
 /* ----------------------------------------------------------------------------
  * The forward pass */
 
@@ -582,14 +587,6 @@ static float dot_f32(const float *w, const float *x, int n) {
 #pragma omp simd reduction(+ : sum)
     for (int j = 0; j < n; j++) sum += w[j] * x[j];
     return sum;
-}
-
-/* bf16 is the upper half of an f32: widening is a shift. */
-static inline float bf16_to_f32(uint16_t b) {
-    uint32_t u = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &u, sizeof(f));
-    return f;
 }
 
 #if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
@@ -819,37 +816,49 @@ float *model_forward(Model *m, int token, int pos) {
     int dim = c->dim, hidden = c->hidden_dim;
     int head_size = dim / c->n_heads;
     int kv_dim = c->n_kv_heads * head_size;
+    Profile *prof = m->profile;
+    if (prof) profile_start(prof);
 
     matrix_row(s->x, &w->token_embedding, token);
+    lap(prof, OP_EMBEDDING);
 
     for (int l = 0; l < c->n_layers; l++) {
         /* attention block: x += wo attention(rope(wq n(x)), rope(wk n(x)), wv n(x)) */
         m->norm(s->xb, s->x, w->attn_norm + (size_t)l * dim, layer_bias(w->attn_norm_bias, l, dim),
                 dim, c->norm_eps);
+        lap(prof, OP_NORM);
         size_t cache_off = ((size_t)l * c->seq_len + pos) * kv_dim;
         float *k = s->key_cache + cache_off;
         float *v = s->value_cache + cache_off;
         matmul(s->q, s->xb, &w->wq, l);
         matmul(k, s->xb, &w->wk, l);
         matmul(v, s->xb, &w->wv, l);
+        lap(prof, OP_QKV);
         rope(s->q, dim, head_size, pos, s->inv_freq);
         rope(k, kv_dim, head_size, pos, s->inv_freq);
+        lap(prof, OP_ROPE);
         attention(s, c, l, pos, s->q, s->xb);
+        lap(prof, OP_ATTENTION);
         matmul(s->xb2, s->xb, &w->wo, l);
         residual_add(s->x, s->xb2, dim);
+        lap(prof, OP_OUTPUT_PROJ);
 
         /* feed-forward block: x += w2 (silu(w1 n(x)) * w3 n(x)) */
         m->norm(s->xb, s->x, w->ffn_norm + (size_t)l * dim, layer_bias(w->ffn_norm_bias, l, dim),
                 dim, c->norm_eps);
+        lap(prof, OP_NORM);
         matmul(s->hb, s->xb, &w->w1, l);
         matmul(s->hb2, s->xb, &w->w3, l);
         swiglu(s->hb, s->hb2, hidden);
         matmul(s->xb2, s->hb, &w->w2, l);
         residual_add(s->x, s->xb2, dim);
+        lap(prof, OP_FFN);
     }
 
     m->norm(s->x, s->x, w->final_norm, w->final_norm_bias, dim, c->norm_eps);
+    lap(prof, OP_NORM);
     matmul(s->logits, s->x, &w->wcls, 0);
+    lap(prof, OP_CLASSIFIER);
     return s->logits;
 }
 
@@ -860,11 +869,14 @@ void model_prefill(Model *m, const int *tokens, int n, float *logits) {
     int dim = c->dim, hidden = c->hidden_dim;
     int head_size = dim / c->n_heads;
     int kv_dim = c->n_kv_heads * head_size;
+    Profile *prof = m->profile;
+    if (prof) profile_start(prof);
 
     for (int pos0 = 0; pos0 < n; pos0 += s->batch) {
         int batch = n - pos0 < s->batch ? n - pos0 : s->batch; /* positions pos0 + b */
         for (int b = 0; b < batch; b++)
             matrix_row(s->bx + (size_t)b * dim, &w->token_embedding, tokens[pos0 + b]);
+        lap(prof, OP_EMBEDDING);
 
         for (int l = 0; l < c->n_layers; l++) {
             /* attention block, as in model_forward, for every position of the batch */
@@ -872,39 +884,48 @@ void model_prefill(Model *m, const int *tokens, int n, float *logits) {
                 m->norm(s->bxb + (size_t)b * dim, s->bx + (size_t)b * dim,
                         w->attn_norm + (size_t)l * dim, layer_bias(w->attn_norm_bias, l, dim), dim,
                         c->norm_eps);
+            lap(prof, OP_NORM);
             size_t cache_off = ((size_t)l * c->seq_len + pos0) * kv_dim; /* (batch, kv_dim) */
             float *k = s->key_cache + cache_off;
             float *v = s->value_cache + cache_off;
             matmul_batch(s->bq, s->bxb, batch, &w->wq, l);
             matmul_batch(k, s->bxb, batch, &w->wk, l);
             matmul_batch(v, s->bxb, batch, &w->wv, l);
+            lap(prof, OP_QKV);
             for (int b = 0; b < batch; b++) {
                 rope(s->bq + (size_t)b * dim, dim, head_size, pos0 + b, s->inv_freq);
                 rope(k + (size_t)b * kv_dim, kv_dim, head_size, pos0 + b, s->inv_freq);
             }
+            lap(prof, OP_ROPE);
             /* position pos0 + b attends over 0..pos0 + b: causal within the batch */
             for (int b = 0; b < batch; b++)
                 attention(s, c, l, pos0 + b, s->bq + (size_t)b * dim, s->bxb + (size_t)b * dim);
+            lap(prof, OP_ATTENTION);
             matmul_batch(s->bxb2, s->bxb, batch, &w->wo, l);
             residual_add(s->bx, s->bxb2, batch * dim);
+            lap(prof, OP_OUTPUT_PROJ);
 
             /* feed-forward block */
             for (int b = 0; b < batch; b++)
                 m->norm(s->bxb + (size_t)b * dim, s->bx + (size_t)b * dim,
                         w->ffn_norm + (size_t)l * dim, layer_bias(w->ffn_norm_bias, l, dim), dim,
                         c->norm_eps);
+            lap(prof, OP_NORM);
             matmul_batch(s->bhb, s->bxb, batch, &w->w1, l);
             matmul_batch(s->bhb2, s->bxb, batch, &w->w3, l);
             swiglu(s->bhb, s->bhb2, batch * hidden);
             matmul_batch(s->bxb2, s->bhb, batch, &w->w2, l);
             residual_add(s->bx, s->bxb2, batch * dim);
+            lap(prof, OP_FFN);
         }
 
         if (logits) {
             for (int b = 0; b < batch; b++)
                 m->norm(s->bx + (size_t)b * dim, s->bx + (size_t)b * dim, w->final_norm,
                         w->final_norm_bias, dim, c->norm_eps);
+            lap(prof, OP_NORM);
             matmul_batch(logits + (size_t)pos0 * c->vocab_size, s->bx, batch, &w->wcls, 0);
+            lap(prof, OP_CLASSIFIER);
         }
     }
 }

@@ -15,6 +15,7 @@
 #include <stddef.h>
 
 #include "norm.h"
+#include "profile.h"
 
 typedef struct {
     int dim;        /* residual stream width */
@@ -97,6 +98,7 @@ typedef struct {
     size_t map_size;
     float *owned;       /* weights dequantized at load (llama2.c version 2 files), else NULL */
     const char *format; /* name of the file layout read, e.g. "normllama v1" */
+    Profile *profile;   /* NULL (model_load's choice): no timing, one untaken branch per lap */
 } Model;
 
 /* Memory-maps the checkpoint at `path` read-only, tells its layout by its magic (see the top of
@@ -125,7 +127,8 @@ void model_free(Model *m);
  * Requires 0 <= token < vocab_size and 0 <= pos < seq_len (the caller checks).
  * Matches llama2.c's forward(): pre-norm blocks, pairwise RoPE on q and k, grouped kv heads,
  * SwiGLU feed-forward, final norm, classifier; every norm is m->norm, given the norm biases
- * (NULL when the file has none; rmsnorm ignores them). */
+ * (NULL when the file has none; rmsnorm ignores them). With m->profile set, adds each operation
+ * class's time to it (every class but OP_SAMPLING). */
 float *model_forward(Model *m, int token, int pos);
 
 /* Runs tokens[0..n) through the model at positions 0..n-1 as batches of m->state.batch
@@ -135,7 +138,8 @@ float *model_forward(Model *m, int token, int pos);
  * position n; every position's logits are the ones model_forward gives (same kernels, same
  * order: equal bit for bit). If `logits` is not NULL it receives them, (n, vocab_size); if NULL
  * the classifier is skipped (a prompt's next tokens are known). Requires 1 <= n <= seq_len and
- * 0 <= tokens[i] < vocab_size (the caller checks). */
+ * 0 <= tokens[i] < vocab_size (the caller checks). With m->profile set, times the same
+ * operation classes as model_forward. */
 void model_prefill(Model *m, const int *tokens, int n, float *logits);
 
 #endif

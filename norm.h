@@ -6,6 +6,9 @@
 #ifndef NORM_H
 #define NORM_H
 
+#include <stdint.h>
+#include <string.h>
+
 /* Normalizes one vector: out = norm(x) * weight (+ bias).
  * out, x, weight, bias: (dim,). out may alias x. bias may be NULL (no shift). eps > 0. */
 typedef void (*NormFn)(float *out, const float *x, const float *weight, const float *bias, int dim,
@@ -13,27 +16,59 @@ typedef void (*NormFn)(float *out, const float *x, const float *weight, const fl
 
 /* RMSNorm (Zhang & Sennrich 2019, eq. 4), as llama2.c's rmsnorm and Meta's Llama reference:
  *   out[i] = weight[i] * (x[i] / sqrt(mean_j(x[j]^2) + eps))
- * Shapes as NormFn. The mean is accumulated in fp32; eps sits inside the square root.
- * bias is ignored: RMSNorm has no shift. An all-zero x gives an all-zero out (eps > 0). */
+ * Shapes as NormFn. The mean is accumulated in fp32 (16 partial sums, added up in a fixed
+ * order); eps sits inside the square root. bias is ignored: RMSNorm has no shift. An all-zero x
+ * gives an all-zero out (eps > 0). */
 void rmsnorm(float *out, const float *x, const float *weight, const float *bias, int dim,
              float eps);
+
+/* RMSNorm with eps outside the square root, a form found in some implementations:
+ *   out[i] = weight[i] * (x[i] / (sqrt(mean_j(x[j]^2)) + eps))
+ * Not what Llama was trained with; it is here so that the difference can be measured
+ * (./run MODEL PROMPT --compare=rmsnorm,rmsnorm_eps_outside). Shapes as NormFn, bias ignored. */
+void rmsnorm_eps_outside(float *out, const float *x, const float *weight, const float *bias,
+                         int dim, float eps);
 
 /* LayerNorm (Ba, Kiros & Hinton 2016, eq. 4; PyTorch's F.layer_norm with biased variance):
  *   mu = mean(x), var = mean((x - mu)^2)
  *   out[i] = weight[i] * (x[i] - mu) / sqrt(var + eps) + bias[i]
- * Shapes as NormFn; bias NULL means zero bias. Two passes in fp32 (mean first, then the centred
- * squares), so a large common offset does not cancel the variance away. */
+ * Shapes as NormFn; bias NULL means zero bias. fp32, by shifted data (Chan, Golub & LeVeque
+ * 1983): the sums of d = x - shift and of d^2, with shift the mean of the first 1024 values
+ * (all of them when dim <= 1024), give mean = shift + mean(d), var = mean(d^2) - mean(d)^2.
+ * A large common offset (1e4 + N(0, 1)) therefore does not cancel the variance away, as
+ * E[x^2] - E[x]^2 would. An all-zero x gives out = bias. */
 void layernorm(float *out, const float *x, const float *weight, const float *bias, int dim,
                float eps);
 
-/* Looks up a norm by its command-line name ("rmsnorm", "layernorm").
+/* The value of an IEEE 754 binary16 (fp16) number given by its bits; subnormals, infinities and
+ * NaN included. */
+float f16_to_f32(uint16_t h);
+
+/* The value of a bfloat16 number given by its bits (the upper half of an fp32). Inline: model.c's
+ * bf16 matrix kernels call it per weight in loops the compiler vectorizes. */
+static inline float bf16_to_f32(uint16_t h) {
+    uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, sizeof(f));
+    return f;
+}
+
+/* A norm over 16-bit storage: out = fn(to_f32(x)), with fp32 arithmetic throughout.
+ * to_f32: f16_to_f32 or bf16_to_f32. x: (dim,) in that storage type; out, weight, bias: (dim,)
+ * fp32. Decoding into fp32 before any arithmetic is what keeps e.g. a sum of squares of 4096
+ * values of magnitude 1000 (4e9) finite: fp16's largest finite value is 65504. */
+void norm_16bit(NormFn fn, float (*to_f32)(uint16_t), float *out, const uint16_t *x,
+                const float *weight, const float *bias, int dim, float eps);
+
+/* Looks up a norm by its command-line name ("rmsnorm", "layernorm", "rmsnorm_eps_outside").
  * Returns its function, or NULL for an unknown name. */
 NormFn norm_by_name(const char *name);
 
 /* The command-line name of a norm function from norm_by_name, or "?" for any other pointer. */
 const char *norm_name(NormFn fn);
 
-/* The known names joined by '|' ("rmsnorm|layernorm"), for usage and error messages. */
+/* The known names joined by '|' ("rmsnorm|layernorm|rmsnorm_eps_outside"), for usage and error
+ * messages. */
 const char *norm_names(void);
 
 #endif

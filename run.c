@@ -4,7 +4,10 @@
  *
  * Loads the model and its tokenizer, feeds the prompt, then samples one token at a time and
  * streams the text to stdout; a summary goes to stderr. See usage() for the options.
+ * Two other modes measure the norms: --ppl FILE (perplexity of a text) and --compare (the same
+ * prompt under two norms: texts, next-token distributions, norm inputs, speed).
  */
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -13,9 +16,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "eval.h"
 #include "model.h"
 #include "norm.h"
 #include "tokenizer.h"
@@ -86,7 +91,7 @@ static int by_prob_desc(const void *a, const void *b) {
 
 /* Nucleus sampling (Holtzman et al. 2020): draw from the smallest set of most likely tokens
  * whose mass exceeds topp. Tokens below (1 - topp) / (n - 1) cannot be in that set, so they are
- * dropped before sorting, as llama2.c does. */
+ * dropped before sorting, as llama2.c does. Returns -1 when none is left. */
 static int sample_topp(const float *probs, int n, float topp, ProbIndex *candidates, float coin) {
     float cutoff = (1.0f - topp) / (n - 1);
     int n_cand = 0;
@@ -97,6 +102,7 @@ static int sample_topp(const float *probs, int n, float topp, ProbIndex *candida
             n_cand++;
         }
     }
+    if (n_cand == 0) return -1; /* topp below 1 / n on a flat distribution (llama2.c reads [-1]) */
     qsort(candidates, n_cand, sizeof(ProbIndex), by_prob_desc);
     float mass = 0.0f;
     int last = n_cand - 1;
@@ -118,12 +124,16 @@ static int sample_topp(const float *probs, int n, float topp, ProbIndex *candida
 
 /* Picks the next token from logits (vocab_size), which it overwrites with probabilities. */
 static int sample(Sampler *s, float *logits) {
-    if (s->temperature == 0.0f) return argmax(logits, s->vocab_size);
+    int best = argmax(logits, s->vocab_size);
+    if (s->temperature == 0.0f) return best;
     for (int i = 0; i < s->vocab_size; i++) logits[i] /= s->temperature;
     softmax(logits, s->vocab_size);
+    /* a temperature so small that logits / temperature overflow leaves NaNs: its limit is greedy */
+    if (isnan(logits[best])) return best;
     float coin = random_f32(&s->rng_state);
     if (s->topp <= 0.0f || s->topp >= 1.0f) return sample_full(logits, s->vocab_size, coin);
-    return sample_topp(logits, s->vocab_size, s->topp, s->candidates, coin);
+    int token = sample_topp(logits, s->vocab_size, s->topp, s->candidates, coin);
+    return token >= 0 ? token : best; /* an empty nucleus: its limit is the top token */
 }
 
 /* ----------------------------------------------------------------------------
@@ -135,12 +145,19 @@ typedef struct {
     const char *prompt;         /* NULL: no prompt, generation starts from BOS */
     float temperature;
     float topp;
-    unsigned long long seed; /* 0: from the clock */
-    int steps;               /* positions to run, prompt included, as llama2.c counts them */
-    int threads;             /* 0: OpenMP's default */
-    NormFn norm;             /* NULL: the norm the model was trained with */
-    const char *logits_path; /* NULL: do not write logits */
-    int serial_prompt;       /* 1: feed the prompt one position at a time, not as batches */
+    unsigned long long seed;   /* 0: from the clock */
+    int steps;                 /* positions to run, prompt included, as llama2.c counts them */
+    int threads;               /* 0: OpenMP's default */
+    NormFn norm;               /* NULL: the norm the model was trained with */
+    const char *logits_path;   /* NULL: do not write logits */
+    const char *tokenize_text; /* --tokenize: print the ids of this text instead of generating */
+    const char *tokenize_file; /* --tokenize-file: count the tokens of this file, time it */
+    int json;                  /* --json: --tokenize or --compare print JSON */
+    int profile;               /* --profile: time per operation class */
+    const char *ppl_path;      /* --ppl FILE: perplexity mode */
+    int compare;               /* --compare[=A,B]: compare mode */
+    NormFn compare_with[2];
+    int serial_prompt; /* --prefill=serial: the prompt one position at a time, not in batches */
 } Options;
 
 static void usage(FILE *f) {
@@ -167,6 +184,17 @@ static void usage(FILE *f) {
             "  --threads=N       OpenMP threads, >= 1 (default: all cores)\n"
             "  --prefill=MODE    batch: the prompt goes through the model in batches of\n"
             "                    positions (default); serial: one position at a time\n"
+            "  --tokenize TEXT   print the ids of TEXT (BOS first), one per line with its piece\n"
+            "  --tokenize-file FILE  print the number of tokens of FILE and the encoding speed\n"
+            "  --profile         after generating, print the time per operation class\n"
+            "modes:\n"
+            "  --ppl FILE        mean negative log-likelihood and perplexity of the text in FILE\n"
+            "                    (no PROMPT; chunks of seq_len tokens, each from BOS)\n"
+            "  --compare[=A,B]   run PROMPT under norms A and B (default rmsnorm,layernorm):\n"
+            "                    both continuations, per-position KL(A || B) teacher-forced on\n"
+            "                    A's, statistics of every norm site's input, speed\n"
+            "  --json            with --tokenize: print {\"ids\": [...], \"pieces\": [...]};\n"
+            "                    with --compare: the same numbers as JSON on stdout\n"
             "  -h, --help        this text\n",
             norm_names());
 }
@@ -187,8 +215,8 @@ static float parse_float(const char *flag, const char *s) {
     char *end;
     errno = 0;
     float v = strtof(s, &end);
-    if (end == s || *end != '\0' || errno != 0 || v != v)
-        die("%s needs a number, got '%s'", flag, s);
+    if (end == s || *end != '\0' || v != v) die("%s needs a number, got '%s'", flag, s);
+    if (errno == ERANGE || isinf(v)) die("%s is out of range, got '%s'", flag, s);
     return v;
 }
 
@@ -203,14 +231,31 @@ static long long parse_int(const char *flag, const char *s) {
 /* The value of an option given as "-x VALUE", "--name=VALUE" or "--name VALUE". */
 static const char *option_value(int argc, char **argv, int *i, const char *flag) {
     const char *eq = strchr(argv[*i], '=');
-    if (argv[*i][1] == '-' && eq) return eq + 1;
+    if (eq) return eq + 1;
     if (*i + 1 >= argc) die("%s needs a value", flag);
     return argv[++*i];
 }
 
+/* "A,B" (NULL: the default pair) into two different known norms. */
+static void parse_compare_norms(const char *spec, NormFn out[2]) {
+    out[0] = rmsnorm;
+    out[1] = layernorm;
+    if (!spec) return;
+    const char *comma = strchr(spec, ',');
+    if (!comma || strchr(comma + 1, ','))
+        die("--compare needs two norms as A,B, got '%s' (norms: %s)", spec, norm_names());
+    char names[2][64];
+    snprintf(names[0], sizeof(names[0]), "%.*s", (int)(comma - spec), spec);
+    snprintf(names[1], sizeof(names[1]), "%s", comma + 1);
+    for (int k = 0; k < 2; k++) {
+        out[k] = norm_by_name(names[k]);
+        if (!out[k]) die("unknown norm '%s' in --compare (expected %s)", names[k], norm_names());
+    }
+    if (out[0] == out[1]) die("--compare needs two different norms, got '%s' twice", names[0]);
+}
+
 static Options parse_args(int argc, char **argv) {
     Options o = {.temperature = 1.0f, .topp = 0.9f, .steps = 256};
-    int n_positional = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
@@ -218,13 +263,13 @@ static Options parse_args(int argc, char **argv) {
             exit(0);
         }
         if (a[0] != '-' || a[1] == '\0') {
-            if (n_positional == 0)
+            if (!o.model_path)
                 o.model_path = a;
-            else if (n_positional == 1)
+            else if (!o.prompt)
                 o.prompt = a;
             else
-                die("unexpected argument '%s' (quote a prompt with spaces)", a);
-            n_positional++;
+                die("unexpected argument '%s' (the prompt is given already; quote one with spaces)",
+                    a);
             continue;
         }
         size_t name_len = strcspn(a, "=");
@@ -233,7 +278,6 @@ static Options parse_args(int argc, char **argv) {
         if (strcmp(flag, "-i") == 0) {
             if (o.prompt) die("the prompt is given twice");
             o.prompt = option_value(argc, argv, &i, flag);
-            n_positional = n_positional > 1 ? n_positional : 2;
         } else if (strcmp(flag, "-z") == 0) {
             o.tokenizer_path = option_value(argc, argv, &i, flag);
         } else if (strcmp(flag, "-t") == 0) {
@@ -257,6 +301,13 @@ static Options parse_args(int argc, char **argv) {
             if (!o.norm) die("unknown --norm '%s' (expected %s)", name, norm_names());
         } else if (strcmp(flag, "--logits") == 0) {
             o.logits_path = option_value(argc, argv, &i, flag);
+        } else if (strcmp(a, "--profile") == 0) {
+            o.profile = 1;
+        } else if (strcmp(flag, "--ppl") == 0) {
+            o.ppl_path = option_value(argc, argv, &i, flag);
+        } else if (strcmp(flag, "--compare") == 0) {
+            o.compare = 1;
+            parse_compare_norms(a[name_len] == '=' ? a + name_len + 1 : NULL, o.compare_with);
         } else if (strcmp(flag, "--prefill") == 0) {
             const char *mode = option_value(argc, argv, &i, flag);
             if (strcmp(mode, "batch") != 0 && strcmp(mode, "serial") != 0)
@@ -267,14 +318,28 @@ static Options parse_args(int argc, char **argv) {
             if (threads < 1 || threads > 1024)
                 die("--threads must be in 1..1024, got %lld", threads);
             o.threads = (int)threads;
+        } else if (strcmp(flag, "--tokenize") == 0) {
+            o.tokenize_text = option_value(argc, argv, &i, flag);
+        } else if (strcmp(flag, "--tokenize-file") == 0) {
+            o.tokenize_file = option_value(argc, argv, &i, flag);
+        } else if (strcmp(a, "--json") == 0) {
+            o.json = 1;
         } else {
             die("unknown option '%s' (see run --help)", a);
         }
     }
-    if (!o.model_path) {
-        usage(stderr);
-        die("no model given");
-    }
+    if (o.tokenize_text && o.tokenize_file) die("give --tokenize or --tokenize-file, not both");
+    if ((o.tokenize_text || o.tokenize_file) && o.prompt)
+        die("--tokenize and --tokenize-file take no prompt");
+    if (o.json && !o.tokenize_text && !o.compare) die("--json goes with --tokenize or --compare");
+    if (!o.model_path) die("no model given (usage: run MODEL [PROMPT] [options]; see run --help)");
+    if (o.compare && o.ppl_path) die("--compare and --ppl are separate modes; give one");
+    if (o.compare && o.norm)
+        die("--compare runs its own two norms; name them with --compare=A,B instead of --norm");
+    if (o.compare && o.profile) die("--compare times both norms itself; drop --profile");
+    if (o.ppl_path && o.prompt) die("--ppl reads its text from FILE; drop the prompt");
+    if (o.logits_path && (o.compare || o.ppl_path || o.tokenize_text || o.tokenize_file))
+        die("--logits goes with generation, not with --compare, --ppl or --tokenize");
     return o;
 }
 
@@ -285,6 +350,7 @@ static Options parse_args(int argc, char **argv) {
 static void find_tokenizer(const char *model_path, int vocab_size, char *out, size_t outlen) {
     const char *slash = strrchr(model_path, '/');
     int dir_len = slash ? (int)(slash - model_path + 1) : 0;
+    if (dir_len > 1000) die("the model's folder name is too long to look beside it; use -z");
     char tried[2][1024];
     snprintf(tried[0], sizeof(tried[0]), "%.*stok%d.bin", dir_len, model_path, vocab_size);
     snprintf(tried[1], sizeof(tried[1]), "%.*stokenizer.bin", dir_len, model_path);
@@ -298,25 +364,41 @@ static void find_tokenizer(const char *model_path, int vocab_size, char *out, si
         tried[0], tried[1]);
 }
 
-/* 1 if s is well-formed UTF-8 (no overlongs, surrogates or code points past U+10FFFF). */
-static int utf8_valid(const unsigned char *s) {
-    while (*s) {
-        int len = *s < 0x80           ? 1
-                  : (*s >> 5) == 0x6  ? 2
-                  : (*s >> 4) == 0xE  ? 3
-                  : (*s >> 3) == 0x1E ? 4
-                                      : 0;
-        if (len == 0) return 0;
-        unsigned int cp = len == 1 ? *s : *s & (0x7F >> len);
-        for (int i = 1; i < len; i++) {
-            if ((s[i] & 0xC0) != 0x80) return 0;
-            cp = (cp << 6) | (s[i] & 0x3F);
-        }
-        static const unsigned int min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
-        if (cp < min_cp[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
-        s += len;
+/* Dies unless text is valid UTF-8, naming `what` and the first bad byte; frees `owned` first, so
+ * that the leak checker of `make sanitize` stays quiet. */
+static void require_utf8(const char *what, const char *text, char *owned) {
+    long bad = tokenizer_utf8_invalid_at(text);
+    if (bad < 0) return;
+    unsigned char byte = (unsigned char)text[bad];
+    free(owned);
+    die("%s: not valid UTF-8 (byte 0x%02X at offset %ld)", what, byte, bad);
+}
+
+/* Reads a whole text file as a NUL-terminated string, or dies naming the file: missing,
+ * not a regular file, empty, over 64 MiB, holding a NUL byte, or not valid UTF-8. */
+static char *read_text(const char *path) {
+    enum { MAX_TEXT = 64 << 20 };
+    struct stat st;
+    if (stat(path, &st) != 0) die("%s: cannot open: %s", path, strerror(errno));
+    if (!S_ISREG(st.st_mode)) die("%s: not a regular file", path);
+    if (st.st_size == 0) die("%s: the text file is empty", path);
+    if (st.st_size > MAX_TEXT) die("%s: more than %d MiB of text", path, MAX_TEXT >> 20);
+    FILE *f = fopen(path, "rb");
+    if (!f) die("%s: cannot open: %s", path, strerror(errno));
+    size_t size = (size_t)st.st_size;
+    char *buf = malloc(size + 1);
+    if (!buf) die("out of memory for %s", path);
+    size_t n = fread(buf, 1, size, f);
+    fclose(f);
+    buf[n] = '\0';
+    size_t len = strlen(buf);
+    if (n != size || len != size) {
+        free(buf);
+        if (n != size) die("%s: cannot read the whole file", path);
+        die("%s: the text contains a NUL byte at offset %zu", path, len);
     }
-    return 1;
+    require_utf8(path, buf, buf);
+    return buf;
 }
 
 static double now_seconds(void) {
@@ -325,11 +407,464 @@ static double now_seconds(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* ----------------------------------------------------------------------------
+ * --tokenize and --tokenize-file */
+
+/* How a piece is shown: control pieces by their SentencePiece names (the .bin stores BOS and EOS
+ * as "\n<s>\n" and "\n</s>\n"), others as stored, spaces plain. */
+static const char *shown_piece(const Tokenizer *t, int id) {
+    static const char *control[] = {"<unk>", "<s>", "</s>"};
+    return id <= TOKEN_EOS ? control[id] : t->vocab[id];
+}
+
+/* Writes s as a JSON string: quotes, backslashes and control bytes escaped, bytes that are not
+ * well-formed UTF-8 (possible only in a hand-made vocabulary) as U+FFFD. */
+static void print_json_string(const char *s) {
+    putchar('"');
+    while (*s) {
+        long bad = tokenizer_utf8_invalid_at(s);
+        const char *end = bad < 0 ? s + strlen(s) : s + bad;
+        for (; s < end; s++) {
+            unsigned char c = (unsigned char)*s;
+            if (c == '"' || c == '\\')
+                printf("\\%c", c);
+            else if (c < 0x20)
+                printf("\\u%04x", c);
+            else
+                putchar(c);
+        }
+        if (bad >= 0) {
+            printf("\\ufffd");
+            s++;
+        }
+    }
+    putchar('"');
+}
+
+/* One id per line with its piece, as llama.cpp's tokenize tool prints them; control bytes in a
+ * piece are escaped so that each id keeps to one line. */
+static void print_ids(const Tokenizer *t, const int *ids, int n) {
+    for (int i = 0; i < n; i++) {
+        printf("%6d -> '", ids[i]);
+        for (const unsigned char *p = (const unsigned char *)shown_piece(t, ids[i]); *p; p++) {
+            if (*p == '\n')
+                fputs("\\n", stdout);
+            else if (*p < 0x20 || *p == 0x7F)
+                printf("\\x%02X", *p);
+            else
+                putchar(*p);
+        }
+        printf("'\n");
+    }
+}
+
+static void print_ids_json(const Tokenizer *t, const int *ids, int n) {
+    printf("{\"ids\": [");
+    for (int i = 0; i < n; i++) printf("%s%d", i ? ", " : "", ids[i]);
+    printf("], \"pieces\": [");
+    for (int i = 0; i < n; i++) {
+        if (i) printf(", ");
+        print_json_string(shown_piece(t, ids[i]));
+    }
+    printf("]}\n");
+}
+
+/* --tokenize TEXT prints the ids of TEXT; --tokenize-file FILE the token count and speed. Text
+ * that is not valid UTF-8 is refused, as a prompt is, rather than encoded with U+FFFD for its
+ * bad bytes as tokenizer_encode (and SentencePiece) would. */
+static void tokenize_command(const Tokenizer *t, const Options *o) {
+    char *text = o->tokenize_file ? read_text(o->tokenize_file) : NULL;
+    const char *input = text ? text : o->tokenize_text;
+    require_utf8("--tokenize text", input, text);
+    size_t size = strlen(input);
+    int *ids = malloc((size + 3) * sizeof *ids); /* well-formed UTF-8: one id per byte at most */
+    if (!ids) die("out of memory for %zu bytes of text", size);
+    double start = now_seconds();
+    int n = tokenizer_encode(t, input, 1, 0, ids);
+    double seconds = now_seconds() - start;
+    if (o->tokenize_file)
+        printf("%s: %d tokens (BOS included) from %zu bytes in %.3f s, %.1f MB/s\n",
+               o->tokenize_file, n, size, seconds, seconds > 0 ? size / seconds / 1e6 : 0.0);
+    else if (o->json)
+        print_ids_json(t, ids, n);
+    else
+        print_ids(t, ids, n);
+    free(ids);
+    free(text);
+}
+
+/* Runs positions 0..steps-1 from the prompt (n_prompt >= 1 ids, prompt[0] = BOS): position pos
+ * feeds a token and predicts the one at pos + 1, forced from the prompt while there is one,
+ * sampled after. BOS (id 1) ends the text, as in llama2.c. Writes the fed and predicted tokens
+ * (at most steps + 1) into tokens, the number of forward passes into *n_forward, and returns the
+ * number of tokens. print: stream the text to stdout. logits_out (or NULL): gets every position's
+ * logits, vocab_size float32 each. With m->profile set, sampling is timed. batch_prompt: the
+ * prompt's positions but the last (their next tokens are forced) go through model_prefill first,
+ * which computes their logits only for logits_out. */
+static int generate(Model *m, Sampler *sampler, const Tokenizer *t, const int *prompt, int n_prompt,
+                    int steps, int *tokens, int *n_forward, int print, FILE *logits_out,
+                    int batch_prompt) {
+    int vocab_size = m->config.vocab_size;
+    int n_prefill = batch_prompt ? (n_prompt - 1 < steps ? n_prompt - 1 : steps) : 0;
+    float *prefill_logits = NULL;
+    if (n_prefill > 0 && logits_out &&
+        !(prefill_logits = malloc((size_t)n_prefill * vocab_size * sizeof(float))))
+        die("out of memory for the prompt's logits");
+    if (n_prefill > 0) model_prefill(m, prompt, n_prefill, prefill_logits);
+    int n = 0;
+    int token = tokens[n++] = prompt[0];
+    int pos = 0;
+    while (pos < steps) {
+        float *logits = pos >= n_prefill ? model_forward(m, token, pos)
+                        : prefill_logits ? prefill_logits + (size_t)pos * vocab_size
+                                         : NULL; /* not needed: the next token is forced */
+        if (logits_out &&
+            fwrite(logits, sizeof(float), vocab_size, logits_out) != (size_t)vocab_size)
+            die("cannot write the --logits file: %s", strerror(errno));
+        for (int i = 0; logits && i < vocab_size; i++)
+            if (!isfinite(logits[i]))
+                die("the model computed a non-finite logit at position %d (corrupt weights?)", pos);
+        int next;
+        if (pos + 1 < n_prompt) {
+            next = prompt[pos + 1];
+        } else {
+            if (m->profile) profile_start(m->profile);
+            next = sample(sampler, logits);
+            if (m->profile) profile_lap(m->profile, OP_SAMPLING);
+        }
+        pos++;
+        if (next == TOKEN_BOS) break;
+        if (print) {
+            tokenizer_print_piece(tokenizer_decode(t, token, next));
+            fflush(stdout);
+        }
+        token = tokens[n++] = next;
+    }
+    free(prefill_logits);
+    *n_forward = pos;
+    return n;
+}
+
+/* The time of every operation class, with the clock's own cost per lap taken out, and its share
+ * of the run's wall-clock time `elapsed` (seconds). */
+static void print_profile(FILE *f, const Profile *p, double elapsed) {
+    double lap_cost = profile_lap_cost();
+    fprintf(f,
+            "profile: time per operation class over the run (each lap's clock cost, %.0f ns, "
+            "taken out)\n",
+            lap_cost * 1e9);
+    fprintf(f, "  %-18s %10s %7s %9s\n", "operation", "ms", "share", "calls");
+    double total = 0.0;
+    for (int op = 0; op < N_OPS; op++) {
+        double t = p->seconds[op] - p->laps[op] * lap_cost;
+        if (t < 0.0) t = 0.0;
+        total += t;
+        fprintf(f, "  %-18s %10.3f %6.1f%% %9ld\n", op_name(op), t * 1e3, 100.0 * t / elapsed,
+                p->laps[op]);
+    }
+    fprintf(f, "  %-18s %10.3f %6.1f%%\n", "sum", total * 1e3, 100.0 * total / elapsed);
+    fprintf(f, "  %-18s %10.3f %6.1f%%\n", "wall clock", elapsed * 1e3, 100.0);
+}
+
+/* --ppl: reads the text, scores it, prints one line. */
+static void run_perplexity(Model *m, const Tokenizer *t, const Options *o) {
+    char *text = read_text(o->ppl_path);
+    int *tokens = malloc((strlen(text) + 3) * sizeof(int));
+    if (!tokens) die("out of memory for the text's tokens");
+    int n_tokens = tokenizer_encode(t, text, 1, 0, tokens);
+    free(text);
+    if (n_tokens < 2) {
+        free(tokens);
+        die("%s: the text is shorter than 2 tokens (BOS and one to predict)", o->ppl_path);
+    }
+    Profile profile = {0};
+    m->profile = o->profile ? &profile : NULL;
+    int n_predicted, n_chunks;
+    double start = now_seconds();
+    double nll = text_nll(m, tokens, n_tokens, &n_predicted, &n_chunks);
+    double elapsed = now_seconds() - start;
+    double mean = nll / n_predicted;
+    printf("%s: %d tokens predicted in %d chunks of up to %d, norm %s: mean NLL %.4f nats/token, "
+           "perplexity %.4f\n",
+           o->ppl_path, n_predicted, n_chunks, m->config.seq_len, norm_name(m->norm), mean,
+           exp(mean));
+    fprintf(stderr, "%.1f tokens/s\n", elapsed > 0 ? n_predicted / elapsed : 0.0);
+    if (o->profile) print_profile(stderr, &profile, elapsed);
+    free(tokens);
+}
+
+/* ----------------------------------------------------------------------------
+ * --compare: one prompt under two norms */
+
+/* Writes a piece as the inside of a JSON string (json) or with newlines shown as \n (table).
+ * Pieces that tokenizer_print_piece would drop (single raw control bytes) are dropped. */
+static void write_piece(FILE *f, const char *piece, int json) {
+    if (!piece || !piece[0]) return;
+    unsigned char b0 = (unsigned char)piece[0];
+    if (piece[1] == '\0' && !isprint(b0) && !isspace(b0)) return;
+    for (const unsigned char *p = (const unsigned char *)piece; *p; p++) {
+        if (*p == '\n')
+            fputs("\\n", f);
+        else if (json && (*p == '"' || *p == '\\'))
+            fprintf(f, "\\%c", *p);
+        else if (*p < 0x20)
+            fprintf(f, json ? "\\u%04x" : "\\x%02x", *p);
+        else
+            fputc(*p, f);
+    }
+}
+
+static void write_text(FILE *f, const Tokenizer *t, const int *tokens, int n, int json) {
+    for (int i = 1; i < n; i++) write_piece(f, tokenizer_decode(t, tokens[i - 1], tokens[i]), json);
+}
+
+/* Teacher-forced passes timed per norm; medians over them resist the shared machine's hiccups. */
+enum { TIMING_PASSES = 5 };
+
+/* What one norm did in --compare. */
+typedef struct {
+    NormFn norm;
+    int *tokens; /* generated: prompt and continuation */
+    int n_tokens;
+    double tokens_per_s;           /* generation, forward passes (prompt included) per second */
+    SiteStats *sites;              /* (n_sites) inputs of each norm call site, teacher-forced */
+    Profile passes[TIMING_PASSES]; /* teacher-forced, one profile per pass */
+} NormRun;
+
+/* Feeds tokens[0..n) from position 0; logits (n, vocab_size) receives each position's logits
+ * when not NULL. */
+static void teacher_force(Model *m, const int *tokens, int n, float *logits) {
+    int vocab_size = m->config.vocab_size;
+    for (int pos = 0; pos < n; pos++) {
+        const float *l = model_forward(m, tokens[pos], pos);
+        if (logits) memcpy(logits + (size_t)pos * vocab_size, l, vocab_size * sizeof(float));
+    }
+}
+
+static void site_name(char *out, size_t len, int site, int n_layers) {
+    if (site == 2 * n_layers)
+        snprintf(out, len, "final");
+    else
+        snprintf(out, len, "layer %d %s", site / 2, site % 2 ? "ffn" : "attention");
+}
+
+static int by_value(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median over the timing passes of one class's seconds, the clock's cost per lap taken out. */
+static double op_seconds(const NormRun *r, OpClass op, double lap_cost) {
+    double t[TIMING_PASSES];
+    for (int i = 0; i < TIMING_PASSES; i++) {
+        t[i] = r->passes[i].seconds[op] - r->passes[i].laps[op] * lap_cost;
+        if (t[i] < 0.0) t[i] = 0.0;
+    }
+    qsort(t, TIMING_PASSES, sizeof(double), by_value);
+    return t[TIMING_PASSES / 2];
+}
+
+/* The norms' share of the forward time (sum of the classes' medians). */
+static double norm_share(const NormRun *r, double lap_cost) {
+    double total = 0.0;
+    for (int op = 0; op < OP_SAMPLING; op++) total += op_seconds(r, op, lap_cost);
+    return total > 0.0 ? op_seconds(r, OP_NORM, lap_cost) / total : 0.0;
+}
+
+static void run_compare(Model *m, const Tokenizer *t, Sampler *sampler, const int *prompt,
+                        int n_prompt, const Options *o) {
+    const Config *c = &m->config;
+    int n_sites = 2 * c->n_layers + 1, vocab_size = c->vocab_size;
+    unsigned long long seed = sampler->rng_state;
+    NormRun runs[2];
+    for (int k = 0; k < 2; k++) {
+        NormRun *r = &runs[k];
+        memset(r, 0, sizeof(*r));
+        r->norm = o->compare_with[k];
+        r->tokens = malloc((o->steps + 1) * sizeof(int));
+        r->sites = calloc(n_sites, sizeof(SiteStats));
+        if (!r->tokens || !r->sites) die("out of memory for --compare");
+    }
+    /* generation, the two norms taking turns so that neither gets the cold caches; each round
+     * makes the same texts, as both norms draw the same random numbers */
+    double speed[2][TIMING_PASSES];
+    for (int i = 0; i < TIMING_PASSES; i++) {
+        for (int k = 0; k < 2; k++) {
+            NormRun *r = &runs[k];
+            m->norm = r->norm;
+            sampler->rng_state = seed;
+            double start = now_seconds();
+            int n_forward;
+            r->n_tokens = generate(m, sampler, t, prompt, n_prompt, o->steps, r->tokens, &n_forward,
+                                   0, NULL, 0);
+            double elapsed = now_seconds() - start;
+            speed[k][i] = elapsed > 0 ? n_forward / elapsed : 0.0;
+        }
+    }
+    for (int k = 0; k < 2; k++) {
+        qsort(speed[k], TIMING_PASSES, sizeof(double), by_value);
+        runs[k].tokens_per_s = speed[k][TIMING_PASSES / 2];
+    }
+    int split = 0;
+    while (split < runs[0].n_tokens && split < runs[1].n_tokens &&
+           runs[0].tokens[split] == runs[1].tokens[split])
+        split++;
+    int same = split == runs[0].n_tokens && split == runs[1].n_tokens;
+
+    /* teacher forcing along A's sequence: A's logits first, then B's compared position by
+     * position; the norm sites observed in both passes */
+    const int *seq = runs[0].tokens;
+    /* A's text holds up to steps + 1 tokens, the last never fed; the kv cache holds seq_len */
+    int n = runs[0].n_tokens < c->seq_len ? runs[0].n_tokens : c->seq_len;
+    float *logits_a = malloc((size_t)n * vocab_size * sizeof(float));
+    LogitsDiff *diffs = malloc(n * sizeof(LogitsDiff));
+    if (!logits_a || !diffs) die("out of memory for --compare");
+    norm_observe_start(m, runs[0].norm, runs[0].sites, n_sites);
+    teacher_force(m, seq, n, logits_a);
+    norm_observe_stop(m);
+    norm_observe_start(m, runs[1].norm, runs[1].sites, n_sites);
+    for (int pos = 0; pos < n; pos++)
+        diffs[pos] = logits_diff(logits_a + (size_t)pos * vocab_size,
+                                 model_forward(m, seq[pos], pos), vocab_size);
+    norm_observe_stop(m);
+
+    /* timing passes, without the observer */
+    for (int k = 0; k < 2; k++) {
+        m->norm = runs[k].norm;
+        for (int i = 0; i < TIMING_PASSES; i++) {
+            m->profile = &runs[k].passes[i];
+            teacher_force(m, seq, n, NULL);
+        }
+        m->profile = NULL;
+    }
+    double lap_cost = profile_lap_cost();
+
+    double kl_sum = 0.0, kl_max = 0.0, diff_sum = 0.0, diff_max = 0.0;
+    int agree = 0, kl_max_pos = 0;
+    for (int pos = 0; pos < n; pos++) {
+        kl_sum += diffs[pos].kl;
+        if (diffs[pos].kl > kl_max) kl_max = diffs[pos].kl, kl_max_pos = pos;
+        diff_sum += diffs[pos].max_abs_diff;
+        if (diffs[pos].max_abs_diff > diff_max) diff_max = diffs[pos].max_abs_diff;
+        agree += diffs[pos].top1_agree;
+    }
+    const char *name_a = norm_name(runs[0].norm), *name_b = norm_name(runs[1].norm);
+
+    if (o->json) {
+        printf("{\n  \"model\": \"");
+        write_piece(stdout, o->model_path, 1);
+        printf("\",\n  \"norms\": [\"%s\", \"%s\"],\n", name_a, name_b);
+        printf("  \"temperature\": %g, \"topp\": %g, \"seed\": %llu, \"steps\": %d,\n",
+               o->temperature, o->topp, seed, o->steps);
+        printf("  \"n_prompt\": %d,\n  \"texts\": [", n_prompt);
+        for (int k = 0; k < 2; k++) {
+            printf("%s\"", k ? ", " : "");
+            write_text(stdout, t, runs[k].tokens, runs[k].n_tokens, 1);
+            printf("\"");
+        }
+        printf("],\n  \"first_difference\": %d,\n", same ? -1 : split);
+        printf("  \"positions\": [\n");
+        for (int pos = 0; pos < n; pos++)
+            printf("    {\"pos\": %d, \"token\": %d, \"kl\": %.6g, \"top1_agree\": %s, "
+                   "\"max_abs_dlogit\": %.6g}%s\n",
+                   pos, seq[pos], diffs[pos].kl, diffs[pos].top1_agree ? "true" : "false",
+                   diffs[pos].max_abs_diff, pos + 1 < n ? "," : "");
+        printf("  ],\n  \"summary\": {\"positions\": %d, \"mean_kl\": %.6g, \"max_kl\": %.6g, "
+               "\"max_kl_pos\": %d, \"top1_agreement\": %.6g, \"mean_max_abs_dlogit\": %.6g, "
+               "\"max_abs_dlogit\": %.6g},\n",
+               n, kl_sum / n, kl_max, kl_max_pos, (double)agree / n, diff_sum / n, diff_max);
+        printf("  \"sites\": [\n");
+        for (int s = 0; s < n_sites; s++) {
+            char name[32];
+            site_name(name, sizeof(name), s, c->n_layers);
+            printf("    {\"site\": \"%s\"", name);
+            for (int k = 0; k < 2; k++) {
+                const SiteStats *st = &runs[k].sites[s];
+                printf(", \"%s\": {\"mean\": %.6g, \"rms\": %.6g, \"mean_over_rms\": %.6g}",
+                       k ? "b" : "a", st->mean / st->count, st->rms / st->count,
+                       st->mean_over_rms / st->count);
+            }
+            printf("}%s\n", s + 1 < n_sites ? "," : "");
+        }
+        printf("  ],\n  \"speed\": [\n");
+        for (int k = 0; k < 2; k++) {
+            printf("    {\"norm\": \"%s\", \"tokens_per_s\": %.6g, \"norm_share\": %.6g, "
+                   "\"op_seconds\": {",
+                   norm_name(runs[k].norm), runs[k].tokens_per_s, norm_share(&runs[k], lap_cost));
+            for (int op = 0; op < OP_SAMPLING; op++)
+                printf("%s\"%s\": %.6g", op ? ", " : "", op_name(op),
+                       op_seconds(&runs[k], op, lap_cost));
+            printf("}}%s\n", k ? "" : ",");
+        }
+        printf("  ],\n  \"lap_cost_s\": %.6g\n}\n", lap_cost);
+    } else {
+        printf("compare %s (A) and %s (B): -t %g -p %g -s %llu -n %d\n\n", name_a, name_b,
+               o->temperature, o->topp, seed, o->steps);
+        for (int k = 0; k < 2; k++) {
+            printf("%c %-10s ", "AB"[k], norm_name(runs[k].norm));
+            write_text(stdout, t, runs[k].tokens, runs[k].n_tokens, 0);
+            printf("\n");
+        }
+        if (same) {
+            printf("\nthe two texts are the same (%d tokens)\n", n);
+        } else {
+            printf("\nfirst difference at position %d (continuation token %d): A '", split,
+                   split - n_prompt + 1);
+            if (split < runs[0].n_tokens)
+                write_piece(stdout, tokenizer_decode(t, seq[split - 1], seq[split]), 0);
+            printf("', B '");
+            if (split < runs[1].n_tokens)
+                write_piece(stdout, tokenizer_decode(t, seq[split - 1], runs[1].tokens[split]), 0);
+            printf("'%s\n", split < runs[0].n_tokens && split < runs[1].n_tokens ? "" : " (end)");
+        }
+        printf("\nteacher-forced along A's text (%d positions): next-token distributions\n", n);
+        printf("%5s  %-14s %12s %5s %12s\n", "pos", "input token", "KL(A||B)", "top1",
+               "max|dlogit|");
+        for (int pos = 0; pos < n; pos++) {
+            printf("%5d  '", pos);
+            write_piece(stdout, t->vocab[seq[pos]], 0);
+            printf(
+                "'%*s %12.4g %5s %12.4g\n",
+                (int)(12 - strlen(t->vocab[seq[pos]])) > 0 ? (int)(12 - strlen(t->vocab[seq[pos]]))
+                                                           : 0,
+                "", diffs[pos].kl, diffs[pos].top1_agree ? "yes" : "no", diffs[pos].max_abs_diff);
+        }
+        printf("summary: mean KL %.4g nats, max KL %.4g at position %d, top-1 agreement %d/%d "
+               "(%.1f%%), max|dlogit| mean %.4g max %.4g\n",
+               kl_sum / n, kl_max, kl_max_pos, agree, n, 100.0 * agree / n, diff_sum / n, diff_max);
+        printf("\nnorm inputs per call site (averages over the %d positions of each vector's "
+               "statistic)\n",
+               n);
+        printf("%-18s %10s %10s %12s %14s\n", "site", "mean", "RMS", "|mean|/RMS",
+               "|mean|/RMS (B)");
+        for (int s = 0; s < n_sites; s++) {
+            char name[32];
+            site_name(name, sizeof(name), s, c->n_layers);
+            const SiteStats *a = &runs[0].sites[s], *b = &runs[1].sites[s];
+            printf("%-18s %10.4f %10.4f %12.4f %14.4f\n", name, a->mean / a->count,
+                   a->rms / a->count, a->mean_over_rms / a->count, b->mean_over_rms / b->count);
+        }
+        printf("\nspeed, medians of %d runs (tokens/s: generation; norm share: teacher-forced, "
+               "clock cost %.0f ns per lap taken out)\n",
+               TIMING_PASSES, lap_cost * 1e9);
+        printf("%-22s %12s %12s\n", "norm", "tokens/s", "norm share");
+        for (int k = 0; k < 2; k++)
+            printf("%-22s %12.1f %11.2f%%\n", norm_name(runs[k].norm), runs[k].tokens_per_s,
+                   100.0 * norm_share(&runs[k], lap_cost));
+    }
+    for (int k = 0; k < 2; k++) {
+        free(runs[k].tokens);
+        free(runs[k].sites);
+    }
+    free(logits_a);
+    free(diffs);
+}
+
 int main(int argc, char **argv) {
     Options o = parse_args(argc, argv);
     if (o.threads > 0) omp_set_num_threads(o.threads);
     const char *prompt = o.prompt ? o.prompt : "";
-    if (!utf8_valid((const unsigned char *)prompt)) die("the prompt is not valid UTF-8");
+    require_utf8("the prompt", prompt, NULL);
 
     char err[1024];
     Model model;
@@ -340,16 +875,29 @@ int main(int argc, char **argv) {
         fprintf(stderr, "run: the model was trained with %s; rmsnorm ignores its norm biases\n",
                 norm_name(c->trained_norm));
 
-    char tokenizer_path[1024];
-    if (o.tokenizer_path)
-        snprintf(tokenizer_path, sizeof(tokenizer_path), "%s", o.tokenizer_path);
-    else
-        find_tokenizer(o.model_path, c->vocab_size, tokenizer_path, sizeof(tokenizer_path));
+    char found[1024];
+    const char *tokenizer_path = o.tokenizer_path;
+    if (!tokenizer_path) {
+        find_tokenizer(o.model_path, c->vocab_size, found, sizeof(found));
+        tokenizer_path = found;
+    }
     Tokenizer tokenizer;
     if (tokenizer_load(&tokenizer, tokenizer_path, err, sizeof(err)) != 0) die("%s", err);
     if (tokenizer.vocab_size != c->vocab_size)
         die("%s has %d pieces but the model's vocab_size is %d", tokenizer_path,
             tokenizer.vocab_size, c->vocab_size);
+    if (o.tokenize_text || o.tokenize_file) {
+        tokenize_command(&tokenizer, &o);
+        tokenizer_free(&tokenizer);
+        model_free(&model);
+        return 0;
+    }
+    if (o.ppl_path) {
+        run_perplexity(&model, &tokenizer, &o);
+        tokenizer_free(&tokenizer);
+        model_free(&model);
+        return 0;
+    }
 
     if (o.steps > c->seq_len) {
         fprintf(stderr, "run: -n %d is more than seq_len %d; running %d positions\n", o.steps,
@@ -377,43 +925,28 @@ int main(int argc, char **argv) {
     if (o.logits_path && !(logits_file = fopen(o.logits_path, "wb")))
         die("cannot open --logits file %s: %s", o.logits_path, strerror(errno));
 
-    /* Position pos feeds `token` and predicts the token at pos + 1: forced from the prompt while
-     * there is one, sampled after. BOS (id 1) ends the text, as in llama2.c. The prompt's
-     * positions but the last, whose next tokens are forced, run first as one prefill; their
-     * logits are computed only for --logits. */
-    double start = now_seconds();
-    int n_prefill = o.serial_prompt ? 0 : n_prompt - 1;
-    float *prefill_logits = NULL;
-    if (n_prefill > 0 && logits_file &&
-        !(prefill_logits = malloc((size_t)n_prefill * c->vocab_size * sizeof(float))))
-        die("out of memory for the prompt's logits");
-    if (n_prefill > 0) model_prefill(&model, prompt_tokens, n_prefill, prefill_logits);
-    int token = prompt_tokens[0];
-    int pos = 0;
-    while (pos < o.steps) {
-        float *logits = pos >= n_prefill ? model_forward(&model, token, pos)
-                        : prefill_logits ? prefill_logits + (size_t)pos * c->vocab_size
-                                         : NULL; /* not needed: the next token is forced */
-        if (logits_file &&
-            fwrite(logits, sizeof(float), c->vocab_size, logits_file) != (size_t)c->vocab_size)
+    if (o.compare) {
+        run_compare(&model, &tokenizer, &sampler, prompt_tokens, n_prompt, &o);
+    } else {
+        Profile profile = {0};
+        model.profile = o.profile ? &profile : NULL;
+        int *tokens = malloc((o.steps + 1) * sizeof(int));
+        if (!tokens) die("out of memory for the tokens");
+        double start = now_seconds();
+        int pos;
+        int n_tokens = generate(&model, &sampler, &tokenizer, prompt_tokens, n_prompt, o.steps,
+                                tokens, &pos, 1, logits_file, !o.serial_prompt);
+        printf("\n");
+        fflush(stdout); /* the summary on stderr comes after the text, also in a shared log */
+        if (logits_file && fclose(logits_file) != 0)
             die("cannot write --logits file %s: %s", o.logits_path, strerror(errno));
-        int next = pos + 1 < n_prompt ? prompt_tokens[pos + 1] : sample(&sampler, logits);
-        pos++;
-        if (next == TOKEN_BOS) break;
-        tokenizer_print_piece(tokenizer_decode(&tokenizer, token, next));
-        fflush(stdout);
-        token = next;
+        double elapsed = now_seconds() - start;
+        fprintf(stderr, "prompt tokens %d, generated tokens %d, %.1f tokens/s, norm %s\n", n_prompt,
+                n_tokens - n_prompt, elapsed > 0 ? pos / elapsed : 0.0, norm_name(model.norm));
+        if (o.profile) print_profile(stderr, &profile, elapsed);
+        free(tokens);
     }
-    printf("\n");
-    if (logits_file && fclose(logits_file) != 0)
-        die("cannot write --logits file %s: %s", o.logits_path, strerror(errno));
-    double elapsed = now_seconds() - start;
-    int generated = pos - n_prompt;
-    fprintf(stderr, "prompt tokens %d, generated tokens %d, %.1f tokens/s, norm %s\n", n_prompt,
-            generated > 0 ? generated : 0, elapsed > 0 ? pos / elapsed : 0.0,
-            norm_name(model.norm));
 
-    free(prefill_logits);
     free(sampler.candidates);
     free(prompt_tokens);
     tokenizer_free(&tokenizer);

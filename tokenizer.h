@@ -16,6 +16,7 @@
 #define TOKEN_EOS 2
 
 typedef struct PieceIndex PieceIndex; /* private: piece string -> id hash map (stb_ds) */
+struct Merge;                         /* private: (left id, right id) -> merged id */
 
 typedef struct {
     char **vocab;        /* vocab_size NUL-terminated pieces */
@@ -32,16 +33,22 @@ typedef struct {
      * Set it after loading to override. llama2.c's encode behaves as 0. */
     int remove_extra_whitespaces;
     /* private */
+    int split_at_spaces;  /* 1 if no piece holds a non-space followed by a space (see encode) */
+    int ascii_ids[128];   /* id of each ASCII character's piece, -1 if none */
+    struct Merge *merges; /* open-addressing table, merge_mask + 1 slots */
+    char *whole_piece;    /* vocab_size flags: BPE of the piece's text alone gives the piece */
+    size_t merge_mask;
     char *piece_storage;   /* all pieces, NUL-terminated, back to back; vocab[i] points in here */
     char byte_pieces[512]; /* byte b as the string byte_pieces + 2 * b, returned by decode */
 } Tokenizer;
 
 /* Loads the tokenizer file at `path` into `t` (all fields owned by `t`).
- * Returns 0 on success. On failure (missing, unreadable, empty or truncated file, a header
- * max_token_length <= 0 or > 65536, an entry whose score/length is cut short, a piece length that
- * is negative, above max_token_length or past the end of the file, no pieces at all) returns -1,
- * leaves `t` empty (zeroed, safe to free), and writes a one-line message naming the file and the
- * problem into err[errlen]. Never reads past the end of the file.
+ * Returns 0 on success. On failure returns -1, leaves `t` empty (zeroed, safe to free), and writes
+ * a one-line message naming the file and the problem into err[errlen]: missing or unreadable
+ * file, empty file, header shorter than 4 bytes, header max_token_length <= 0 or > 65536, an entry
+ * whose score/length is cut short, a piece length that is negative, above max_token_length or
+ * past the end of the file, a piece holding a NUL byte, two equal pieces, no pieces at all.
+ * Never reads past the end of the file.
  * The lookup index holds the pieces text can be made of, as SentencePiece's piece map does: not
  * the control pieces (ids 0..2) nor the byte pieces "<0xXX>" (those are in byte_tokens). */
 int tokenizer_load(Tokenizer *t, const char *path, char *err, size_t errlen);
@@ -49,31 +56,44 @@ int tokenizer_load(Tokenizer *t, const char *path, char *err, size_t errlen);
 /* Frees what tokenizer_load allocated; safe on an empty or already-freed tokenizer. */
 void tokenizer_free(Tokenizer *t);
 
-/* Encodes UTF-8 `text` into ids as SentencePiece's BPE does for the Llama 2 vocabularies:
- * optional BOS, the text normalized as t->remove_extra_whitespaces says, a dummy-prefix space
- * before the normalized text if it is non-empty, every code point mapped to its piece
- * (or, when the vocabulary lacks it, to its UTF-8 bytes as <0xXX> pieces), then merges of adjacent
- * pairs whose concatenation is a piece, highest score first, leftmost first among equal scores;
- * optional EOS. `tokens` must hold strlen(text) + 3 ids. Returns the number of ids written.
+/* Encodes UTF-8 `text` into ids as SentencePiece's BPE (bpe_model.cc, normalizer.cc) does for
+ * the Llama 2 style vocabularies: optional BOS; the text normalized (each byte that does not start
+ * well-formed UTF-8 becomes U+FFFD, as SentencePiece does; spaces squeezed as
+ * t->remove_extra_whitespaces says; a literal U+2581 taken as a space, as SentencePiece cannot
+ * tell it from an escaped space; a dummy-prefix space before the text if anything is left); every
+ * code point mapped to its piece or, when the vocabulary lacks it, to its UTF-8 bytes as <0xXX>
+ * pieces; then merges of adjacent pairs whose concatenation is a piece, highest score first,
+ * leftmost first among equal scores; optional EOS. The ids equal SentencePieceProcessor.encode's
+ * (tests/tokenizer_parity.py checks >1000 strings, invalid UTF-8 included).
+ * `tokens` must hold strlen(text) + 3 ids if text is well-formed UTF-8, else 3 * strlen(text) + 3
+ * (an invalid byte can become the three byte pieces of U+FFFD). Returns the number of ids written.
  *
- * Algorithm: SentencePiece's bpe_model.cc (linked list of symbols, binary heap of candidate
- * pairs with lazy invalidation), O(n log n) in the text length; ids equal llama2.c's encode for
- * valid UTF-8 when t->remove_extra_whitespaces is 0. Byte-fallback bytes never merge. Pieces are in
- * the .bin's convention (plain spaces, where SentencePiece writes U+2581), so the text is used as
- * is. Differences from SentencePiece, both for unusual input only:
- *  - a byte that does not start well-formed UTF-8 (stray continuation byte, overlong form,
- *    surrogate, cut-short sequence) becomes its own <0xXX> token, as in llama2.c; SentencePiece
- *    replaces it by U+FFFD instead.
- *  - a literal U+2581 in the text stays that character (byte fallback if not a piece), as in
- *    llama2.c; SentencePiece cannot tell it from an escaped space.
- * A byte missing from byte_tokens gives TOKEN_UNK. On out of memory the text gives TOKEN_UNK.
- * Thread-safe for a shared `t` (lookups do not write into the map). */
+ * Algorithm: SentencePiece's (linked list of symbols, binary heap of candidate pairs with lazy
+ * invalidation), O(n log n) in the text length, with pairs looked up by their two ids in a merge
+ * table made at load. It runs on each stretch between a non-space and a space separately when no
+ * piece spans such a point (true of both Llama 2 vocabularies), which gives the same ids with a
+ * small working set; a stretch that is a piece BPE keeps whole (known from load) costs one
+ * lookup, and short stretches seen before in the same call are copied from their first ids.
+ * Pieces are in the .bin's convention (plain spaces, where SentencePiece writes U+2581).
+ * Byte-fallback bytes never merge. A byte missing from byte_tokens gives TOKEN_UNK. If its
+ * buffers cannot be allocated the text gives TOKEN_UNK (the per-call word cache, an stb_ds map,
+ * assumes its allocations succeed, as the index built at load does). Thread-safe for a shared `t`
+ * (lookups do not write into the map). */
 int tokenizer_encode(const Tokenizer *t, const char *text, int bos, int eos, int *tokens);
+
+/* Returns the offset of the first byte of the NUL-terminated `text` that does not start a
+ * well-formed UTF-8 sequence (stray continuation byte, overlong form, surrogate, code point past
+ * U+10FFFF, or a sequence cut short), or -1 if the whole text is well-formed (RFC 3629). */
+long tokenizer_utf8_invalid_at(const char *text);
 
 /* Returns the text of `token` as it should be printed after `prev_token`: the leading space of
  * the first piece after BOS is dropped (SentencePiece's dummy prefix), and a byte piece <0xXX>
- * becomes the single byte (so <0x00> gives ""). As llama2.c's decode. The returned string is
- * owned by `t`. Out-of-range ids give "". */
+ * becomes the single byte (so <0x00> gives ""). As llama2.c's decode. Concatenated over encode's
+ * ids after BOS, this gives SentencePiece's decode of them, which for well-formed UTF-8 is the
+ * text after the normalization encode describes (tests/tokenizer_parity.py), with one
+ * difference: when remove_extra_whitespaces is set and the text starts with a literal U+2581,
+ * SentencePiece drops every leading space while this keeps the U+2581 as a space. The returned
+ * string is owned by `t`. Out-of-range ids give "". */
 const char *tokenizer_decode(const Tokenizer *t, int prev_token, int token);
 
 /* Writes `piece` to stdout unless it is NULL, empty or a single byte that is neither printable

@@ -136,9 +136,41 @@ Test(bad_input, missing_model) {
 }
 
 Test(bad_input, no_model_argument) {
-    RunResult r = run_program((const char *[]){NULL});
-    cr_assert_eq(r.exit_code, 1);
-    cr_assert(strstr(r.err, "no model given"));
+    expect_error((const char *[]){NULL}, "no model given");
+    expect_error((const char *[]){"-i", "Once upon a time", NULL}, "no model given");
+}
+
+Test(run, prompt_before_model) {
+    RunResult a = run_program((const char *[]){"-i", "Once", MODEL, "-t", "0", "-n", "8", NULL});
+    RunResult b = run_program((const char *[]){MODEL, "Once", "-t", "0", "-n", "8", NULL});
+    cr_assert_eq(a.exit_code, 0, "stderr: %s", a.err);
+    cr_assert_str_eq(a.out, b.out);
+    result_free(&a);
+    result_free(&b);
+}
+
+Test(run, tiny_temperature_and_topp_are_greedy_in_the_limit) {
+    /* logits / 2e-38 overflow; top-p 0.001 < 1 / 512 on the near-flat distribution of
+     * temperature 1e30 leaves no candidate: both fall back to the most likely token instead of
+     * reading outside the candidates */
+    char *greedy = read_file("tests/fixtures/stories260K_greedy_once_upon_a_time.txt", NULL);
+    const char *cases[][4] = {{"-t", "2e-38", "-p", "0.9"}, {"-t", "1e30", "-p", "0.001"}};
+    for (int k = 0; k < 2; k++) {
+        RunResult r =
+            run_program((const char *[]){MODEL, "Once upon a time", "-n", "256", cases[k][0],
+                                         cases[k][1], cases[k][2], cases[k][3], NULL});
+        cr_assert_eq(r.exit_code, 0, "stderr: %s", r.err);
+        cr_assert_str_eq(r.out, greedy, "case %d", k);
+        result_free(&r);
+    }
+    free(greedy);
+}
+
+Test(run, generated_count_in_summary) {
+    /* -n 2 with the 2-token prompt "Once" (BOS, "Once") samples exactly one token */
+    RunResult r = run_program((const char *[]){MODEL, "Once", "-n", "2", "-t", "0", NULL});
+    cr_assert_eq(r.exit_code, 0, "stderr: %s", r.err);
+    cr_assert(strstr(r.err, "prompt tokens 2, generated tokens 1,"), "%s", r.err);
     result_free(&r);
 }
 
@@ -190,10 +222,10 @@ Test(bad_input, inconsistent_headers) {
     expect_error((const char *[]){write_header("j.bin", 64, 172, 5, 8, 4, 2, 512), NULL},
                  "vocab_size 2 is too small");
     /* fields at the limit whose tensor sizes would wrap a 64-bit sum around */
-    expect_error((const char *[]){write_header("k.bin", 1 << 20, 699048, 1 << 20, 1 << 19, 1,
-                                               -(1 << 20), 1),
-                                  NULL},
-                 "implies 18446744073709551615");
+    expect_error(
+        (const char *[]){write_header("k.bin", 1 << 20, 699048, 1 << 20, 1 << 19, 1, -(1 << 20), 1),
+                         NULL},
+        "implies 18446744073709551615");
     /* consistent, but not this file's size */
     expect_error((const char *[]){write_header("i.bin", 64, 172, 6, 8, 4, 512, 512), NULL},
                  "implies");
@@ -204,6 +236,13 @@ Test(bad_input, fifo_model) {
     char *fifo = scratch_path("fifo.bin");
     cr_assert_eq(mkfifo(fifo, 0600), 0);
     expect_error((const char *[]){fifo, NULL}, "not a regular file");
+}
+
+Test(bad_input, fifo_tokenizer_without_writer) {
+    make_scratch();
+    char *fifo = scratch_path("tok.bin");
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    expect_error((const char *[]){MODEL, "-z", fifo, NULL}, "empty tokenizer file");
 }
 
 Test(bad_input, missing_tokenizer) {
@@ -247,6 +286,9 @@ Test(bad_input, options) {
     expect_error((const char *[]){MODEL, "--threads=0", NULL}, "--threads must be in 1..1024");
     expect_error((const char *[]){MODEL, "a", "b", NULL}, "unexpected argument 'b'");
     expect_error((const char *[]){MODEL, "a", "-i", "b", NULL}, "the prompt is given twice");
+    expect_error((const char *[]){MODEL, "-t", "inf", NULL}, "-t is out of range");
+    expect_error((const char *[]){MODEL, "-t", "1e-46", NULL}, "-t is out of range");
+    expect_error((const char *[]){MODEL, "-t=-1", NULL}, "-t (temperature) must be >= 0");
 }
 
 Test(bad_input, prompt_longer_than_seq_len) {
@@ -264,4 +306,216 @@ Test(bad_input, invalid_utf8_prompt) {
     expect_error((const char *[]){MODEL, "caf\xc3", NULL}, "not valid UTF-8");
     expect_error((const char *[]){MODEL, "\xc0\xaf", NULL}, "not valid UTF-8");
     expect_error((const char *[]){MODEL, "\xed\xa0\x80", NULL}, "not valid UTF-8");
+}
+
+/* ----------------------------------------------------------------------------
+ * --tokenize, --json, --tokenize-file. Ids from SentencePiece (tok512.model): "Hello world" is
+ * 346 " He", 306 "ll", 414 "o", 263 " w", 304 "or", 341 "ld"; 'a"b\c' + newline is
+ * 261 " a", 436 '"', 430 "b", 500 "\", 429 "c", 13 "<0x0A>". */
+
+Test(tokenize, prints_ids_and_pieces) {
+    RunResult r = run_program((const char *[]){MODEL, "--tokenize", "Hello world", NULL});
+    cr_assert_eq(r.exit_code, 0, "stderr: %s", r.err);
+    cr_assert_str_eq(r.out, "     1 -> '<s>'\n"
+                            "   346 -> ' He'\n"
+                            "   306 -> 'll'\n"
+                            "   414 -> 'o'\n"
+                            "   263 -> ' w'\n"
+                            "   304 -> 'or'\n"
+                            "   341 -> 'ld'\n");
+    result_free(&r);
+}
+
+Test(tokenize, json_escapes_pieces) {
+    RunResult r = run_program((const char *[]){MODEL, "--json", "--tokenize", "a\"b\\c\n", NULL});
+    cr_assert_eq(r.exit_code, 0, "stderr: %s", r.err);
+    cr_assert_str_eq(r.out, "{\"ids\": [1, 261, 436, 430, 500, 429, 13], \"pieces\": [\"<s>\", "
+                            "\" a\", \"\\\"\", \"b\", \"\\\\\", \"c\", \"<0x0A>\"]}\n");
+    result_free(&r);
+}
+
+Test(tokenize, empty_text_is_bos) {
+    RunResult r = run_program((const char *[]){MODEL, "--tokenize", "", "--json", NULL});
+    cr_assert_eq(r.exit_code, 0, "stderr: %s", r.err);
+    cr_assert_str_eq(r.out, "{\"ids\": [1], \"pieces\": [\"<s>\"]}\n");
+    result_free(&r);
+}
+
+Test(tokenize, file_count) {
+    make_scratch();
+    char *path = scratch_path("hello.txt");
+    cr_assert_eq(write_file(path, "Hello world", 11), 0);
+    RunResult r = run_program((const char *[]){MODEL, "--tokenize-file", path, NULL});
+    cr_assert_eq(r.exit_code, 0, "stderr: %s", r.err);
+    cr_assert(strstr(r.out, ": 7 tokens (BOS included) from 11 bytes in "), "%s", r.out);
+    cr_assert(strstr(r.out, " MB/s\n"), "%s", r.out);
+    result_free(&r);
+}
+
+Test(bad_input, tokenize) {
+    make_scratch();
+    char *empty = scratch_path("empty.txt"), *nul = scratch_path("nul.txt");
+    char *bad = scratch_path("bad.txt");
+    cr_assert_eq(write_file(empty, "", 0), 0);
+    cr_assert_eq(write_file(nul, "ab\0cd", 5), 0);
+    cr_assert_eq(write_file(bad, "caf\xc3 au lait", 12), 0);
+    expect_error((const char *[]){MODEL, "--tokenize-file", "/nonexistent/x.txt", NULL},
+                 "/nonexistent/x.txt: cannot open");
+    expect_error((const char *[]){MODEL, "--tokenize-file", empty, NULL}, "the text file is empty");
+    expect_error((const char *[]){MODEL, "--tokenize-file", scratch, NULL}, scratch);
+    expect_error((const char *[]){MODEL, "--tokenize-file", nul, NULL}, "NUL byte at offset 2");
+    expect_error((const char *[]){MODEL, "--tokenize-file", bad, NULL},
+                 "bad.txt: not valid UTF-8 (byte 0xC3 at offset 3)");
+    expect_error((const char *[]){MODEL, "--tokenize", "x\xff", NULL},
+                 "--tokenize text: not valid UTF-8 (byte 0xFF at offset 1)");
+    expect_error((const char *[]){MODEL, "--tokenize", NULL}, "--tokenize needs a value");
+    expect_error((const char *[]){MODEL, "--json", NULL},
+                 "--json goes with --tokenize or --compare");
+    expect_error((const char *[]){MODEL, "--tokenize", "a", "--tokenize-file", bad, NULL},
+                 "not both");
+    expect_error((const char *[]){MODEL, "Once", "--tokenize", "a", NULL}, "take no prompt");
+    expect_error((const char *[]){MODEL, "-z", "models/tokenizer.bin", "--tokenize", "a", NULL},
+                 "has 32000 pieces but the model's vocab_size is 512");
+}
+
+/* ----------------------------------------------------------------------------
+ * --profile, --compare, --ppl */
+
+Test(run, profile_counts_every_operation) {
+    /* 256 positions of 5 layers: 11 norm calls each (2 per layer and the final one), one QKV,
+     * RoPE, attention, output projection and FFN lap per layer; 252 sampled tokens (positions
+     * 4..255, after the 5 prompt tokens). --prefill=serial: one model_forward per position
+     * (batched prefill laps once per batch of positions) */
+    char *expected = read_file("tests/fixtures/stories260K_greedy_once_upon_a_time.txt", NULL);
+    RunResult r =
+        run_program((const char *[]){MODEL, "-t", "0", "-n", "256", "--profile", "--threads=1",
+                                     "--prefill=serial", "Once upon a time", NULL});
+    cr_assert_eq(r.exit_code, 0, "stderr: %s", r.err);
+    cr_assert_str_eq(r.out, expected, "profiling does not change the text");
+    const struct {
+        const char *name;
+        int calls;
+    } ops[] = {{"embedding", 256}, {"norms", 2816},     {"qkv", 1280},
+               {"rope", 1280},     {"attention", 1280}, {"output projection", 1280},
+               {"ffn", 1280},      {"classifier", 256}, {"sampling", 252}};
+    for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+        const char *line = strstr(r.err, ops[i].name);
+        cr_assert_not_null(line, "%s missing: %s", ops[i].name, r.err);
+        const char *end = strchr(line, '\n');
+        while (end[-1] == ' ') end--;
+        const char *last = end;
+        while (last[-1] != ' ') last--;
+        cr_assert_eq(atoi(last), ops[i].calls, "%s calls in: %.*s", ops[i].name, (int)(end - line),
+                     line);
+    }
+    result_free(&r);
+    free(expected);
+}
+
+/* The line of `out` that starts with `prefix`, without it, up to the newline (static buffer). */
+static const char *line_after(const char *out, const char *prefix) {
+    static char line[4096];
+    const char *p = strstr(out, prefix);
+    cr_assert_not_null(p, "'%s' not in: %s", prefix, out);
+    p += strlen(prefix);
+    size_t n = strcspn(p, "\n");
+    snprintf(line, sizeof(line), "%.*s", (int)n, p);
+    return line;
+}
+
+Test(run, compare_shows_both_greedy_texts) {
+    RunResult a = run_program(
+        (const char *[]){MODEL, "-t", "0", "-n", "100", "--threads=1", "Once upon a time", NULL});
+    RunResult b = run_program((const char *[]){MODEL, "-t", "0", "-n", "100", "--threads=1",
+                                               "--norm=layernorm", "Once upon a time", NULL});
+    RunResult c = run_program((const char *[]){MODEL, "-t", "0", "-n", "100", "--threads=1",
+                                               "--compare", "Once upon a time", NULL});
+    cr_assert_eq(c.exit_code, 0, "stderr: %s", c.err);
+    /* compare mode writes a text on one line, its newlines as \n */
+    char *texts[2] = {a.out, b.out}, shown[2][4096];
+    for (int k = 0; k < 2; k++) {
+        size_t len = strlen(texts[k]) - 1, j = 0; /* without run's final newline */
+        for (size_t i = 0; i < len && j + 2 < sizeof(shown[k]); i++) {
+            if (texts[k][i] == '\n')
+                shown[k][j++] = '\\', shown[k][j++] = 'n';
+            else
+                shown[k][j++] = texts[k][i];
+        }
+        shown[k][j] = '\0';
+    }
+    cr_assert_str_eq(line_after(c.out, "A rmsnorm    "), shown[0]);
+    cr_assert_str_eq(line_after(c.out, "B layernorm  "), shown[1]);
+    /* the greedy texts agree up to "she saw a big," and then go " r"(ed) and " s"(hiny) */
+    cr_assert_str_eq(line_after(c.out, "first difference at position "),
+                     "40 (continuation token 36): A ' r', B ' s'");
+    cr_assert(strstr(c.out, "layer 4 ffn"));
+    cr_assert(strstr(c.out, "final"));
+    cr_assert(strstr(c.out, "top-1 agreement"));
+    result_free(&a);
+    result_free(&b);
+    result_free(&c);
+}
+
+Test(run, compare_eps_placement_is_close) {
+    RunResult r = run_program((const char *[]){MODEL, "-t", "0", "-n", "64", "--threads=1",
+                                               "--compare=rmsnorm,rmsnorm_eps_outside", "--json",
+                                               "Hi", NULL});
+    cr_assert_eq(r.exit_code, 0, "stderr: %s", r.err);
+    cr_assert(strstr(r.out, "\"first_difference\": -1"), "same greedy text: %s", r.out);
+    cr_assert(strstr(r.out, "\"top1_agreement\": 1,"), "%s", r.out);
+    result_free(&r);
+}
+
+Test(bad_input, ppl_files) {
+    make_scratch();
+    expect_error((const char *[]){MODEL, "--ppl", "no-such-text.txt", NULL},
+                 "no-such-text.txt: cannot open");
+    expect_error((const char *[]){MODEL, "--ppl", "models", NULL}, "models: not a regular file");
+    char *empty = scratch_path("empty.txt");
+    cr_assert_eq(write_file(empty, "", 0), 0);
+    expect_error((const char *[]){MODEL, "--ppl", empty, NULL}, "the text file is empty");
+    /* remove_extra_whitespaces leaves nothing of it: BOS alone, nothing to predict */
+    char *spaces = scratch_path("spaces.txt");
+    cr_assert_eq(write_file(spaces, "   ", 3), 0);
+    expect_error((const char *[]){MODEL, "--ppl", spaces, NULL}, "shorter than 2 tokens");
+    char *bad = scratch_path("bad.txt");
+    cr_assert_eq(write_file(bad, "caf\xc3", 4), 0);
+    expect_error((const char *[]){MODEL, "--ppl", bad, NULL}, "not valid UTF-8");
+    char *nul = scratch_path("nul.txt");
+    cr_assert_eq(write_file(nul, "a\0b", 3), 0);
+    expect_error((const char *[]){MODEL, "--ppl", nul, NULL}, "contains a NUL byte");
+}
+
+Test(bad_input, mode_options) {
+    expect_error((const char *[]){MODEL, "--ppl", NULL}, "--ppl needs a value");
+    expect_error((const char *[]){MODEL, "Hi", "--ppl", "data/stories.txt", NULL},
+                 "--ppl reads its text from FILE; drop the prompt");
+    expect_error((const char *[]){MODEL, "--ppl", "data/stories.txt", "--compare", NULL},
+                 "--compare and --ppl are separate modes");
+    expect_error((const char *[]){MODEL, "--compare", "--norm=layernorm", NULL},
+                 "name them with --compare=A,B instead of --norm");
+    expect_error((const char *[]){MODEL, "--compare", "--profile", NULL},
+                 "--compare times both norms itself");
+    expect_error((const char *[]){MODEL, "--compare=rmsnorm", NULL},
+                 "--compare needs two norms as A,B, got 'rmsnorm'");
+    expect_error((const char *[]){MODEL, "--compare=rmsnorm,layernorm,rmsnorm", NULL},
+                 "--compare needs two norms as A,B");
+    expect_error((const char *[]){MODEL, "--compare=rmsnorm,batchnorm", NULL},
+                 "unknown norm 'batchnorm' in --compare");
+    expect_error((const char *[]){MODEL, "--compare=,layernorm", NULL}, "unknown norm ''");
+    expect_error((const char *[]){MODEL, "--compare=layernorm,layernorm", NULL},
+                 "two different norms, got 'layernorm' twice");
+    expect_error((const char *[]){MODEL, "--profile=1", NULL}, "unknown option '--profile=1'");
+}
+
+Test(run, compare_at_full_seq_len) {
+    /* a 501-token prompt and -n 512: A's text reaches 513 tokens, one more than the kv cache
+     * holds; teacher forcing must stop at seq_len (the sanitizer build checks the bounds) */
+    char prompt[1100] = "";
+    for (int i = 0; i < 500; i++) strcat(prompt, " a");
+    RunResult r = run_program(
+        (const char *[]){MODEL, "-t", "0", "-n", "512", "--threads=1", "--compare", prompt, NULL});
+    cr_assert_eq(r.exit_code, 0, "stderr: %s", r.err);
+    cr_assert(strstr(r.out, "teacher-forced along A's text (512 positions)"), "%s", r.out);
+    result_free(&r);
 }

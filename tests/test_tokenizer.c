@@ -83,12 +83,14 @@ static void free_cases(Case *cases, int n) {
     for (int i = 0; i < n; i++) free(cases[i].text);
 }
 
-/* Encodes into a buffer of exactly the documented size, so ASan catches an overflow. */
+/* Encodes into a buffer of exactly the documented size, so ASan catches an overflow: 3 ids per
+ * byte in general, 1 per byte for valid UTF-8. */
 static int *encode_exact(const Tokenizer *t, const char *text, int bos, int eos, int *n) {
-    int *tokens = malloc((strlen(text) + 3) * sizeof(int));
+    size_t len = strlen(text);
+    int valid = tokenizer_utf8_invalid_at(text) < 0;
+    int *tokens = malloc(((valid ? len : 3 * len) + 3) * sizeof(int));
     cr_assert_not_null(tokens);
     *n = tokenizer_encode(t, text, bos, eos, tokens);
-    cr_assert_leq(*n, (int)strlen(text) + 3);
     return tokens;
 }
 
@@ -108,6 +110,7 @@ static void check_fixture_ids(const char *model, const char *fixture) {
     for (int i = 0; i < n_cases; i++) {
         int n;
         int *got = encode_exact(&t, cases[i].text, 1, 0, &n);
+        cr_expect_leq(n, (int)strlen(cases[i].text) + 3);
         int same = n == cases[i].n_ids && memcmp(got, cases[i].ids, (size_t)n * sizeof(int)) == 0;
         if (!same) {
             static char want_s[8192], got_s[8192];
@@ -362,6 +365,41 @@ Test(tokenizer_load_errors, corrupt_files) {
     put_i32(&b, 1 << 30); /* absurd length */
     expect_load_error("huge_len.bin", b.data, b.size, "exceeds max_token_length");
 
+    b.size = 0;
+    put_i32(&b, -7);
+    put_piece(&b, 0, "a");
+    expect_load_error("negative_max_len.bin", b.data, b.size, "bad max_token_length -7");
+
+    b.size = 0;
+    put_i32(&b, 1 << 30);
+    put_piece(&b, 0, "a");
+    expect_load_error("huge_max_len.bin", b.data, b.size, "bad max_token_length 1073741824");
+
+    b.size = 0;
+    put_i32(&b, 3);
+    put_piece(&b, 0, "ab");
+    put_piece(&b, 0, "abcd"); /* longer than the header's max_token_length */
+    expect_load_error("long_piece.bin", b.data, b.size,
+                      "piece length 4 in entry 1 exceeds max_token_length 3");
+
+    b.size = 0;
+    put_i32(&b, 7);
+    put_piece(&b, 0, "<unk>");
+    put_piece(&b, 0, "a\nb");
+    put_piece(&b, 0, "c");
+    put_piece(&b, 0, "a\nb");
+    expect_load_error("duplicate.bin", b.data, b.size,
+                      "duplicate piece \"a\\x0Ab\" at ids 1 and 3");
+
+    b.size = 0;
+    put_i32(&b, 7);
+    put_piece(&b, 0, "<unk>");
+    put_f32(&b, 0);
+    put_i32(&b, 3);
+    memcpy(b.data + b.size, "a\0b", 3);
+    b.size += 3;
+    expect_load_error("nul_piece.bin", b.data, b.size, "piece in entry 1 contains a NUL byte");
+
     /* A real file cut in the middle of a piece, and in the middle of an entry header. */
     FILE *f = fopen(TOK512_PATH, "rb");
     cr_assert_not_null(f, "missing %s", TOK512_PATH);
@@ -471,19 +509,21 @@ Test(tokenizer_encode, extra_whitespace) {
 }
 
 /* The emoji's bytes F0 9F concatenate to the piece "\xF0\x9F", but byte-fallback bytes never
- * merge. Invalid UTF-8 bytes (a stray continuation byte, a cut-short sequence) are single bytes. */
-Test(tokenizer_encode, byte_fallback_never_merges) {
+ * merge. Each byte that does not start well-formed UTF-8 (a stray continuation byte, a cut-short
+ * sequence, each byte of an overlong form) becomes U+FFFD, EF BF BD, which the small vocabulary
+ * lacks: three byte pieces, 3 ids for 1 byte of text. */
+Test(tokenizer_encode, invalid_utf8_becomes_replacement_character) {
     Tokenizer t;
     load_small_vocab(&t);
     int want[] = {259, 3 + 0xF0, 3 + 0x9F, 3 + 0x98, 3 + 0x80};
     expect_ids(&t, "\xF0\x9F\x98\x80", 0, 0, want, 5);
-    int want_invalid[] = {263, 3 + 0x80, 261, 3 + 0xC3};
+    int want_invalid[] = {263, 3 + 0xEF, 3 + 0xBF, 3 + 0xBD, 261, 3 + 0xEF, 3 + 0xBF, 3 + 0xBD};
     expect_ids(&t,
                "a\x80"
                "b\xC3",
-               0, 0, want_invalid, 4);
-    int want_overlong[] = {259, 3 + 0xC0, 3 + 0xAF};
-    expect_ids(&t, "\xC0\xAF", 0, 0, want_overlong, 3);
+               0, 0, want_invalid, 8);
+    int want_overlong[] = {1, 259, 3 + 0xEF, 3 + 0xBF, 3 + 0xBD, 3 + 0xEF, 3 + 0xBF, 3 + 0xBD, 2};
+    expect_ids(&t, "\xC0\xAF", 1, 1, want_overlong, 9); /* fills all 3 * 2 + 3 */
     tokenizer_free(&t);
 }
 
@@ -557,4 +597,60 @@ Test(tokenizer_print, skips_control_bytes, .init = cr_redirect_stdout) {
     tokenizer_print_piece(" !");
     fflush(stdout);
     cr_assert_stdout_eq_str("Hello\n\xE6\x97\xA5 !");
+}
+
+/* A vocabulary with a piece that holds a non-space followed by a space, "a b": encode cannot then
+ * cut the text before its spaces. Pieces after the bytes: 259 " ", 260 "a", 261 "b", 262 "a " (-1),
+ * 263 " a" (-2), 264 "a b" (-3). " a b": "a " merges first (-1 beats -2), then "a " + "b". */
+Test(tokenizer_encode, merges_across_a_space_when_a_piece_does) {
+    make_tmp_dir();
+    static Buf b;
+    b.size = 0;
+    put_i32(&b, 8);
+    put_piece(&b, 0, "<unk>");
+    put_piece(&b, 0, "\n<s>\n");
+    put_piece(&b, 0, "\n</s>\n");
+    for (int i = 0; i < 256; i++) {
+        char piece[8];
+        snprintf(piece, sizeof piece, "<0x%02X>", i);
+        put_piece(&b, 0, piece);
+    }
+    put_piece(&b, -100, " ");
+    put_piece(&b, -100, "a");
+    put_piece(&b, -100, "b");
+    put_piece(&b, -1, "a ");
+    put_piece(&b, -2, " a");
+    put_piece(&b, -3, "a b");
+    char path[128];
+    snprintf(path, sizeof path, "%s/across.bin", tmp_dir);
+    write_file(path, b.data, b.size);
+    Tokenizer t;
+    load_or_fail(&t, path);
+    unlink(path);
+    rmdir(tmp_dir);
+    int want[] = {259, 264};
+    expect_ids(&t, "a b", 0, 0, want, 2);
+    int want2[] = {259, 264, 259, 264}; /* " a b a b": twice the same, cut nowhere */
+    expect_ids(&t, "a b a b", 0, 0, want2, 4);
+    tokenizer_free(&t);
+}
+
+/* SentencePiece takes a literal U+2581 (E2 96 81) as a space, after squeezing spaces: with
+ * remove_extra_whitespaces a trailing one goes like a trailing space, a leading one stays (the
+ * small vocabulary: 259 " ", 263 " a" (-2), 266 " b" (-5)). */
+Test(tokenizer_encode, lower_one_eighth_block_is_a_space) {
+    Tokenizer t;
+    load_small_vocab(&t);
+    int trailing[] = {263};
+    expect_ids(&t, "a\xE2\x96\x81", 0, 0, trailing, 1);
+    int leading[] = {259, 263};
+    expect_ids(&t,
+               "\xE2\x96\x81"
+               "a",
+               0, 0, leading, 2);
+    int inside[] = {263, 259, 266}; /* "a" U+2581 " b": not squeezed into one space */
+    expect_ids(&t, "a\xE2\x96\x81 b", 0, 0, inside, 3);
+    int only[] = {1};
+    expect_ids(&t, "\xE2\x96\x81", 1, 0, only, 1);
+    tokenizer_free(&t);
 }

@@ -1,0 +1,88 @@
+#include "eval.h"
+
+#include <math.h>
+
+double token_nll(const float *logits, int n, int target) {
+    double max = logits[0];
+    for (int i = 1; i < n; i++)
+        if (logits[i] > max) max = logits[i];
+    double sum = 0.0;
+    for (int i = 0; i < n; i++) sum += exp(logits[i] - max);
+    return max + log(sum) - logits[target];
+}
+
+LogitsDiff logits_diff(const float *logits_p, const float *logits_q, int n) {
+    double max_p = logits_p[0], max_q = logits_q[0];
+    int top_p = 0, top_q = 0;
+    for (int i = 1; i < n; i++) {
+        if (logits_p[i] > max_p) max_p = logits_p[i], top_p = i;
+        if (logits_q[i] > max_q) max_q = logits_q[i], top_q = i;
+    }
+    double sum_p = 0.0, sum_q = 0.0;
+    for (int i = 0; i < n; i++) {
+        sum_p += exp(logits_p[i] - max_p);
+        sum_q += exp(logits_q[i] - max_q);
+    }
+    double lse_p = max_p + log(sum_p), lse_q = max_q + log(sum_q);
+    LogitsDiff d = {.top1_agree = top_p == top_q};
+    for (int i = 0; i < n; i++) {
+        double log_p = logits_p[i] - lse_p, log_q = logits_q[i] - lse_q;
+        d.kl += exp(log_p) * (log_p - log_q);
+        double diff = fabs((double)logits_p[i] - logits_q[i]);
+        if (diff > d.max_abs_diff) d.max_abs_diff = diff;
+    }
+    return d;
+}
+
+double text_nll(Model *m, const int *tokens, int n_tokens, int *n_predicted, int *n_chunks) {
+    int seq_len = m->config.seq_len, vocab_size = m->config.vocab_size;
+    double nll = 0.0;
+    *n_chunks = 0;
+    /* text tokens [start, end) form one chunk; position p feeds BOS or tokens[start + p - 1] */
+    for (int start = 1; start < n_tokens; start += seq_len) {
+        int end = start + seq_len < n_tokens ? start + seq_len : n_tokens;
+        for (int pos = 0; pos < end - start; pos++) {
+            int input = pos == 0 ? tokens[0] : tokens[start + pos - 1];
+            const float *logits = model_forward(m, input, pos);
+            nll += token_nll(logits, vocab_size, tokens[start + pos]);
+        }
+        (*n_chunks)++;
+    }
+    *n_predicted = n_tokens - 1;
+    return nll;
+}
+
+void site_stats_add(SiteStats *s, const float *x, int dim) {
+    double sum = 0.0, ss = 0.0;
+    for (int i = 0; i < dim; i++) sum += x[i], ss += (double)x[i] * x[i];
+    double mean = sum / dim, rms = sqrt(ss / dim);
+    s->mean += mean;
+    s->rms += rms;
+    s->mean_over_rms += rms > 0.0 ? fabs(mean) / rms : 0.0;
+    s->count++;
+}
+
+static struct {
+    NormFn inner;
+    SiteStats *sites;
+    int n_sites;
+    long calls;
+} observer;
+
+static void observing_norm(float *out, const float *x, const float *weight, const float *bias,
+                           int dim, float eps) {
+    site_stats_add(&observer.sites[observer.calls++ % observer.n_sites], x, dim);
+    observer.inner(out, x, weight, bias, dim, eps);
+}
+
+void norm_observe_start(Model *m, NormFn inner, SiteStats *sites, int n_sites) {
+    observer.inner = inner;
+    observer.sites = sites;
+    observer.n_sites = n_sites;
+    observer.calls = 0;
+    m->norm = observing_norm;
+}
+
+void norm_observe_stop(Model *m) {
+    m->norm = observer.inner;
+}

@@ -1,0 +1,47 @@
+#include "profile.h"
+
+#include <stdlib.h>
+#include <time.h>
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+void profile_start(Profile *p) {
+    p->last = now_seconds();
+}
+
+void profile_lap(Profile *p, OpClass op) {
+    double t = now_seconds();
+    p->seconds[op] += t - p->last;
+    p->laps[op]++;
+    p->last = t;
+}
+
+static int by_value(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double profile_lap_cost(void) {
+    enum { ROUNDS = 15, LAPS = 1000 };
+    double cost[ROUNDS];
+    for (int r = 0; r < ROUNDS; r++) {
+        Profile p = {0};
+        profile_start(&p);
+        double t0 = p.last;
+        for (int i = 0; i < LAPS; i++) profile_lap(&p, OP_EMBEDDING);
+        cost[r] = (p.last - t0) / LAPS;
+    }
+    qsort(cost, ROUNDS, sizeof(double), by_value);
+    return cost[ROUNDS / 2];
+}
+
+const char *op_name(OpClass op) {
+    static const char *names[N_OPS] = {"embedding", "norms",      "qkv",
+                                       "rope",      "attention",  "output projection",
+                                       "ffn",       "classifier", "sampling"};
+    return op >= 0 && op < N_OPS ? names[op] : "?";
+}

@@ -1,0 +1,45 @@
+/* Wall-clock profiling by operation class, for run's --profile and --compare.
+ *
+ * Code under measurement calls profile_lap after each operation; a lap's time (since the previous
+ * lap or profile_start) goes to that operation's class.
+ */
+#ifndef PROFILE_H
+#define PROFILE_H
+
+/* Operation classes that --profile times; the residual adds count with the projection before
+ * them (OP_OUTPUT_PROJ, OP_FFN). */
+typedef enum {
+    OP_EMBEDDING,
+    OP_NORM,
+    OP_QKV,
+    OP_ROPE,
+    OP_ATTENTION, /* scores, softmax and mixing of the values */
+    OP_OUTPUT_PROJ,
+    OP_FFN,
+    OP_CLASSIFIER,
+    OP_SAMPLING, /* timed by the caller of model_forward */
+    N_OPS
+} OpClass;
+
+/* Wall-clock time per operation class, summed over a run, measured as laps: each lap ends at a
+ * profile_lap call and began at the previous one (or at profile_start). */
+typedef struct {
+    double seconds[N_OPS];
+    long laps[N_OPS];
+    double last; /* end of the previous lap, seconds on CLOCK_MONOTONIC */
+} Profile;
+
+/* Begins the next lap now. */
+void profile_start(Profile *p);
+
+/* Ends a lap: adds the time since the previous lap (or profile_start) to class `op`. */
+void profile_lap(Profile *p, OpClass op);
+
+/* The seconds one profile_lap call itself adds to the lap it ends (median of a calibration
+ * run): subtract laps[op] times it from seconds[op] to get the operations' own time. */
+double profile_lap_cost(void);
+
+/* Short name of an operation class ("embedding", "norms", ...), "?" out of range. */
+const char *op_name(OpClass op);
+
+#endif
