@@ -106,4 +106,9 @@ void model_free(Model *m);
  * class's time to it (every class but OP_SAMPLING). */
 float *model_forward(Model *m, int token, int pos);
 
+/* In-place softmax over x (n >= 1): x[i] = exp(x[i] - max) / sum_j exp(x[j] - max), the max
+ * subtracted so that no exp overflows; the same operations in the same order as llama2.c's
+ * softmax, which the attention weights and the sampler both use. */
+void softmax(float *x, int n);
+
 #endif
