@@ -748,8 +748,7 @@ static void rope(float *v, int n, int head_size, int pos, const float *inv_freq)
     }
 }
 
-/* In-place softmax over x[0..n). */
-static void softmax(float *x, int n) {
+void softmax(float *x, int n) {
     float max = x[0];
     for (int i = 1; i < n; i++)
         if (x[i] > max) max = x[i];

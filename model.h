@@ -142,4 +142,9 @@ float *model_forward(Model *m, int token, int pos);
  * operation classes as model_forward. */
 void model_prefill(Model *m, const int *tokens, int n, float *logits);
 
+/* In-place softmax over x (n >= 1): x[i] = exp(x[i] - max) / sum_j exp(x[j] - max), the max
+ * subtracted so that no exp overflows; the same operations in the same order as llama2.c's
+ * softmax, which the attention weights and the sampler both use. */
+void softmax(float *x, int n);
+
 #endif

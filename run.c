@@ -62,18 +62,6 @@ static int argmax(const float *x, int n) {
     return best;
 }
 
-static void softmax(float *x, int n) {
-    float max = x[0];
-    for (int i = 1; i < n; i++)
-        if (x[i] > max) max = x[i];
-    float sum = 0.0f;
-    for (int i = 0; i < n; i++) {
-        x[i] = expf(x[i] - max);
-        sum += x[i];
-    }
-    for (int i = 0; i < n; i++) x[i] /= sum;
-}
-
 /* Inverse-CDF draw from probs (n) with coin in [0, 1). */
 static int sample_full(const float *probs, int n, float coin) {
     float cdf = 0.0f;

@@ -694,7 +694,8 @@ void tokenizer_print_piece(const char *piece) {
     if (!piece || piece[0] == '\0') return;
     if (piece[1] == '\0') {
         unsigned char c = (unsigned char)piece[0];
-        if (!(isprint(c) || isspace(c))) return; /* a raw control byte */
+        /* a raw control byte; bytes from 0x80 up are parts of UTF-8 characters, so they print */
+        if (c < 0x80 && !(isprint(c) || isspace(c))) return;
     }
     fputs(piece, stdout);
 }

@@ -96,8 +96,9 @@ long tokenizer_utf8_invalid_at(const char *text);
  * string is owned by `t`. Out-of-range ids give "". */
 const char *tokenizer_decode(const Tokenizer *t, int prev_token, int token);
 
-/* Writes `piece` to stdout unless it is NULL, empty or a single byte that is neither printable
- * nor whitespace (a raw control byte), as llama2.c's safe_printf does. */
+/* Writes `piece` to stdout unless it is NULL, empty or a single ASCII byte that is neither
+ * printable nor whitespace (a raw control byte), as llama2.c's safe_printf does; unlike it, single
+ * bytes from 0x80 up print, since byte-fallback tokens spell UTF-8 characters (an emoji is four). */
 void tokenizer_print_piece(const char *piece);
 
 #endif

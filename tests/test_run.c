@@ -166,6 +166,15 @@ Test(run, tiny_temperature_and_topp_are_greedy_in_the_limit) {
     free(greedy);
 }
 
+Test(run, byte_fallback_characters_are_echoed) {
+    /* tok512 has no piece for the emoji: it is four <0xXX> tokens, printed as its four bytes */
+    RunResult r = run_program(
+        (const char *[]){MODEL, "-i", "caf\xc3\xa9 \xf0\x9f\x98\x80 ok", "-n", "12", "-t", "0", NULL});
+    cr_assert_eq(r.exit_code, 0, "stderr: %s", r.err);
+    cr_assert(strncmp(r.out, "caf\xc3\xa9 \xf0\x9f\x98\x80 ok", 12) == 0, "%s", r.out);
+    result_free(&r);
+}
+
 Test(run, generated_count_in_summary) {
     /* -n 2 with the 2-token prompt "Once" (BOS, "Once") samples exactly one token */
     RunResult r = run_program((const char *[]){MODEL, "Once", "-n", "2", "-t", "0", NULL});

@@ -223,6 +223,20 @@ static void expect_load_error(const char *name, const void *data, size_t size, c
     unlink(path);
 }
 
+/* The header (max_token_length 8), the 3 specials and the 256 byte pieces (ids 3..258) that
+ * every hand-made vocabulary here starts with. */
+static void put_specials_and_bytes(Buf *b) {
+    put_i32(b, 8);
+    put_piece(b, 0, "<unk>");
+    put_piece(b, 0, "\n<s>\n");
+    put_piece(b, 0, "\n</s>\n");
+    for (int i = 0; i < 256; i++) {
+        char piece[8];
+        snprintf(piece, sizeof piece, "<0x%02X>", i);
+        put_piece(b, 0, piece);
+    }
+}
+
 /* A small vocabulary: the 3 specials, the 256 byte pieces (ids 3..258), then
  *   259 " "  260 "a"  261 "b"  262 "ab" (-1)  263 " a" (-2)  264 "ba" (-1)  265 "\xF0\x9F" (-1)
  *   266 " b" (-5)
@@ -230,15 +244,7 @@ static void expect_load_error(const char *name, const void *data, size_t size, c
 static void write_small_vocab(const char *path) {
     static Buf b;
     b.size = 0;
-    put_i32(&b, 8);
-    put_piece(&b, 0, "<unk>");
-    put_piece(&b, 0, "\n<s>\n");
-    put_piece(&b, 0, "\n</s>\n");
-    for (int i = 0; i < 256; i++) {
-        char piece[8];
-        snprintf(piece, sizeof piece, "<0x%02X>", i);
-        put_piece(&b, 0, piece);
-    }
+    put_specials_and_bytes(&b);
     put_piece(&b, -100, " ");
     put_piece(&b, -100, "a");
     put_piece(&b, -100, "b");
@@ -606,15 +612,7 @@ Test(tokenizer_encode, merges_across_a_space_when_a_piece_does) {
     make_tmp_dir();
     static Buf b;
     b.size = 0;
-    put_i32(&b, 8);
-    put_piece(&b, 0, "<unk>");
-    put_piece(&b, 0, "\n<s>\n");
-    put_piece(&b, 0, "\n</s>\n");
-    for (int i = 0; i < 256; i++) {
-        char piece[8];
-        snprintf(piece, sizeof piece, "<0x%02X>", i);
-        put_piece(&b, 0, piece);
-    }
+    put_specials_and_bytes(&b);
     put_piece(&b, -100, " ");
     put_piece(&b, -100, "a");
     put_piece(&b, -100, "b");
