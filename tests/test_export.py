@@ -44,7 +44,8 @@ class Skip(Exception):
 
 
 def run(*args, program=None):
-    p = subprocess.run([program or RUN, *args], capture_output=True, text=True)
+    # errors="replace": random models' text can hold byte pieces that are not UTF-8 on their own
+    p = subprocess.run([program or RUN, *args], capture_output=True, text=True, errors="replace")
     return p.returncode, p.stdout, p.stderr
 
 
