@@ -28,13 +28,12 @@ done
 
 median() { sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
 
-# The prefill prompt: 256 tokens with BOS in the Llama 2 vocabulary. run with -n 1 names the
-# prompt's length in its error; -n equal to it runs the prompt and generates nothing, so the rate
-# run prints is the prefill rate.
+# The prefill prompt: 256 tokens with BOS in the Llama 2 vocabulary (counted by run --tokenize);
+# -n equal to its length runs the prompt and generates nothing, so the rate run prints is the
+# prefill rate.
 prompt=$(for ((i = 0; i < 23; i++)); do printf 'Once upon a time, there was a little dog. '; done)
 prompt+="The end"
-n_prompt=$({ ./run "$dir/15M-f32.nllm" -z models/tokenizer.bin -n 1 "$prompt" 2>&1 || true; } |
-    sed -n 's/.*the prompt is \([0-9]*\) tokens.*/\1/p')
+n_prompt=$(./run "$dir/15M-f32.nllm" -z models/tokenizer.bin --tokenize "$prompt" | wc -l)
 
 declare -A bandwidth
 for threads in 1 2; do
