@@ -1,6 +1,7 @@
 /* End to end: the `run` binary on stories260K against llama2.c's outputs, and every bad input
  * getting one line on stderr and a non-zero exit. */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -168,8 +169,8 @@ Test(run, tiny_temperature_and_topp_are_greedy_in_the_limit) {
 
 Test(run, byte_fallback_characters_are_echoed) {
     /* tok512 has no piece for the emoji: it is four <0xXX> tokens, printed as its four bytes */
-    RunResult r = run_program(
-        (const char *[]){MODEL, "-i", "caf\xc3\xa9 \xf0\x9f\x98\x80 ok", "-n", "12", "-t", "0", NULL});
+    RunResult r = run_program((const char *[]){MODEL, "-i", "caf\xc3\xa9 \xf0\x9f\x98\x80 ok", "-n",
+                                               "12", "-t", "0", NULL});
     cr_assert_eq(r.exit_code, 0, "stderr: %s", r.err);
     cr_assert(strncmp(r.out, "caf\xc3\xa9 \xf0\x9f\x98\x80 ok", 12) == 0, "%s", r.out);
     result_free(&r);
@@ -254,6 +255,41 @@ Test(bad_input, fifo_tokenizer_without_writer) {
     expect_error((const char *[]){MODEL, "-z", fifo, NULL}, "empty tokenizer file");
 }
 
+Test(bad_input, non_finite_logits) {
+    /* BOS's embedding row (id 1: bytes 28 + 256 .. 28 + 512) set to NaN poisons every logit */
+    make_scratch();
+    size_t n;
+    char *data = read_file(MODEL, &n);
+    float nan_row[64];
+    for (int i = 0; i < 64; i++) nan_row[i] = NAN;
+    memcpy(data + 28 + 64 * sizeof(float), nan_row, sizeof(nan_row));
+    char *path = scratch_path("nan.bin");
+    cr_assert_eq(write_file(path, data, n), 0);
+    free(data);
+    expect_error((const char *[]){path, "-z", TOKENIZER, NULL}, "non-finite logit at position 0");
+}
+
+Test(bad_input, model_folder_too_long_to_look_beside) {
+    make_scratch();
+    char dir[1200];
+    snprintf(dir, sizeof(dir), "%s", scratch);
+    char part[201];
+    memset(part, 'd', 200);
+    part[200] = '\0';
+    for (int i = 0; i < 5; i++) {
+        strcat(dir, "/");
+        strcat(dir, part);
+        cr_assert_eq(mkdir(dir, 0700), 0);
+    }
+    char model[1300];
+    snprintf(model, sizeof(model), "%s/m.bin", dir);
+    size_t n;
+    char *data = read_file(MODEL, &n);
+    cr_assert_eq(write_file(model, data, n), 0);
+    free(data);
+    expect_error((const char *[]){model, NULL}, "too long to look beside it; use -z");
+}
+
 Test(bad_input, missing_tokenizer) {
     expect_error((const char *[]){MODEL, "-z", "models/no-such-tokenizer.bin", NULL},
                  "no-such-tokenizer.bin");
@@ -298,6 +334,8 @@ Test(bad_input, options) {
     expect_error((const char *[]){MODEL, "-t", "inf", NULL}, "-t is out of range");
     expect_error((const char *[]){MODEL, "-t", "1e-46", NULL}, "-t is out of range");
     expect_error((const char *[]){MODEL, "-t=-1", NULL}, "-t (temperature) must be >= 0");
+    expect_error((const char *[]){MODEL, "--compare", "--logits", "/tmp/x", NULL},
+                 "--logits goes with generation");
 }
 
 Test(bad_input, prompt_longer_than_seq_len) {
