@@ -98,7 +98,8 @@ const char *tokenizer_decode(const Tokenizer *t, int prev_token, int token);
 
 /* Writes `piece` to stdout unless it is NULL, empty or a single ASCII byte that is neither
  * printable nor whitespace (a raw control byte), as llama2.c's safe_printf does; unlike it, single
- * bytes from 0x80 up print, since byte-fallback tokens spell UTF-8 characters (an emoji is four). */
+ * bytes from 0x80 up print, since byte-fallback tokens spell UTF-8 characters (an emoji is four).
+ */
 void tokenizer_print_piece(const char *piece);
 
 #endif

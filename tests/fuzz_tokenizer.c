@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "tokenizer.h"
+#include "helpers.h"
 
 static Tokenizer tok512;
 static char file_path[] = "/tmp/fuzz_tokenizer.XXXXXX";
@@ -57,16 +58,6 @@ static char *encode_decode(const Tokenizer *t, const char *text) {
     *p = '\0';
     free(ids);
     return out;
-}
-
-/* text without leading and trailing spaces and with runs of spaces as one */
-static void squeeze_spaces(char *out, const char *in) {
-    while (*in == ' ') in++;
-    char *o = out;
-    for (; *in; in++)
-        if (!(*in == ' ' && (in[1] == ' ' || in[1] == '\0'))) *o++ = *in;
-    while (o > out && o[-1] == ' ') o--;
-    *o = '\0';
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

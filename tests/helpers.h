@@ -25,4 +25,15 @@ int write_file(const char *path, const void *data, size_t size);
 /* Number of '\n'-terminated lines in s. */
 int count_lines(const char *s);
 
+/* SentencePiece's remove_extra_whitespaces, written independently of tokenizer.c: no leading or
+ * trailing spaces, runs of spaces squeezed to one. out must hold strlen(in) + 1 bytes. */
+static inline void squeeze_spaces(char *out, const char *in) {
+    while (*in == ' ') in++;
+    char *o = out;
+    for (; *in; in++)
+        if (!(*in == ' ' && (in[1] == ' ' || in[1] == '\0'))) *o++ = *in;
+    while (o > out && o[-1] == ' ') o--;
+    *o = '\0';
+}
+
 #endif

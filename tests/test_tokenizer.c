@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "helpers.h"
 #include "tokenizer.h"
 
 #define TOK512_PATH  "models/tok512.bin"
@@ -125,17 +126,6 @@ static void check_fixture_ids(const char *model, const char *fixture) {
     tokenizer_free(&t);
 }
 
-/* SentencePiece's remove_extra_whitespaces, written independently of tokenizer.c: no leading or
- * trailing spaces, runs of spaces squeezed to one. */
-static void squeeze_spaces(char *out, const char *in) {
-    while (*in == ' ') in++;
-    char *o = out;
-    for (; *in; in++)
-        if (!(*in == ' ' && (in[1] == ' ' || in[1] == '\0'))) *o++ = *in;
-    while (o > out && o[-1] == ' ') o--;
-    *o = '\0';
-}
-
 /* decode over the ids after BOS, concatenated, must give the text back (squeezed as the
  * normalizer does when the vocabulary removes extra whitespace, as SentencePiece's decode). */
 static void check_round_trip(const char *model, const char *fixture) {
@@ -172,13 +162,6 @@ static void make_tmp_dir(void) {
     cr_assert_not_null(mkdtemp(tmp_dir));
 }
 
-static void write_file(const char *path, const void *data, size_t size) {
-    FILE *f = fopen(path, "wb");
-    cr_assert_not_null(f, "cannot write %s", path);
-    cr_assert_eq(fwrite(data, 1, size, f), size);
-    fclose(f);
-}
-
 /* Little-endian writer for synthetic tokenizer files (the test hosts are little-endian x86/ARM;
  * build the bytes explicitly anyway). */
 typedef struct {
@@ -209,7 +192,7 @@ static void put_piece(Buf *b, float score, const char *piece) {
 static void expect_load_error(const char *name, const void *data, size_t size, const char *what) {
     char path[128];
     snprintf(path, sizeof path, "%s/%s", tmp_dir, name);
-    write_file(path, data, size);
+    cr_assert_eq(write_file(path, data, size), 0, "cannot write %s", path);
     Tokenizer t;
     memset(&t, 0x5A, sizeof t); /* garbage in: load must not depend on it */
     char err[256] = "";
@@ -253,7 +236,7 @@ static void write_small_vocab(const char *path) {
     put_piece(&b, -1, "ba");
     put_piece(&b, -1, "\xF0\x9F");
     put_piece(&b, -5, " b");
-    write_file(path, b.data, b.size);
+    cr_assert_eq(write_file(path, b.data, b.size), 0, "cannot write %s", path);
 }
 
 static void load_small_vocab(Tokenizer *t) {
@@ -621,7 +604,7 @@ Test(tokenizer_encode, merges_across_a_space_when_a_piece_does) {
     put_piece(&b, -3, "a b");
     char path[128];
     snprintf(path, sizeof path, "%s/across.bin", tmp_dir);
-    write_file(path, b.data, b.size);
+    cr_assert_eq(write_file(path, b.data, b.size), 0, "cannot write %s", path);
     Tokenizer t;
     load_or_fail(&t, path);
     unlink(path);
