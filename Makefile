@@ -12,7 +12,7 @@ LDLIBS = -lm
 SANITIZE = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
 LIB_SRC = model.c norm.c tokenizer.c eval.c profile.c
-HEADERS = model.h norm.h tokenizer.h eval.h profile.h
+HEADERS = model.h norm.h simd.h tokenizer.h eval.h profile.h
 TEST_SRC = $(wildcard tests/test_*.c) tests/helpers.c
 
 BENCH_REPEATS ?= 11
@@ -130,7 +130,7 @@ bench: run build/bandwidth
 	models/fetch.sh tokenizer.bin
 	PYTHON=$(PYTHON) tools/bench.sh
 
-build/bench_norm: tools/bench_norm.c norm.c norm.h
+build/bench_norm: tools/bench_norm.c norm.c norm.h simd.h
 	@mkdir -p build
 	$(CC) $(CFLAGS) -I. -o $@ tools/bench_norm.c norm.c $(LDLIBS)
 

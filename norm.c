@@ -4,72 +4,116 @@
 #include <stddef.h>
 #include <string.h>
 
-/* Independent partial sums: they let the compiler keep LANES running sums in vector registers
- * (no -ffast-math needed), and each partial sum stays LANES times smaller, so it rounds less. */
-#define LANES 16
+#include "simd.h"
 
-/* sum_i (x[i] - shift)^2 */
-static float sum_squares(const float *x, int dim, float shift) {
-    float acc[LANES] = {0};
-    int i = 0;
-    for (; i + LANES <= dim; i += LANES)
-        for (int j = 0; j < LANES; j++) acc[j] += (x[i + j] - shift) * (x[i + j] - shift);
-    float ss = 0.0f;
-    for (int j = 0; j < LANES; j++) ss += acc[j];
-    for (; i < dim; i++) ss += (x[i] - shift) * (x[i] - shift);
-    return ss;
+/* The sums below run over vectors of VEC_WIDTH lanes (simd.h) with two accumulators, so that
+ * an add need not wait for the one before it; each lane's partial sum also stays smaller than a
+ * running total would, so it rounds less. */
+
+/* x[i..i + VEC_WIDTH), or the n - i < VEC_WIDTH values left with zeros after them */
+static inline vecf load_upto(const float *x, int i, int n) {
+    return n - i >= VEC_WIDTH ? vec_load(x + i) : vec_load_partial(x + i, n - i);
 }
 
-/* sum_i (x[i] - shift) */
-static float sum(const float *x, int dim, float shift) {
-    float acc[LANES] = {0};
+/* sum_i x[i]^2 */
+static float sum_squares(const float *x, int dim) {
+    vecf acc0 = vec_zero(), acc1 = vec_zero();
     int i = 0;
-    for (; i + LANES <= dim; i += LANES)
-        for (int j = 0; j < LANES; j++) acc[j] += x[i + j] - shift;
-    float s = 0.0f;
-    for (int j = 0; j < LANES; j++) s += acc[j];
-    for (; i < dim; i++) s += x[i] - shift;
-    return s;
+    for (; i + 2 * VEC_WIDTH <= dim; i += 2 * VEC_WIDTH) {
+        vecf a = vec_load(x + i), b = vec_load(x + i + VEC_WIDTH);
+        acc0 = vec_fmadd(a, a, acc0);
+        acc1 = vec_fmadd(b, b, acc1);
+    }
+    for (; i < dim; i += VEC_WIDTH) {
+        vecf a = load_upto(x, i, dim);
+        acc0 = vec_fmadd(a, a, acc0);
+    }
+    return vec_sum(vec_add(acc0, acc1));
+}
+
+/* sum_i x[i] */
+static float sum(const float *x, int dim) {
+    vecf acc0 = vec_zero(), acc1 = vec_zero();
+    int i = 0;
+    for (; i + 2 * VEC_WIDTH <= dim; i += 2 * VEC_WIDTH) {
+        acc0 = vec_add(vec_load(x + i), acc0);
+        acc1 = vec_add(vec_load(x + i + VEC_WIDTH), acc1);
+    }
+    for (; i < dim; i += VEC_WIDTH) acc0 = vec_add(load_upto(x, i, dim), acc0);
+    return vec_sum(vec_add(acc0, acc1));
+}
+
+/* sum_i (x[i] - shift)^k over one vector d of x - shift, into acc1 (k = 1) and acc2 (k = 2) */
+static inline void add_shifted(vecf d, vecf *acc1, vecf *acc2) {
+    *acc1 = vec_add(d, *acc1);
+    *acc2 = vec_fmadd(d, d, *acc2);
+}
+
+/* *s1 = sum_i (x[i] - shift) and *s2 = sum_i (x[i] - shift)^2, in one pass over x. The zeros
+ * after a partial last vector become -shift: they are taken back out. */
+static void shifted_sums(const float *x, int dim, float shift, float *s1, float *s2) {
+    vecf a1 = vec_zero(), a2 = vec_zero(), b1 = vec_zero(), b2 = vec_zero();
+    vecf vshift = vec_set1(shift);
+    int i = 0;
+    for (; i + 2 * VEC_WIDTH <= dim; i += 2 * VEC_WIDTH) {
+        add_shifted(vec_sub(vec_load(x + i), vshift), &a1, &a2);
+        add_shifted(vec_sub(vec_load(x + i + VEC_WIDTH), vshift), &b1, &b2);
+    }
+    for (; i < dim; i += VEC_WIDTH) add_shifted(vec_sub(load_upto(x, i, dim), vshift), &a1, &a2);
+    float pad = (float)(i - dim); /* lanes past the end of the row */
+    *s1 = vec_sum(vec_add(a1, b1)) + pad * shift;
+    *s2 = vec_sum(vec_add(a2, b2)) - pad * shift * shift;
+}
+
+/* out = weight * (scale * (x - center)) + bias (bias may be NULL: none), the last step of every
+ * norm. It prefetches the row after x (the next row of a batch, or whatever follows x: a
+ * prefetch never faults) while it writes this one, so that the next call finds its row in cache
+ * rather than reading it from memory only after these writes. */
+static void write_normalized(float *out, const float *x, const float *weight, const float *bias,
+                             int dim, float center, float scale) {
+    vecf vcenter = vec_set1(center), vscale = vec_set1(scale);
+    for (int i = 0; i < dim; i += VEC_WIDTH) {
+        __builtin_prefetch(x + dim + i);
+        vecf normalized = vec_mul(vscale, vec_sub(load_upto(x, i, dim), vcenter));
+        vecf y = vec_mul(load_upto(weight, i, dim), normalized);
+        if (bias) y = vec_add(y, load_upto(bias, i, dim));
+        if (dim - i >= VEC_WIDTH)
+            vec_store(out + i, y);
+        else
+            vec_store_partial(out + i, y, dim - i);
+    }
 }
 
 void rmsnorm(float *out, const float *x, const float *weight, const float *bias, int dim,
              float eps) {
     (void)bias;
-    float inv_rms = 1.0f / sqrtf(sum_squares(x, dim, 0.0f) / dim + eps);
-    for (int i = 0; i < dim; i++) out[i] = weight[i] * (inv_rms * x[i]);
+    float inv_rms = 1.0f / sqrtf(sum_squares(x, dim) / dim + eps);
+    write_normalized(out, x, weight, NULL, dim, 0.0f, inv_rms);
 }
 
 void rmsnorm_eps_outside(float *out, const float *x, const float *weight, const float *bias,
                          int dim, float eps) {
     (void)bias;
-    float inv = 1.0f / (sqrtf(sum_squares(x, dim, 0.0f) / dim) + eps);
-    for (int i = 0; i < dim; i++) out[i] = weight[i] * (inv * x[i]);
+    float inv = 1.0f / (sqrtf(sum_squares(x, dim) / dim) + eps);
+    write_normalized(out, x, weight, NULL, dim, 0.0f, inv);
 }
 
 void layernorm(float *out, const float *x, const float *weight, const float *bias, int dim,
                float eps) {
     /* Shifted data (Chan, Golub & LeVeque 1983, eq. 1.7): with d = x - shift, the mean is
      * shift + mean(d) and the variance mean(d^2) - mean(d)^2, which cancels nothing as long as
-     * shift is near the mean. shift is the fp32 mean of the first block; blocks of BLOCK values
-     * stay in L1 between their two sums, so a long row is streamed from memory twice (here and
-     * for the output), as in rmsnorm. */
-    enum { BLOCK = 1024 };
-    int first = dim < BLOCK ? dim : BLOCK;
-    float shift = sum(x, first, 0.0f) / first;
-    float s1 = 0.0f, s2 = 0.0f;
-    for (int b = 0; b < dim; b += BLOCK) {
-        int n = dim - b < BLOCK ? dim - b : BLOCK;
-        s1 += sum(x + b, n, shift);
-        s2 += sum_squares(x + b, n, shift);
-    }
+     * shift is near the mean. shift is the mean of the first SHIFT_SAMPLE values: near the mean
+     * for any row not dominated by outliers, and cheap, so that the row is read once for both
+     * sums and once for the output, as in rmsnorm. */
+    enum { SHIFT_SAMPLE = 64 };
+    int first = dim < SHIFT_SAMPLE ? dim : SHIFT_SAMPLE;
+    float shift = sum(x, first) / first;
+    float s1, s2;
+    shifted_sums(x, dim, shift, &s1, &s2);
     float mean = shift + s1 / dim;
     float var = s2 / dim - (s1 / dim) * (s1 / dim);
     float inv_std = 1.0f / sqrtf((var > 0.0f ? var : 0.0f) + eps);
-    if (bias) {
-        for (int i = 0; i < dim; i++) out[i] = weight[i] * (inv_std * (x[i] - mean)) + bias[i];
-    } else {
-        for (int i = 0; i < dim; i++) out[i] = weight[i] * (inv_std * (x[i] - mean));
-    }
+    write_normalized(out, x, weight, bias, dim, mean, inv_std);
 }
 
 /* ----------------------------------------------------------------------------

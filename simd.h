@@ -1,0 +1,195 @@
+/* simd.h: the few vector operations the kernels (matmul in model.c, the norms in norm.c) are
+ * written in, for one of three targets picked at compile time:
+ *   AVX-512 (-march with avx512f/bw/vl): vecf holds 16 floats;
+ *   AVX2 + FMA:                          vecf holds 8 floats;
+ *   anything else (the portable build):  vecf is one float, the ops plain C.
+ * VEC_WIDTH is the number of floats in a vecf. Loads read exactly VEC_WIDTH values; the
+ * *_partial forms read n < VEC_WIDTH values and fill the other lanes with zeros, without
+ * touching memory past p + n. Weights stored as bf16 or int8 are widened to floats on load.
+ */
+#ifndef SIMD_H
+#define SIMD_H
+
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#include <immintrin.h>
+#define VEC_WIDTH 16
+typedef __m512 vecf;
+static inline vecf vec_zero(void) {
+    return _mm512_setzero_ps();
+}
+static inline vecf vec_set1(float a) {
+    return _mm512_set1_ps(a);
+}
+static inline vecf vec_add(vecf a, vecf b) {
+    return _mm512_add_ps(a, b);
+}
+static inline vecf vec_sub(vecf a, vecf b) {
+    return _mm512_sub_ps(a, b);
+}
+static inline vecf vec_mul(vecf a, vecf b) {
+    return _mm512_mul_ps(a, b);
+}
+/* a * b + c, rounded once */
+static inline vecf vec_fmadd(vecf a, vecf b, vecf c) {
+    return _mm512_fmadd_ps(a, b, c);
+}
+static inline vecf vec_load(const float *p) {
+    return _mm512_loadu_ps(p);
+}
+static inline vecf vec_load_partial(const float *p, int n) {
+    return _mm512_maskz_loadu_ps((__mmask16)((1u << n) - 1), p);
+}
+static inline void vec_store(float *p, vecf v) {
+    _mm512_storeu_ps(p, v);
+}
+static inline void vec_store_partial(float *p, vecf v, int n) {
+    _mm512_mask_storeu_ps(p, (__mmask16)((1u << n) - 1), v);
+}
+/* bf16 is the upper half of a float's bits: widen to 32 bits and shift into place */
+static inline vecf bf16x16_to_vec(__m256i h) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+static inline vecf vec_load_bf16(const uint16_t *p) {
+    return bf16x16_to_vec(_mm256_loadu_si256((const __m256i *)p));
+}
+static inline vecf vec_load_bf16_partial(const uint16_t *p, int n) {
+    return bf16x16_to_vec(_mm256_maskz_loadu_epi16((__mmask16)((1u << n) - 1), p));
+}
+static inline vecf vec_load_i8(const int8_t *p) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p)));
+}
+static inline vecf vec_load_i8_partial(const int8_t *p, int n) {
+    return _mm512_cvtepi32_ps(
+        _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8((__mmask16)((1u << n) - 1), p)));
+}
+/* 8 floats: lanes i and i + 8 of v added */
+static inline __m256 vec_fold256(vecf v) {
+    return _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+}
+#elif defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define VEC_WIDTH 8
+typedef __m256 vecf;
+static inline vecf vec_zero(void) {
+    return _mm256_setzero_ps();
+}
+static inline vecf vec_set1(float a) {
+    return _mm256_set1_ps(a);
+}
+static inline vecf vec_add(vecf a, vecf b) {
+    return _mm256_add_ps(a, b);
+}
+static inline vecf vec_sub(vecf a, vecf b) {
+    return _mm256_sub_ps(a, b);
+}
+static inline vecf vec_mul(vecf a, vecf b) {
+    return _mm256_mul_ps(a, b);
+}
+static inline vecf vec_fmadd(vecf a, vecf b, vecf c) {
+    return _mm256_fmadd_ps(a, b, c);
+}
+static inline vecf vec_load(const float *p) {
+    return _mm256_loadu_ps(p);
+}
+static inline void vec_store(float *p, vecf v) {
+    _mm256_storeu_ps(p, v);
+}
+static inline vecf vec_load_bf16(const uint16_t *p) {
+    __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+}
+static inline vecf vec_load_i8(const int8_t *p) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)));
+}
+static inline __m256 vec_fold256(vecf v) {
+    return v;
+}
+#else
+#define VEC_WIDTH 1
+typedef float vecf;
+static inline vecf vec_zero(void) {
+    return 0.0f;
+}
+static inline vecf vec_set1(float a) {
+    return a;
+}
+static inline vecf vec_add(vecf a, vecf b) {
+    return a + b;
+}
+static inline vecf vec_sub(vecf a, vecf b) {
+    return a - b;
+}
+static inline vecf vec_mul(vecf a, vecf b) {
+    return a * b;
+}
+static inline vecf vec_fmadd(vecf a, vecf b, vecf c) {
+    return a * b + c;
+}
+static inline vecf vec_load(const float *p) {
+    return *p;
+}
+static inline void vec_store(float *p, vecf v) {
+    *p = v;
+}
+static inline vecf vec_load_bf16(const uint16_t *p) {
+    uint32_t bits = (uint32_t)*p << 16;
+    float f;
+    memcpy(&f, &bits, sizeof(f));
+    return f;
+}
+static inline vecf vec_load_i8(const int8_t *p) {
+    return (float)*p;
+}
+#endif
+
+#if VEC_WIDTH != 16
+/* Without masked loads, a partial vector goes through a zero-padded copy. */
+static inline vecf vec_load_partial(const float *p, int n) {
+    float pad[VEC_WIDTH] = {0};
+    memcpy(pad, p, n * sizeof(float));
+    return vec_load(pad);
+}
+static inline void vec_store_partial(float *p, vecf v, int n) {
+    float pad[VEC_WIDTH];
+    vec_store(pad, v);
+    memcpy(p, pad, n * sizeof(float));
+}
+static inline vecf vec_load_bf16_partial(const uint16_t *p, int n) {
+    uint16_t pad[VEC_WIDTH] = {0};
+    memcpy(pad, p, n * sizeof(uint16_t));
+    return vec_load_bf16(pad);
+}
+static inline vecf vec_load_i8_partial(const int8_t *p, int n) {
+    int8_t pad[VEC_WIDTH < 8 ? 8 : VEC_WIDTH] = {0};
+    memcpy(pad, p, n);
+    return vec_load_i8(pad);
+}
+#endif
+
+#if VEC_WIDTH > 1
+/* The sums of the lanes of a, b, c and d, as (sum a, sum b, sum c, sum d); each vector's lanes
+ * are added in the same tree whichever argument it is, so a dot product comes out the same
+ * bits whether it is reduced alone or with three others. */
+static inline void vec_sum4(vecf a, vecf b, vecf c, vecf d, float out[4]) {
+    __m256 ab = _mm256_hadd_ps(vec_fold256(a), vec_fold256(b)); /* pairs of a, b per 128 bits */
+    __m256 cd = _mm256_hadd_ps(vec_fold256(c), vec_fold256(d));
+    __m256 abcd = _mm256_hadd_ps(ab, cd); /* quads: a b c d | a b c d */
+    _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1)));
+}
+#else
+static inline void vec_sum4(vecf a, vecf b, vecf c, vecf d, float out[4]) {
+    out[0] = a, out[1] = b, out[2] = c, out[3] = d;
+}
+#endif
+
+/* The sum of v's lanes, in vec_sum4's order. */
+static inline float vec_sum(vecf v) {
+    float sums[4];
+    vec_sum4(v, v, v, v, sums);
+    return sums[0];
+}
+
+#endif
