@@ -481,6 +481,22 @@ static void tokenize_command(const Tokenizer *t, const Options *o) {
     free(text);
 }
 
+/* The run's summary line on stderr: prompt and generated token counts, then the speed of each
+ * part as llama.cpp reports it: the prompt's positions per second of prompt_seconds, and the
+ * generated positions (n_forward beyond the prompt) per second of generation_seconds. The prompt
+ * rate includes the first pass over the weights, which on a cold start costs extra. */
+static void print_summary(int n_prompt, int n_generated, int n_forward, double prompt_seconds,
+                          double generation_seconds, const char *norm) {
+    int prompt_forward = n_forward < n_prompt ? n_forward : n_prompt;
+    fprintf(stderr, "prompt tokens %d, generated tokens %d, prompt %.1f tokens/s, ", n_prompt,
+            n_generated, prompt_seconds > 0 ? prompt_forward / prompt_seconds : 0.0);
+    if (n_forward > n_prompt && generation_seconds > 0)
+        fprintf(stderr, "generation %.1f tokens/s, ", (n_forward - n_prompt) / generation_seconds);
+    else
+        fprintf(stderr, "generation - tokens/s, ");
+    fprintf(stderr, "norm %s\n", norm);
+}
+
 /* Runs positions 0..steps-1 from the prompt (n_prompt >= 1 ids, prompt[0] = BOS): position pos
  * feeds a token and predicts the one at pos + 1, forced from the prompt while there is one,
  * sampled after. BOS (id 1) ends the text, as in llama2.c. Writes the fed and predicted tokens
@@ -488,10 +504,12 @@ static void tokenize_command(const Tokenizer *t, const Options *o) {
  * number of tokens. print: stream the text to stdout. logits_out (or NULL): gets every position's
  * logits, vocab_size float32 each. With m->profile set, sampling is timed. batch_prompt: the
  * prompt's positions but the last (their next tokens are forced) go through model_prefill first,
- * which computes their logits only for logits_out. */
+ * which computes their logits only for logits_out. prompt_done (or NULL) gets the now_seconds()
+ * at which the forward pass of the prompt's last position ended, or at which the run ended if
+ * that was earlier: it splits prompt from generation speed. */
 static int generate(Model *m, Sampler *sampler, const Tokenizer *t, const int *prompt, int n_prompt,
                     int steps, int *tokens, int *n_forward, int print, FILE *logits_out,
-                    int batch_prompt) {
+                    int batch_prompt, double *prompt_done) {
     int vocab_size = m->config.vocab_size;
     int n_prefill = batch_prompt ? (n_prompt - 1 < steps ? n_prompt - 1 : steps) : 0;
     float *prefill_logits = NULL;
@@ -512,6 +530,7 @@ static int generate(Model *m, Sampler *sampler, const Tokenizer *t, const int *p
         for (int i = 0; logits && i < vocab_size; i++)
             if (!isfinite(logits[i]))
                 die("the model computed a non-finite logit at position %d (corrupt weights?)", pos);
+        if (prompt_done && pos == n_prompt - 1) *prompt_done = now_seconds();
         int next;
         if (pos + 1 < n_prompt) {
             next = prompt[pos + 1];
@@ -530,6 +549,7 @@ static int generate(Model *m, Sampler *sampler, const Tokenizer *t, const int *p
     }
     free(prefill_logits);
     *n_forward = pos;
+    if (prompt_done && pos < n_prompt) *prompt_done = now_seconds();
     return n;
 }
 
@@ -684,7 +704,7 @@ static void run_compare(Model *m, const Tokenizer *t, Sampler *sampler, const in
             double start = now_seconds();
             int n_forward;
             r->n_tokens = generate(m, sampler, t, prompt, n_prompt, o->steps, r->tokens, &n_forward,
-                                   0, NULL, 0);
+                                   0, NULL, 0, NULL);
             double elapsed = now_seconds() - start;
             speed[k][i] = elapsed > 0 ? n_forward / elapsed : 0.0;
         }
@@ -920,17 +940,17 @@ int main(int argc, char **argv) {
         model.profile = o.profile ? &profile : NULL;
         int *tokens = malloc((o.steps + 1) * sizeof(int));
         if (!tokens) die("out of memory for the tokens");
-        double start = now_seconds();
+        double start = now_seconds(), prompt_done = start;
         int pos;
         int n_tokens = generate(&model, &sampler, &tokenizer, prompt_tokens, n_prompt, o.steps,
-                                tokens, &pos, 1, logits_file, !o.serial_prompt);
+                                tokens, &pos, 1, logits_file, !o.serial_prompt, &prompt_done);
         printf("\n");
         fflush(stdout); /* the summary on stderr comes after the text, also in a shared log */
         if (logits_file && fclose(logits_file) != 0)
             die("cannot write --logits file %s: %s", o.logits_path, strerror(errno));
-        double elapsed = now_seconds() - start;
-        fprintf(stderr, "prompt tokens %d, generated tokens %d, %.1f tokens/s, norm %s\n", n_prompt,
-                n_tokens - n_prompt, elapsed > 0 ? pos / elapsed : 0.0, norm_name(model.norm));
+        double end = now_seconds(), elapsed = end - start;
+        print_summary(n_prompt, n_tokens - n_prompt, pos, prompt_done - start, end - prompt_done,
+                      norm_name(model.norm));
         if (o.profile) print_profile(stderr, &profile, elapsed);
         free(tokens);
     }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make bench: decode speed of ./run on random-weight models of real shapes (export.py --random),
 # each weight dtype, against the machine's measured read bandwidth, and batched prefill of a
-# 256-token prompt. Prints one table (medians of the repeats). Needs no network.
+# 256-token prompt, batched and (but for 1.1B) one position at a time. Prints one table (medians of
+# the repeats). Needs no network.
 #   BENCH_QUICK=1   15M and 110M only, fewer repeats and tokens (under 2 minutes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -42,36 +43,44 @@ done
 
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; read bandwidth" \
     "${bandwidth[1]} GB/s (1 thread), ${bandwidth[2]} GB/s (2 threads)"
-echo "decode: tokens/s generating; prefill: tokens/s of a $n_prompt-token prompt in batches"
-printf '%-6s %-5s %-10s %7s %10s %8s %11s %12s %12s\n' shape dtype norm threads tokens/s GB/s \
-    "% of bw" "peak MiB" "prefill t/s"
+echo "decode: tokens/s generating (after the first token); prefill: tokens/s of a $n_prompt-token" \
+    "prompt, in batches and one position at a time (15M and 110M), cold start included"
+printf '%-6s %-5s %-10s %7s %10s %8s %9s %9s %12s %11s %8s\n' shape dtype norm threads tokens/s \
+    GB/s "% of bw" "peak MiB" "prefill t/s" "serial t/s" "ratio"
+rate() { sed -n "s/.* $1 \([0-9.]*\) tokens\/s.*/\1/p"; }
 for shape in "${shapes[@]}"; do
     for dtype in "${dtypes[@]}"; do
         model=$dir/$shape-$dtype.nllm
         bytes=$(stat -c %s "$model") # every matrix is read once per token (shared classifier)
         for norm in rmsnorm layernorm; do
             for threads in 1 2; do
+                run=(./run "$model" -z models/tokenizer.bin --norm="$norm" --threads="$threads")
                 rates=() peak=0
                 for ((r = 0; r < repeats; r++)); do
-                    line=$( { /usr/bin/time -f 'peak_kib %M' ./run "$model" -z models/tokenizer.bin \
-                        -t 0 -n "${steps[$shape]}" --norm="$norm" --threads="$threads" >/dev/null; } 2>&1)
-                    rates+=("$(sed -n 's/.* \([0-9.]*\) tokens\/s.*/\1/p' <<<"$line")")
+                    line=$( { /usr/bin/time -f 'peak_kib %M' "${run[@]}" -t 0 -n "${steps[$shape]}" \
+                        >/dev/null; } 2>&1)
+                    rates+=("$(rate generation <<<"$line")")
                     kib=$(sed -n 's/^peak_kib //p' <<<"$line")
                     ((kib > peak)) && peak=$kib
                 done
                 rate=$(printf '%s\n' "${rates[@]}" | median)
-                prefill=()
+                prefill=() serial=()
                 for ((r = 0; r < prefill_repeats; r++)); do
-                    line=$(./run "$model" -z models/tokenizer.bin -n "$n_prompt" --norm="$norm" \
-                        --threads="$threads" "$prompt" 2>&1 >/dev/null)
-                    prefill+=("$(sed -n 's/.* \([0-9.]*\) tokens\/s.*/\1/p' <<<"$line")")
+                    prefill+=("$("${run[@]}" -n "$n_prompt" "$prompt" 2>&1 >/dev/null | rate prompt)")
+                    [[ $shape == 1.1B ]] && continue # one position at a time takes minutes here
+                    serial+=("$("${run[@]}" -n "$n_prompt" --prefill=serial "$prompt" 2>&1 >/dev/null |
+                        rate prompt)")
                 done
                 prefill_rate=$(printf '%s\n' "${prefill[@]}" | median)
+                serial_rate=$( ((${#serial[@]})) && printf '%s\n' "${serial[@]}" | median || echo 0)
                 awk -v s="$shape" -v d="$dtype" -v n="$norm" -v t="$threads" -v r="$rate" -v b="$bytes" \
-                    -v bw="${bandwidth[$threads]}" -v p="$peak" -v pf="$prefill_rate" 'BEGIN {
+                    -v bw="${bandwidth[$threads]}" -v p="$peak" -v pf="$prefill_rate" \
+                    -v sr="$serial_rate" 'BEGIN {
                     gbs = r * b / 1e9
-                    printf "%-6s %-5s %-10s %7d %10.1f %8.1f %10.0f%% %12.0f %12.1f\n", s, d, n, t,
-                        r, gbs, 100 * gbs / bw, p / 1024, pf }'
+                    printf "%-6s %-5s %-10s %7d %10.1f %8.1f %8.0f%% %9.0f %12.1f", s, d, n, t, r, gbs,
+                        100 * gbs / bw, p / 1024, pf
+                    if (sr > 0) printf " %11.1f %7.1fx\n", sr, pf / sr
+                    else printf " %11s %8s\n", "-", "-" }'
             done
         done
     done
