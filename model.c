@@ -445,15 +445,21 @@ static int alloc_state(RunState *s, const Config *c) {
     s->bq = calloc((size_t)s->batch * c->dim, sizeof(float));
     s->bhb = calloc((size_t)s->batch * c->hidden_dim, sizeof(float));
     s->bhb2 = calloc((size_t)s->batch * c->hidden_dim, sizeof(float));
+    int widest = c->dim > c->hidden_dim ? c->dim : c->hidden_dim;
+    s->xq_stride = (widest + 63) / 64 * 64;
+    s->xq = calloc((size_t)s->batch * s->xq_stride, sizeof(int16_t));
+    s->xq_scale = calloc(s->batch, sizeof(float));
     if (!s->x || !s->xb || !s->xb2 || !s->hb || !s->hb2 || !s->q || !s->att || !s->logits ||
         !s->key_cache || !s->value_cache || !s->inv_freq || !s->bx || !s->bxb || !s->bxb2 ||
-        !s->bq || !s->bhb || !s->bhb2)
+        !s->bq || !s->bhb || !s->bhb2 || !s->xq || !s->xq_scale)
         return -1;
     return 0;
 }
 
 static void free_state(RunState *s) {
     free(s->x);
+    free(s->xq);
+    free(s->xq_scale);
     free(s->xb);
     free(s->xb2);
     free(s->hb);
@@ -600,26 +606,15 @@ enum { TILE_ROWS = 4, TILE_BATCH = 4 };
 #endif
 
 /* Values j..j + len of weight row `row` (of the stack of all layers) as floats, len <=
- * VEC_WIDTH: f32 as stored, bf16 widened, q8_0 times its group's scale (group_size is a
- * multiple of VEC_WIDTH, so one scale covers the vector). */
+ * VEC_WIDTH: f32 as stored, bf16 widened (q8_0 has its own tile, dot_tile_q8). */
 static ALWAYS_INLINE vecf weight_vector(const Matrix *w, size_t row, int j, int len) {
     size_t at = row * w->cols + j;
-    switch (w->dtype) {
-    case DTYPE_BF16: {
+    if (w->dtype == DTYPE_BF16) {
         const uint16_t *p = (const uint16_t *)w->data + at;
         return len == VEC_WIDTH ? vec_load_bf16(p) : vec_load_bf16_partial(p, len);
     }
-    case DTYPE_Q8_0: {
-        const int8_t *p = (const int8_t *)w->data + at;
-        size_t n_groups = (w->cols + w->group_size - 1) / w->group_size;
-        vecf scale = vec_set1(w->scales[row * n_groups + j / w->group_size]);
-        return vec_mul(len == VEC_WIDTH ? vec_load_i8(p) : vec_load_i8_partial(p, len), scale);
-    }
-    default: {
-        const float *p = (const float *)w->data + at;
-        return len == VEC_WIDTH ? vec_load(p) : vec_load_partial(p, len);
-    }
-    }
+    const float *p = (const float *)w->data + at;
+    return len == VEC_WIDTH ? vec_load(p) : vec_load_partial(p, len);
 }
 
 /* acc[r][b] += weights (j..j + len) of row rows[r] times the same values of input b */
@@ -659,21 +654,126 @@ static ALWAYS_INLINE void dot_tile(float *out, size_t out_stride, const float *x
     }
 }
 
-static void dot_tile_1(float *out, size_t out_stride, const float *x, const Matrix *w, size_t first,
-                       size_t step, int n_rows) {
-    dot_tile(out, out_stride, x, 1, w, first, step, n_rows);
+/* q8_0, one group of every row of a tile: acc[r][b] += (scale of row r's group g) * (int8
+ * weights . int16 inputs b) over the group's len values from start. The integer sums are exact;
+ * with len a constant (inlined) the loops unroll whole and acc stays in registers. */
+static ALWAYS_INLINE void q8_group(vecf acc[TILE_ROWS][TILE_BATCH],
+                                   const int8_t *const rows[TILE_ROWS],
+                                   const float *const scales[TILE_ROWS], const int16_t *xq,
+                                   size_t xq_stride, int nb, int g, int start, int len) {
+#pragma GCC unroll 4
+    for (int r = 0; r < TILE_ROWS; r++) {
+        veci sums[TILE_BATCH];
+        for (int b = 0; b < nb; b++) sums[b] = veci_zero();
+        int j = 0;
+        for (; j + 2 * VEC_WIDTH <= len; j += 2 * VEC_WIDTH) {
+            vecw wv = vecw_load_i8(rows[r] + start + j);
+            for (int b = 0; b < nb; b++)
+                sums[b] = veci_dot(sums[b], wv, vecw_load_i16(xq + b * xq_stride + start + j));
+        }
+        if (j < len) {
+            vecw wv = vecw_load_i8_partial(rows[r] + start + j, len - j);
+            for (int b = 0; b < nb; b++)
+                sums[b] = veci_dot(sums[b], wv, vecw_load_i16(xq + b * xq_stride + start + j));
+        }
+        vecf scale = vec_set1(scales[r][g]);
+        for (int b = 0; b < nb; b++)
+            acc[r][b] = vec_fmadd(vec_from_veci(sums[b]), scale, acc[r][b]);
+    }
 }
 
-static void dot_tile_4(float *out, size_t out_stride, const float *x, const Matrix *w, size_t first,
-                       size_t step, int n_rows) {
-    dot_tile(out, out_stride, x, TILE_BATCH, w, first, step, n_rows);
+/* q8_0 with quantized inputs: input b is xq_scale[b] * xq[b] (int16), so that a group's dot
+ * product with the int8 weights is an exact integer sum, converted and scaled by its weight
+ * scale once; the input's scale multiplies the total. Shapes and tiles as dot_tile; xq: (nb,
+ * xq_stride); group_size (= w->group_size) a constant once inlined. */
+static ALWAYS_INLINE void dot_tile_q8(float *out, size_t out_stride, const int16_t *xq,
+                                      size_t xq_stride, const float *xq_scale, int nb,
+                                      const Matrix *w, size_t first, size_t step, int n_rows,
+                                      int group_size) {
+    int n = w->cols, n_groups = (n + group_size - 1) / group_size, full = n / group_size;
+    vecf acc[TILE_ROWS][TILE_BATCH];
+    const int8_t *rows[TILE_ROWS];
+    const float *scales[TILE_ROWS];
+    for (int r = 0; r < TILE_ROWS; r++) {
+        size_t row = first + (r < n_rows ? r * step : 0);
+        rows[r] = (const int8_t *)w->data + row * n;
+        scales[r] = w->scales + row * n_groups;
+        for (int b = 0; b < nb; b++) acc[r][b] = vec_zero();
+    }
+    for (int g = 0; g < full; g++)
+        q8_group(acc, rows, scales, xq, xq_stride, nb, g, g * group_size, group_size);
+    if (full < n_groups) /* the shorter last group */
+        q8_group(acc, rows, scales, xq, xq_stride, nb, full, full * group_size,
+                 n - full * group_size);
+    for (int b = 0; b < nb; b++) {
+        float sums[TILE_ROWS];
+        vec_sum4(acc[0][b], acc[1][b], acc[2][b], acc[3][b], sums);
+        for (int r = 0; r < n_rows; r++)
+            out[(size_t)b * out_stride + r * step] = xq_scale[b] * sums[r];
+    }
+}
+
+/* xq = round(x / scale) as int16, scale = max |x| / 32767 (0 for a zero vector: xq all 0), for
+ * the n values of x; xq's values from n up to the next multiple of 64 are zero. About 4.5
+ * significant digits for all but values far below the largest, against the weights' int8. */
+static void quantize_input(int16_t *xq, float *scale, const float *x, int n) {
+    float max = 0.0f;
+    for (int j = 0; j < n; j++) max = fmaxf(max, fabsf(x[j]));
+    *scale = max / 32767.0f;
+    float inv = max > 0.0f ? 32767.0f / max : 0.0f;
+    for (int j = 0; j < n; j++) xq[j] = (int16_t)lrintf(x[j] * inv);
+    for (int j = n; j % 64 != 0; j++) xq[j] = 0;
+}
+
+/* The inputs of a matrix product from input b on: x (rows of w->cols floats), and for q8_0
+ * weights the same quantized by quantize_input (rows of xq_stride int16, one scale each). */
+typedef struct {
+    const float *x;
+    const int16_t *xq;
+    const float *xq_scale;
+    size_t xq_stride;
+} Inputs;
+
+static Inputs inputs_from(Inputs in, int b, int cols) {
+    return (Inputs){in.x + (size_t)b * cols, in.xq + b * in.xq_stride, in.xq_scale + b,
+                    in.xq_stride};
+}
+
+/* One tile of rows first + r * step (r < n_rows) times nb inputs (a constant once inlined). */
+static ALWAYS_INLINE void tile(float *out, size_t out_stride, Inputs in, int nb, const Matrix *w,
+                               size_t first, size_t step, int n_rows) {
+    if (w->dtype == DTYPE_Q8_0 && w->group_size == 32)
+        dot_tile_q8(out, out_stride, in.xq, in.xq_stride, in.xq_scale, nb, w, first, step, n_rows,
+                    32);
+    else if (w->dtype == DTYPE_Q8_0) /* model_load allows 32 and 64 */
+        dot_tile_q8(out, out_stride, in.xq, in.xq_stride, in.xq_scale, nb, w, first, step, n_rows,
+                    64);
+    else
+        dot_tile(out, out_stride, in.x, nb, w, first, step, n_rows);
+}
+
+static void tile_1(float *out, size_t out_stride, Inputs in, const Matrix *w, size_t first,
+                   size_t step, int n_rows) {
+    tile(out, out_stride, in, 1, w, first, step, n_rows);
+}
+
+static void tile_4(float *out, size_t out_stride, Inputs in, const Matrix *w, size_t first,
+                   size_t step, int n_rows) {
+    tile(out, out_stride, in, TILE_BATCH, w, first, step, n_rows);
 }
 
 /* out = x W^T for a batch of vectors, W layer `layer` of w: (w->rows, w->cols); x: (batch,
- * w->cols), out: (batch, w->rows). Tiles of rows in parallel; a tile's weights are read from
- * memory once and stay in cache while every input of the batch passes them (batched prefill's
- * matrix-matrix product). With batch 1 it is decode's matrix-vector product. */
-static void matmul_batch(float *out, const float *x, int batch, const Matrix *w, int layer) {
+ * w->cols), out: (batch, w->rows); batch <= s->batch. Tiles of rows in parallel; a tile's weights
+ * are read from memory once and stay in cache while every input of the batch passes them
+ * (batched prefill's matrix-matrix product). With batch 1 it is decode's matrix-vector product.
+ * For q8_0 weights, x is first quantized into s->xq. */
+static void matmul_batch(RunState *s, float *out, const float *x, int batch, const Matrix *w,
+                         int layer) {
+    Inputs in = {x, s->xq, s->xq_scale, s->xq_stride};
+    if (w->dtype == DTYPE_Q8_0)
+        for (int b = 0; b < batch; b++)
+            quantize_input(s->xq + (size_t)b * s->xq_stride, &s->xq_scale[b],
+                           x + (size_t)b * w->cols, w->cols);
     size_t first = (size_t)layer * w->rows;
     int step = (w->rows + TILE_ROWS - 1) / TILE_ROWS; /* also the number of tiles */
 #pragma omp parallel for if ((size_t)w->rows * w->cols * batch >= PARALLEL_MIN_WORK)
@@ -682,17 +782,17 @@ static void matmul_batch(float *out, const float *x, int batch, const Matrix *w,
         while (n_rows < TILE_ROWS && i + n_rows * step < w->rows) n_rows++;
         int b = 0;
         for (; b + TILE_BATCH <= batch; b += TILE_BATCH)
-            dot_tile_4(out + (size_t)b * w->rows + i, w->rows, x + (size_t)b * w->cols, w,
-                       first + i, step, n_rows);
+            tile_4(out + (size_t)b * w->rows + i, w->rows, inputs_from(in, b, w->cols), w,
+                   first + i, step, n_rows);
         for (; b < batch; b++)
-            dot_tile_1(out + (size_t)b * w->rows + i, w->rows, x + (size_t)b * w->cols, w,
-                       first + i, step, n_rows);
+            tile_1(out + (size_t)b * w->rows + i, w->rows, inputs_from(in, b, w->cols), w,
+                   first + i, step, n_rows);
     }
 }
 
 /* out = W x for one vector: x (w->cols), out (w->rows). */
-static void matmul(float *out, const float *x, const Matrix *w, int layer) {
-    matmul_batch(out, x, 1, w, layer);
+static void matmul(RunState *s, float *out, const float *x, const Matrix *w, int layer) {
+    matmul_batch(s, out, x, 1, w, layer);
 }
 
 /* Row `row` of w as floats: out (w->cols). The token embedding lookup. */
@@ -836,15 +936,15 @@ float *model_forward(Model *m, int token, int pos) {
         size_t cache_off = ((size_t)l * c->seq_len + pos) * kv_dim;
         float *k = s->key_cache + cache_off;
         float *v = s->value_cache + cache_off;
-        matmul(s->q, s->xb, &w->wq, l);
-        matmul(k, s->xb, &w->wk, l);
-        matmul(v, s->xb, &w->wv, l);
+        matmul(s, s->q, s->xb, &w->wq, l);
+        matmul(s, k, s->xb, &w->wk, l);
+        matmul(s, v, s->xb, &w->wv, l);
         lap(prof, OP_QKV);
         rope(s->q, dim, k, kv_dim, head_size, pos, s->inv_freq);
         lap(prof, OP_ROPE);
         attention(s, c, l, pos, 1, s->q, s->xb);
         lap(prof, OP_ATTENTION);
-        matmul(s->xb2, s->xb, &w->wo, l);
+        matmul(s, s->xb2, s->xb, &w->wo, l);
         residual_add(s->x, s->xb2, dim);
         lap(prof, OP_OUTPUT_PROJ);
 
@@ -852,17 +952,17 @@ float *model_forward(Model *m, int token, int pos) {
         m->norm(s->xb, s->x, w->ffn_norm + (size_t)l * dim, layer_bias(w->ffn_norm_bias, l, dim),
                 dim, c->norm_eps);
         lap(prof, OP_NORM);
-        matmul(s->hb, s->xb, &w->w1, l);
-        matmul(s->hb2, s->xb, &w->w3, l);
+        matmul(s, s->hb, s->xb, &w->w1, l);
+        matmul(s, s->hb2, s->xb, &w->w3, l);
         swiglu(s->hb, s->hb2, hidden);
-        matmul(s->xb2, s->hb, &w->w2, l);
+        matmul(s, s->xb2, s->hb, &w->w2, l);
         residual_add(s->x, s->xb2, dim);
         lap(prof, OP_FFN);
     }
 
     m->norm(s->x, s->x, w->final_norm, w->final_norm_bias, dim, c->norm_eps);
     lap(prof, OP_NORM);
-    matmul(s->logits, s->x, &w->wcls, 0);
+    matmul(s, s->logits, s->x, &w->wcls, 0);
     lap(prof, OP_CLASSIFIER);
     return s->logits;
 }
@@ -893,9 +993,9 @@ void model_prefill(Model *m, const int *tokens, int n, float *logits) {
             size_t cache_off = ((size_t)l * c->seq_len + pos0) * kv_dim; /* (batch, kv_dim) */
             float *k = s->key_cache + cache_off;
             float *v = s->value_cache + cache_off;
-            matmul_batch(s->bq, s->bxb, batch, &w->wq, l);
-            matmul_batch(k, s->bxb, batch, &w->wk, l);
-            matmul_batch(v, s->bxb, batch, &w->wv, l);
+            matmul_batch(s, s->bq, s->bxb, batch, &w->wq, l);
+            matmul_batch(s, k, s->bxb, batch, &w->wk, l);
+            matmul_batch(s, v, s->bxb, batch, &w->wv, l);
             lap(prof, OP_QKV);
             for (int b = 0; b < batch; b++)
                 rope(s->bq + (size_t)b * dim, dim, k + (size_t)b * kv_dim, kv_dim, head_size,
@@ -904,7 +1004,7 @@ void model_prefill(Model *m, const int *tokens, int n, float *logits) {
             /* position pos0 + b attends over 0..pos0 + b: causal within the batch */
             attention(s, c, l, pos0, batch, s->bq, s->bxb);
             lap(prof, OP_ATTENTION);
-            matmul_batch(s->bxb2, s->bxb, batch, &w->wo, l);
+            matmul_batch(s, s->bxb2, s->bxb, batch, &w->wo, l);
             residual_add(s->bx, s->bxb2, batch * dim);
             lap(prof, OP_OUTPUT_PROJ);
 
@@ -914,10 +1014,10 @@ void model_prefill(Model *m, const int *tokens, int n, float *logits) {
                         w->ffn_norm + (size_t)l * dim, layer_bias(w->ffn_norm_bias, l, dim), dim,
                         c->norm_eps);
             lap(prof, OP_NORM);
-            matmul_batch(s->bhb, s->bxb, batch, &w->w1, l);
-            matmul_batch(s->bhb2, s->bxb, batch, &w->w3, l);
+            matmul_batch(s, s->bhb, s->bxb, batch, &w->w1, l);
+            matmul_batch(s, s->bhb2, s->bxb, batch, &w->w3, l);
             swiglu(s->bhb, s->bhb2, batch * hidden);
-            matmul_batch(s->bxb2, s->bhb, batch, &w->w2, l);
+            matmul_batch(s, s->bxb2, s->bhb, batch, &w->w2, l);
             residual_add(s->bx, s->bxb2, batch * dim);
             lap(prof, OP_FFN);
         }
@@ -927,7 +1027,7 @@ void model_prefill(Model *m, const int *tokens, int n, float *logits) {
                 m->norm(s->bx + (size_t)b * dim, s->bx + (size_t)b * dim, w->final_norm,
                         w->final_norm_bias, dim, c->norm_eps);
             lap(prof, OP_NORM);
-            matmul_batch(logits + (size_t)pos0 * c->vocab_size, s->bx, batch, &w->wcls, 0);
+            matmul_batch(s, logits + (size_t)pos0 * c->vocab_size, s->bx, batch, &w->wcls, 0);
             lap(prof, OP_CLASSIFIER);
         }
     }

@@ -13,6 +13,7 @@
 #define MODEL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "norm.h"
 #include "profile.h"
@@ -87,6 +88,11 @@ typedef struct {
     int batch;                   /* min(seq_len, 64): (batch, hidden_dim) floats stay in L2 */
     float *bx, *bxb, *bxb2, *bq; /* (batch, dim) */
     float *bhb, *bhb2;           /* (batch, hidden_dim) */
+    /* the inputs of a q8_0 matrix product, quantized: (batch, xq_stride) int16 values, zeros
+     * past each input's length, and one scale per input */
+    int16_t *xq;
+    float *xq_scale;
+    int xq_stride; /* max(dim, hidden_dim) rounded up to a multiple of 64 */
 } RunState;
 
 typedef struct {

@@ -5,7 +5,12 @@
  *   anything else (the portable build):  vecf is one float, the ops plain C.
  * VEC_WIDTH is the number of floats in a vecf. Loads read exactly VEC_WIDTH values; the
  * *_partial forms read n < VEC_WIDTH values and fill the other lanes with zeros, without
- * touching memory past p + n. Weights stored as bf16 or int8 are widened to floats on load.
+ * touching memory past p + n. Weights stored as bf16 are widened to floats on load.
+ *
+ * For q8_0's integer dot products, vecw holds 2 * VEC_WIDTH int16 values (int8 weights widened
+ * on load, or int16 inputs) and veci VEC_WIDTH int32 lanes; veci_dot adds the products of two
+ * vecw into the lanes, two per lane (AVX512-VNNI vpdpwssd, or vpmaddwd and an add). The sums are
+ * exact, so every target gets the same integers.
  */
 #ifndef SIMD_H
 #define SIMD_H
@@ -17,6 +22,9 @@
 #include <immintrin.h>
 #define VEC_WIDTH 16
 typedef __m512 vecf;
+typedef __m512i veci; /* 16 int32 */
+typedef __m512i vecw; /* 32 int16 */
+
 static inline vecf vec_zero(void) {
     return _mm512_setzero_ps();
 }
@@ -58,21 +66,41 @@ static inline vecf vec_load_bf16(const uint16_t *p) {
 static inline vecf vec_load_bf16_partial(const uint16_t *p, int n) {
     return bf16x16_to_vec(_mm256_maskz_loadu_epi16((__mmask16)((1u << n) - 1), p));
 }
-static inline vecf vec_load_i8(const int8_t *p) {
-    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p)));
-}
-static inline vecf vec_load_i8_partial(const int8_t *p, int n) {
-    return _mm512_cvtepi32_ps(
-        _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8((__mmask16)((1u << n) - 1), p)));
-}
 /* 8 floats: lanes i and i + 8 of v added */
 static inline __m256 vec_fold256(vecf v) {
     return _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
 }
+
+static inline veci veci_zero(void) {
+    return _mm512_setzero_si512();
+}
+static inline vecf vec_from_veci(veci v) {
+    return _mm512_cvtepi32_ps(v);
+}
+static inline vecw vecw_load_i16(const int16_t *p) {
+    return _mm512_loadu_si512(p);
+}
+static inline vecw vecw_load_i8(const int8_t *p) {
+    return _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)p));
+}
+static inline vecw vecw_load_i8_partial(const int8_t *p, int n) {
+    return _mm512_cvtepi8_epi16(_mm256_maskz_loadu_epi8((__mmask32)((1u << n) - 1), p));
+}
+static inline veci veci_dot(veci acc, vecw a, vecw b) {
+#if defined(__AVX512VNNI__)
+    return _mm512_dpwssd_epi32(acc, a, b);
+#else
+    return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b));
+#endif
+}
+
 #elif defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 #define VEC_WIDTH 8
 typedef __m256 vecf;
+typedef __m256i veci; /* 8 int32 */
+typedef __m256i vecw; /* 16 int16 */
+
 static inline vecf vec_zero(void) {
     return _mm256_setzero_ps();
 }
@@ -101,15 +129,34 @@ static inline vecf vec_load_bf16(const uint16_t *p) {
     __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
     return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
 }
-static inline vecf vec_load_i8(const int8_t *p) {
-    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)));
-}
 static inline __m256 vec_fold256(vecf v) {
     return v;
 }
+
+static inline veci veci_zero(void) {
+    return _mm256_setzero_si256();
+}
+static inline vecf vec_from_veci(veci v) {
+    return _mm256_cvtepi32_ps(v);
+}
+static inline vecw vecw_load_i16(const int16_t *p) {
+    return _mm256_loadu_si256((const __m256i *)p);
+}
+static inline vecw vecw_load_i8(const int8_t *p) {
+    return _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)p));
+}
+static inline veci veci_dot(veci acc, vecw a, vecw b) {
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b));
+}
+
 #else
 #define VEC_WIDTH 1
 typedef float vecf;
+typedef int32_t veci;
+typedef struct {
+    int32_t v[2];
+} vecw;
+
 static inline vecf vec_zero(void) {
     return 0.0f;
 }
@@ -140,8 +187,21 @@ static inline vecf vec_load_bf16(const uint16_t *p) {
     memcpy(&f, &bits, sizeof(f));
     return f;
 }
-static inline vecf vec_load_i8(const int8_t *p) {
-    return (float)*p;
+
+static inline veci veci_zero(void) {
+    return 0;
+}
+static inline vecf vec_from_veci(veci v) {
+    return (float)v;
+}
+static inline vecw vecw_load_i16(const int16_t *p) {
+    return (vecw){{p[0], p[1]}};
+}
+static inline vecw vecw_load_i8(const int8_t *p) {
+    return (vecw){{p[0], p[1]}};
+}
+static inline veci veci_dot(veci acc, vecw a, vecw b) {
+    return acc + a.v[0] * b.v[0] + a.v[1] * b.v[1];
 }
 #endif
 
@@ -162,10 +222,11 @@ static inline vecf vec_load_bf16_partial(const uint16_t *p, int n) {
     memcpy(pad, p, n * sizeof(uint16_t));
     return vec_load_bf16(pad);
 }
-static inline vecf vec_load_i8_partial(const int8_t *p, int n) {
-    int8_t pad[VEC_WIDTH < 8 ? 8 : VEC_WIDTH] = {0};
+/* n < 2 * VEC_WIDTH int8 values */
+static inline vecw vecw_load_i8_partial(const int8_t *p, int n) {
+    int8_t pad[2 * VEC_WIDTH < 16 ? 16 : 2 * VEC_WIDTH] = {0};
     memcpy(pad, p, n);
-    return vec_load_i8(pad);
+    return vecw_load_i8(pad);
 }
 #endif
 

@@ -402,12 +402,15 @@ def simd_and_portable_builds_agree_on_every_dtype():
     simd = os.environ.get("NORMLLAMA_RUN_SIMD")
     if not simd:
         raise Skip("only under make test-portable (NORMLLAMA_RUN_SIMD)")
-    for dtype in ("f32", "bf16", "q8_0"):
+    # q8_0 quantizes each input to int16 steps of max|x| / 32767: a rounding difference of 1e-7
+    # between the builds can move a value to the next step (3e-5 of the largest), so its bound is
+    # looser, still 30x below the q8_0-vs-f32 error (0.15 to 0.37, above)
+    for dtype, bound in (("f32", 1e-4), ("bf16", 1e-4), ("q8_0", 1e-2)):
         _, a, _ = run_logits(stories_nllm(dtype), PROMPT, steps=32)
         _, b, _ = run_logits(stories_nllm(dtype), PROMPT, steps=32, program=simd)
         err = np.abs(a - b).max()
         print(f"  {dtype}: max |logit portable - SIMD| over 32 positions = {err:.1e}")
-        assert err < 1e-4, (dtype, err)
+        assert err < bound, (dtype, err)
 
 
 @test
