@@ -121,9 +121,9 @@ sanitize: run-sanitize build/tests-sanitize build/tokenize_corpus-sanitize
 export-deps:
 	apt-get install -y $(EXPORT_DEPS)
 
-build/bandwidth: tools/bandwidth.c
+build/bandwidth: tools/bandwidth.c simd.h
 	@mkdir -p build
-	$(CC) $(CFLAGS) -o $@ $< $(LDLIBS)
+	$(CC) $(CFLAGS) -I. -o $@ $< $(LDLIBS)
 
 # Speed is measured here, never asserted by tests. BENCH_QUICK=1 for a short run.
 bench: run build/bandwidth

@@ -30,8 +30,8 @@ done
 median() { sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
 
 # The prefill prompt: 256 tokens with BOS in the Llama 2 vocabulary (counted by run --tokenize);
-# -n equal to its length runs the prompt and generates nothing, so the rate run prints is the
-# prefill rate.
+# -n equal to its length runs the prompt and generates one token, so the prompt rate run prints
+# is the prefill rate.
 prompt=$(for ((i = 0; i < 23; i++)); do printf 'Once upon a time, there was a little dog. '; done)
 prompt+="The end"
 n_prompt=$(./run "$dir/15M-f32.nllm" -z models/tokenizer.bin --tokenize "$prompt" | wc -l)
@@ -44,44 +44,57 @@ done
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; read bandwidth" \
     "${bandwidth[1]} GB/s (1 thread), ${bandwidth[2]} GB/s (2 threads)"
 echo "decode: tokens/s generating (after the first token); prefill: tokens/s of a $n_prompt-token" \
-    "prompt, in batches and one position at a time (15M and 110M), cold start included"
+    "prompt, in batches and one position at a time (15M and 110M); the dtypes take turns in" \
+    "every repeat, so that a slow moment of the shared machine hits them alike"
 printf '%-6s %-5s %-10s %7s %10s %8s %9s %9s %12s %11s %8s\n' shape dtype norm threads tokens/s \
     GB/s "% of bw" "peak MiB" "prefill t/s" "serial t/s" "ratio"
+
 rate() { sed -n "s/.* $1 \([0-9.]*\) tokens\/s.*/\1/p"; }
+
+# One decode run: "tokens/s peak_kib"
+decode() {
+    local line
+    line=$( { /usr/bin/time -f 'peak_kib %M' "$@" -t 0 >/dev/null; } 2>&1)
+    echo "$(rate generation <<<"$line") $(sed -n 's/^peak_kib //p' <<<"$line")"
+}
+
 for shape in "${shapes[@]}"; do
-    for dtype in "${dtypes[@]}"; do
-        model=$dir/$shape-$dtype.nllm
-        bytes=$(stat -c %s "$model") # every matrix is read once per token (shared classifier)
-        for norm in rmsnorm layernorm; do
-            for threads in 1 2; do
-                run=(./run "$model" -z models/tokenizer.bin --norm="$norm" --threads="$threads")
-                rates=() peak=0
-                for ((r = 0; r < repeats; r++)); do
-                    line=$( { /usr/bin/time -f 'peak_kib %M' "${run[@]}" -t 0 -n "${steps[$shape]}" \
-                        >/dev/null; } 2>&1)
-                    rates+=("$(rate generation <<<"$line")")
-                    kib=$(sed -n 's/^peak_kib //p' <<<"$line")
-                    ((kib > peak)) && peak=$kib
+    for norm in rmsnorm layernorm; do
+        for threads in 1 2; do
+            declare -A rates=() peak=() prefill=() serial=()
+            for ((r = 0; r < repeats; r++)); do
+                for dtype in "${dtypes[@]}"; do
+                    read -r rate kib < <(decode ./run "$dir/$shape-$dtype.nllm" -z models/tokenizer.bin \
+                        --norm="$norm" --threads="$threads" -n "${steps[$shape]}")
+                    rates[$dtype]+="$rate "
+                    ((kib > ${peak[$dtype]:-0})) && peak[$dtype]=$kib
                 done
-                rate=$(printf '%s\n' "${rates[@]}" | median)
-                prefill=() serial=()
-                for ((r = 0; r < prefill_repeats; r++)); do
-                    prefill+=("$("${run[@]}" -n "$n_prompt" "$prompt" 2>&1 >/dev/null | rate prompt)")
+            done
+            for ((r = 0; r < prefill_repeats; r++)); do
+                for dtype in "${dtypes[@]}"; do
+                    run=(./run "$dir/$shape-$dtype.nllm" -z models/tokenizer.bin --norm="$norm"
+                        --threads="$threads" -n "$n_prompt")
+                    prefill[$dtype]+="$("${run[@]}" "$prompt" 2>&1 >/dev/null | rate prompt) "
                     [[ $shape == 1.1B ]] && continue # one position at a time takes minutes here
-                    serial+=("$("${run[@]}" -n "$n_prompt" --prefill=serial "$prompt" 2>&1 >/dev/null |
-                        rate prompt)")
+                    serial[$dtype]+="$("${run[@]}" --prefill=serial "$prompt" 2>&1 >/dev/null |
+                        rate prompt) "
                 done
-                prefill_rate=$(printf '%s\n' "${prefill[@]}" | median)
-                serial_rate=$( ((${#serial[@]})) && printf '%s\n' "${serial[@]}" | median || echo 0)
-                awk -v s="$shape" -v d="$dtype" -v n="$norm" -v t="$threads" -v r="$rate" -v b="$bytes" \
-                    -v bw="${bandwidth[$threads]}" -v p="$peak" -v pf="$prefill_rate" \
-                    -v sr="$serial_rate" 'BEGIN {
+            done
+            for dtype in "${dtypes[@]}"; do
+                bytes=$(stat -c %s "$dir/$shape-$dtype.nllm") # all weights are read once per token
+                rate=$(tr ' ' '\n' <<<"${rates[$dtype]}" | grep . | median)
+                prefill_rate=$(tr ' ' '\n' <<<"${prefill[$dtype]}" | grep . | median)
+                serial_rate=$(tr ' ' '\n' <<<"${serial[$dtype]:-0}" | grep . | median)
+                awk -v s="$shape" -v d="$dtype" -v n="$norm" -v t="$threads" -v r="$rate" \
+                    -v b="$bytes" -v bw="${bandwidth[$threads]}" -v p="${peak[$dtype]}" \
+                    -v pf="$prefill_rate" -v sr="$serial_rate" 'BEGIN {
                     gbs = r * b / 1e9
-                    printf "%-6s %-5s %-10s %7d %10.1f %8.1f %8.0f%% %9.0f %12.1f", s, d, n, t, r, gbs,
-                        100 * gbs / bw, p / 1024, pf
+                    printf "%-6s %-5s %-10s %7d %10.1f %8.1f %8.0f%% %9.0f %12.1f", s, d, n, t, r,
+                        gbs, 100 * gbs / bw, p / 1024, pf
                     if (sr > 0) printf " %11.1f %7.1fx\n", sr, pf / sr
                     else printf " %11s %8s\n", "-", "-" }'
             done
+            unset rates peak prefill serial
         done
     done
 done
