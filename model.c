@@ -727,10 +727,10 @@ static ALWAYS_INLINE void dot_tile_q8(float *out, size_t out_stride, const int16
  * significant digits for all but values far below the largest, against the weights' int8. */
 static void quantize_input(int16_t *xq, float *scale, const float *x, int n) {
     float max = 0.0f;
-    for (int j = 0; j < n; j++) max = fmaxf(max, fabsf(x[j]));
+    for (int j = 0; j < n; j++) max = fabsf(x[j]) > max ? fabsf(x[j]) : max;
     *scale = max / 32767.0f;
     float inv = max > 0.0f ? 32767.0f / max : 0.0f;
-    for (int j = 0; j < n; j++) xq[j] = (int16_t)lrintf(x[j] * inv);
+    for (int j = 0; j < n; j++) xq[j] = (int16_t)nearbyintf(x[j] * inv);
     for (int j = n; j % 64 != 0; j++) xq[j] = 0;
 }
 
