@@ -534,7 +534,7 @@ static int load_weights(Model *m, const char *map, size_t size, char *what, size
 static void touch_pages(const char *map, size_t size) {
     long page = sysconf(_SC_PAGESIZE);
     volatile char sink = 0; /* keeps the reads */
-    for (size_t off = 0; off < size; off += page > 0 ? (size_t)page : 4096) sink ^= map[off];
+    for (size_t off = 0; off<size; off += page> 0 ? (size_t)page : 4096) sink ^= map[off];
 }
 
 int model_load(Model *m, const char *path, char *err, size_t errlen) {
@@ -771,37 +771,49 @@ static void tile_4(float *out, size_t out_stride, Inputs in, const Matrix *w, si
     tile(out, out_stride, in, TILE_BATCH, w, first, step, n_rows);
 }
 
-/* out = x W^T for a batch of vectors, W layer `layer` of w: (w->rows, w->cols); x: (batch,
- * w->cols), out: (batch, w->rows); batch <= s->batch. Tiles of rows in parallel; a tile's weights
- * are read from memory once and stay in cache while every input of the batch passes them
- * (batched prefill's matrix-matrix product). With batch 1 it is decode's matrix-vector product.
- * For q8_0 weights, x is first quantized into s->xq. */
-static void matmul_batch(RunState *s, float *out, const float *x, int batch, const Matrix *w,
-                         int layer) {
+/* out[k] = x W_k^T for k < n (at most 3), W_k layer `layer` of w[k]: (w[k]->rows, cols); all
+ * n matrices have cols = w[0]->cols columns and one dtype; x: (batch, cols), out[k]: (batch,
+ * w[k]->rows); batch <= s->batch. The tiles of all n products (wq, wk, wv of one input, or w1,
+ * w3) are split among the threads in one parallel region, so that they cost one fork and join
+ * and, for q8_0, one quantization of x (into s->xq). A tile's weights are read from memory once
+ * and stay in cache while every input of the batch passes them (batched prefill's matrix-matrix
+ * product); with batch 1 this is decode's matrix-vector product. */
+static void matmul_batch(RunState *s, int n, float *const out[], const Matrix *const w[],
+                         const float *x, int batch, int layer) {
+    int cols = w[0]->cols;
     Inputs in = {x, s->xq, s->xq_scale, s->xq_stride};
-    if (w->dtype == DTYPE_Q8_0)
+    if (w[0]->dtype == DTYPE_Q8_0)
         for (int b = 0; b < batch; b++)
-            quantize_input(s->xq + (size_t)b * s->xq_stride, &s->xq_scale[b],
-                           x + (size_t)b * w->cols, w->cols);
-    size_t first = (size_t)layer * w->rows;
-    int step = (w->rows + TILE_ROWS - 1) / TILE_ROWS; /* also the number of tiles */
-#pragma omp parallel for if ((size_t)w->rows * w->cols * batch >= PARALLEL_MIN_WORK)
-    for (int i = 0; i < step; i++) {
-        int n_rows = 0; /* rows i + r * step that exist */
-        while (n_rows < TILE_ROWS && i + n_rows * step < w->rows) n_rows++;
+            quantize_input(s->xq + (size_t)b * s->xq_stride, &s->xq_scale[b], x + (size_t)b * cols,
+                           cols);
+    int tiles[4] = {0}; /* product k has tiles tiles[k] .. tiles[k + 1] - 1 */
+    size_t work = 0;
+    for (int k = 0; k < n; k++) {
+        tiles[k + 1] = tiles[k] + (w[k]->rows + TILE_ROWS - 1) / TILE_ROWS;
+        work += (size_t)w[k]->rows * cols * batch;
+    }
+#pragma omp parallel for if (work >= PARALLEL_MIN_WORK)
+    for (int t = 0; t < tiles[n]; t++) {
+        int k = 0;
+        while (t >= tiles[k + 1]) k++;
+        const Matrix *m = w[k];
+        int i = t - tiles[k], step = tiles[k + 1] - tiles[k]; /* tile i: rows i + r * step */
+        int n_rows = 0;
+        while (n_rows < TILE_ROWS && i + n_rows * step < m->rows) n_rows++;
+        size_t first = (size_t)layer * m->rows + i;
         int b = 0;
         for (; b + TILE_BATCH <= batch; b += TILE_BATCH)
-            tile_4(out + (size_t)b * w->rows + i, w->rows, inputs_from(in, b, w->cols), w,
-                   first + i, step, n_rows);
+            tile_4(out[k] + (size_t)b * m->rows + i, m->rows, inputs_from(in, b, cols), m, first,
+                   step, n_rows);
         for (; b < batch; b++)
-            tile_1(out + (size_t)b * w->rows + i, w->rows, inputs_from(in, b, w->cols), w,
-                   first + i, step, n_rows);
+            tile_1(out[k] + (size_t)b * m->rows + i, m->rows, inputs_from(in, b, cols), m, first,
+                   step, n_rows);
     }
 }
 
 /* out = W x for one vector: x (w->cols), out (w->rows). */
 static void matmul(RunState *s, float *out, const float *x, const Matrix *w, int layer) {
-    matmul_batch(s, out, x, 1, w, layer);
+    matmul_batch(s, 1, &out, &w, x, 1, layer);
 }
 
 /* Row `row` of w as floats: out (w->cols). The token embedding lookup. */
@@ -945,9 +957,8 @@ float *model_forward(Model *m, int token, int pos) {
         size_t cache_off = ((size_t)l * c->seq_len + pos) * kv_dim;
         float *k = s->key_cache + cache_off;
         float *v = s->value_cache + cache_off;
-        matmul(s, s->q, s->xb, &w->wq, l);
-        matmul(s, k, s->xb, &w->wk, l);
-        matmul(s, v, s->xb, &w->wv, l);
+        matmul_batch(s, 3, (float *[]){s->q, k, v}, (const Matrix *[]){&w->wq, &w->wk, &w->wv},
+                     s->xb, 1, l);
         lap(prof, OP_QKV);
         rope(s->q, dim, k, kv_dim, head_size, pos, s->inv_freq);
         lap(prof, OP_ROPE);
@@ -961,8 +972,8 @@ float *model_forward(Model *m, int token, int pos) {
         m->norm(s->xb, s->x, w->ffn_norm + (size_t)l * dim, layer_bias(w->ffn_norm_bias, l, dim),
                 dim, c->norm_eps);
         lap(prof, OP_NORM);
-        matmul(s, s->hb, s->xb, &w->w1, l);
-        matmul(s, s->hb2, s->xb, &w->w3, l);
+        matmul_batch(s, 2, (float *[]){s->hb, s->hb2}, (const Matrix *[]){&w->w1, &w->w3}, s->xb, 1,
+                     l);
         swiglu(s->hb, s->hb2, hidden);
         matmul(s, s->xb2, s->hb, &w->w2, l);
         residual_add(s->x, s->xb2, dim);
@@ -1002,9 +1013,8 @@ void model_prefill(Model *m, const int *tokens, int n, float *logits) {
             size_t cache_off = ((size_t)l * c->seq_len + pos0) * kv_dim; /* (batch, kv_dim) */
             float *k = s->key_cache + cache_off;
             float *v = s->value_cache + cache_off;
-            matmul_batch(s, s->bq, s->bxb, batch, &w->wq, l);
-            matmul_batch(s, k, s->bxb, batch, &w->wk, l);
-            matmul_batch(s, v, s->bxb, batch, &w->wv, l);
+            matmul_batch(s, 3, (float *[]){s->bq, k, v}, (const Matrix *[]){&w->wq, &w->wk, &w->wv},
+                         s->bxb, batch, l);
             lap(prof, OP_QKV);
             for (int b = 0; b < batch; b++)
                 rope(s->bq + (size_t)b * dim, dim, k + (size_t)b * kv_dim, kv_dim, head_size,
@@ -1013,7 +1023,7 @@ void model_prefill(Model *m, const int *tokens, int n, float *logits) {
             /* position pos0 + b attends over 0..pos0 + b: causal within the batch */
             attention(s, c, l, pos0, batch, s->bq, s->bxb);
             lap(prof, OP_ATTENTION);
-            matmul_batch(s, s->bxb2, s->bxb, batch, &w->wo, l);
+            matmul_batch(s, 1, &s->bxb2, (const Matrix *[]){&w->wo}, s->bxb, batch, l);
             residual_add(s->bx, s->bxb2, batch * dim);
             lap(prof, OP_OUTPUT_PROJ);
 
@@ -1023,10 +1033,10 @@ void model_prefill(Model *m, const int *tokens, int n, float *logits) {
                         w->ffn_norm + (size_t)l * dim, layer_bias(w->ffn_norm_bias, l, dim), dim,
                         c->norm_eps);
             lap(prof, OP_NORM);
-            matmul_batch(s, s->bhb, s->bxb, batch, &w->w1, l);
-            matmul_batch(s, s->bhb2, s->bxb, batch, &w->w3, l);
+            matmul_batch(s, 2, (float *[]){s->bhb, s->bhb2}, (const Matrix *[]){&w->w1, &w->w3},
+                         s->bxb, batch, l);
             swiglu(s->bhb, s->bhb2, batch * hidden);
-            matmul_batch(s, s->bxb2, s->bhb, batch, &w->w2, l);
+            matmul_batch(s, 1, &s->bxb2, (const Matrix *[]){&w->w2}, s->bhb, batch, l);
             residual_add(s->bx, s->bxb2, batch * dim);
             lap(prof, OP_FFN);
         }
@@ -1036,7 +1046,8 @@ void model_prefill(Model *m, const int *tokens, int n, float *logits) {
                 m->norm(s->bx + (size_t)b * dim, s->bx + (size_t)b * dim, w->final_norm,
                         w->final_norm_bias, dim, c->norm_eps);
             lap(prof, OP_NORM);
-            matmul_batch(s, logits + (size_t)pos0 * c->vocab_size, s->bx, batch, &w->wcls, 0);
+            matmul_batch(s, 1, (float *[]){logits + (size_t)pos0 * c->vocab_size},
+                         (const Matrix *[]){&w->wcls}, s->bx, batch, 0);
             lap(prof, OP_CLASSIFIER);
         }
     }
