@@ -125,8 +125,12 @@ build/bandwidth: tools/bandwidth.c simd.h
 	@mkdir -p build
 	$(CC) $(CFLAGS) -I. -o $@ $< $(LDLIBS)
 
+build/flops: tools/flops.c simd.h
+	@mkdir -p build
+	$(CC) $(CFLAGS) -I. -o $@ $< $(LDLIBS)
+
 # Speed is measured here, never asserted by tests. BENCH_QUICK=1 for a short run.
-bench: run build/bandwidth
+bench: run build/bandwidth build/flops
 	models/fetch.sh tokenizer.bin
 	PYTHON=$(PYTHON) tools/bench.sh
 

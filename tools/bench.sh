@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # make bench: decode speed of ./run on random-weight models of real shapes (export.py --random),
-# each weight dtype, against the machine's measured read bandwidth, and batched prefill of a
+# each weight dtype, against the machine's measured read bandwidth (tools/bandwidth.c; the
+# multiply-add peak, tools/flops.c, bounds prefill), and prefill of a
 # 256-token prompt, batched and (but for 1.1B) one position at a time. Prints one table (medians of
 # the repeats). Needs no network.
 #   BENCH_QUICK=1   15M and 110M only, fewer repeats and tokens (under 2 minutes)
@@ -36,13 +37,15 @@ prompt=$(for ((i = 0; i < 23; i++)); do printf 'Once upon a time, there was a li
 prompt+="The end"
 n_prompt=$(./run "$dir/15M-f32.nllm" -z models/tokenizer.bin --tokenize "$prompt" | wc -l)
 
-declare -A bandwidth
+declare -A bandwidth flops
 for threads in 1 2; do
     bandwidth[$threads]=$(OMP_NUM_THREADS=$threads build/bandwidth 2048 "$repeats" 2>/dev/null)
+    flops[$threads]=$(OMP_NUM_THREADS=$threads build/flops 3 2>/dev/null)
 done
 
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; read bandwidth" \
-    "${bandwidth[1]} GB/s (1 thread), ${bandwidth[2]} GB/s (2 threads)"
+    "${bandwidth[1]} GB/s (1 thread), ${bandwidth[2]} GB/s (2 threads); fp32 FMA peak" \
+    "${flops[1]} GFLOP/s (1 thread), ${flops[2]} GFLOP/s (2 threads)"
 echo "decode: tokens/s generating (after the first token); prefill: tokens/s of a $n_prompt-token" \
     "prompt, in batches and one position at a time (15M and 110M); the dtypes take turns in" \
     "every repeat, so that a slow moment of the shared machine hits them alike"
