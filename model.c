@@ -447,7 +447,7 @@ static int alloc_state(RunState *s, const Config *c) {
     s->hb = zeroed(c->hidden_dim * sizeof(float));
     s->hb2 = zeroed(c->hidden_dim * sizeof(float));
     s->q = zeroed(c->dim * sizeof(float));
-    s->att = zeroed((size_t)c->n_heads * c->seq_len * sizeof(float));
+    s->att = zeroed((size_t)c->n_heads * 4 * c->seq_len * sizeof(float));
     s->logits = zeroed(c->vocab_size * sizeof(float));
     s->key_cache = aligned(cache * sizeof(float)); /* each position is written before it is read */
     s->value_cache = aligned(cache * sizeof(float));
@@ -880,14 +880,25 @@ void softmax(float *x, int n) {
     for (int i = 0; i < n; i++) x[i] /= sum;
 }
 
-/* a . b over n values, summed in vector lanes (simd.h) */
-static float dot(const float *a, const float *b, int n) {
-    vecf acc = vec_zero();
-    int i = 0;
-    for (; i + VEC_WIDTH <= n; i += VEC_WIDTH)
-        acc = vec_fmadd(vec_load(a + i), vec_load(b + i), acc);
-    if (i < n) acc = vec_fmadd(vec_load_partial(a + i, n - i), vec_load_partial(b + i, n - i), acc);
-    return vec_sum(acc);
+/* out[i] = q[i] . k over n values for i < nq (1 or 4, a constant once inlined), summed in
+ * vector lanes (simd.h): the four queries share each load of k and one reduction. A query's sum
+ * comes out the same bits either way (its lanes see the same adds; vec_sum4 reduces each alike). */
+static ALWAYS_INLINE void dot_queries(const float *const q[4], int nq, const float *k, int n,
+                                      float out[4]) {
+    vecf acc[4];
+    for (int i = 0; i < nq; i++) acc[i] = vec_zero();
+    int j = 0;
+    for (; j + VEC_WIDTH <= n; j += VEC_WIDTH) {
+        vecf kv = vec_load(k + j);
+        for (int i = 0; i < nq; i++) acc[i] = vec_fmadd(vec_load(q[i] + j), kv, acc[i]);
+    }
+    if (j < n) {
+        vecf kv = vec_load_partial(k + j, n - j);
+        for (int i = 0; i < nq; i++)
+            acc[i] = vec_fmadd(vec_load_partial(q[i] + j, n - j), kv, acc[i]);
+    }
+    for (int i = nq; i < 4; i++) acc[i] = acc[0];
+    vec_sum4(acc[0], acc[1], acc[2], acc[3], out);
 }
 
 /* y += a x over n values */
@@ -902,33 +913,67 @@ static void axpy(float *y, float a, const float *x, int n) {
             n - i);
 }
 
+/* One kv head's part of a layer's cache: position t's key is keys + t * kv_dim, its value
+ * values + t * kv_dim, head_size floats each. */
+typedef struct {
+    const float *keys, *values;
+    int kv_dim, head_size;
+} HeadCache;
+
+/* Causal attention of nq (1 or 4, a constant once inlined) query heads q[i] at positions
+ * first_pos + i over the cached positions 0..first_pos + i, into out[i] (head_size each): scores
+ * q . k / sqrt(head_size), softmax, the values mixed by the weights. att: nq rows of stride
+ * floats, scratch. */
+static ALWAYS_INLINE void attend(const HeadCache *hc, const float *const q[4], float *const out[4],
+                                 int nq, int first_pos, float *att, int stride) {
+    float scale = sqrtf((float)hc->head_size); /* divided, not multiplied, to round as llama2.c */
+    for (int t = 0; t <= first_pos + nq - 1; t++) { /* later queries' keys: the others ignore */
+        float scores[4];
+        dot_queries(q, nq, hc->keys + (size_t)t * hc->kv_dim, hc->head_size, scores);
+        for (int i = 0; i < nq; i++) att[(size_t)i * stride + t] = scores[i] / scale;
+    }
+    for (int i = 0; i < nq; i++) {
+        float *weights = att + (size_t)i * stride;
+        int pos = first_pos + i;
+        softmax(weights, pos + 1);
+        memset(out[i], 0, hc->head_size * sizeof(float));
+        for (int t = 0; t <= pos; t++)
+            axpy(out[i], weights[t], hc->values + (size_t)t * hc->kv_dim, hc->head_size);
+    }
+}
+
 /* Causal multi-head attention for the positions pos0 .. pos0 + batch - 1 of layer l: query b
  * (row b of q: (batch, n_heads * head_size)) attends over the cached positions 0..pos0 + b, into
- * row b of out (same shape); s->att is scratch, one seq_len row per head. Query head h reads kv
- * head h / (n_heads / n_kv_heads). Heads in parallel, one parallel region for the whole batch. */
+ * row b of out (same shape); s->att is scratch, four seq_len rows per head. Query head h reads
+ * kv head h / (n_heads / n_kv_heads). Heads in parallel, one parallel region for the whole batch;
+ * within a head, the queries go four at a time. */
 static void attention(RunState *s, const Config *c, int l, int pos0, int batch, const float *q,
                       float *out) {
     int dim = c->dim, head_size = dim / c->n_heads;
     int kv_dim = c->n_kv_heads * head_size;
     int heads_per_kv = c->n_heads / c->n_kv_heads;
-    const float *keys = s->key_cache + (size_t)l * c->seq_len * kv_dim;
-    const float *values = s->value_cache + (size_t)l * c->seq_len * kv_dim;
-    float scale = sqrtf((float)head_size); /* divided, not multiplied, to round as llama2.c */
+    size_t layer_off = (size_t)l * c->seq_len * kv_dim;
     size_t work = (size_t)c->n_heads * batch * (pos0 + batch) * head_size * 2;
 #pragma omp parallel for if (work >= PARALLEL_MIN_WORK)
     for (int h = 0; h < c->n_heads; h++) {
-        float *att = s->att + (size_t)h * c->seq_len;
         int kv_off = (h / heads_per_kv) * head_size;
-        for (int b = 0; b < batch; b++) {
-            int pos = pos0 + b;
-            const float *q_head = q + (size_t)b * dim + h * head_size;
-            for (int t = 0; t <= pos; t++)
-                att[t] = dot(q_head, keys + (size_t)t * kv_dim + kv_off, head_size) / scale;
-            softmax(att, pos + 1);
-            float *out_head = out + (size_t)b * dim + h * head_size;
-            memset(out_head, 0, head_size * sizeof(float));
-            for (int t = 0; t <= pos; t++)
-                axpy(out_head, att[t], values + (size_t)t * kv_dim + kv_off, head_size);
+        HeadCache hc = {s->key_cache + layer_off + kv_off, s->value_cache + layer_off + kv_off,
+                        kv_dim, head_size};
+        float *att = s->att + (size_t)h * 4 * c->seq_len;
+        int b = 0;
+        for (; b + 4 <= batch; b += 4) {
+            const float *qs[4];
+            float *outs[4];
+            for (int i = 0; i < 4; i++) {
+                qs[i] = q + (size_t)(b + i) * dim + h * head_size;
+                outs[i] = out + (size_t)(b + i) * dim + h * head_size;
+            }
+            attend(&hc, qs, outs, 4, pos0 + b, att, c->seq_len);
+        }
+        for (; b < batch; b++) {
+            const float *qs[4] = {q + (size_t)b * dim + h * head_size};
+            float *outs[4] = {out + (size_t)b * dim + h * head_size};
+            attend(&hc, qs, outs, 1, pos0 + b, att, c->seq_len);
         }
     }
 }

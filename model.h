@@ -79,7 +79,7 @@ typedef struct {
     float *hb;          /* (hidden_dim) gate, then SwiGLU output */
     float *hb2;         /* (hidden_dim) up projection */
     float *q;           /* (n_heads * head_size) */
-    float *att;         /* (n_heads, seq_len) attention weights */
+    float *att;         /* (n_heads, 4, seq_len) attention weights of up to 4 queries */
     float *logits;      /* (vocab_size) */
     float *key_cache;   /* (n_layers, seq_len, kv_dim) */
     float *value_cache; /* (n_layers, seq_len, kv_dim) */
