@@ -3,7 +3,8 @@
 CC ?= gcc
 PYTHON ?= /usr/bin/python3
 OPT ?= -O3 -march=native
-# -std=c11 (not gnu11) keeps gcc from contracting a*b+c into FMA, so sums round as llama2.c's do
+# -std=c11 (not gnu11) keeps gcc from contracting a*b+c into FMA in plain C loops, so sums round
+# as llama2.c's do (the SIMD kernels of simd.h choose their FMAs themselves)
 BASE_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -fopenmp -I/usr/include/stb
 CFLAGS = $(BASE_CFLAGS) $(OPT)
 # the portable build: no -march, so the kernels compile for baseline x86-64 (SSE2) or any CPU

@@ -107,20 +107,19 @@ typedef struct {
     Profile *profile;   /* NULL (model_load's choice): no timing, one untaken branch per lap */
 } Model;
 
-/* Memory-maps the checkpoint at `path` read-only, tells its layout by its magic (see the top of
- * this file), checks its header against itself and the whole tensor layout against the file size
- * before setting any pointer, then points the weights into the map (normllama and fp32 layouts:
- * f32, bf16 or q8_0 matrices, never copied) or dequantizes
- * them into m->owned (llama2.c version 2: w[i] = q[i] * scale[i / group_size] over each flattened
- * tensor, as llama2.c's export.py quantized them), and allocates the run state. m->norm is set to
- * the trained norm.
- * Returns 0 on success. On failure (missing, unreadable, empty or truncated file; unknown
- * version or weight dtype; q8_0 group_size other than 32 or 64, a group_size with another dtype;
- * impossible header such as non-positive sizes, dim % n_heads != 0,
- * n_heads % n_kv_heads != 0, odd head_size, a flag other than 0/1, non-positive eps or RoPE base,
- * alignment not a power of two; file size other than the header implies; out of memory) returns
- * -1, leaves `m` empty and writes a one-line message naming the file and the problem into
- * err[errlen]. */
+/* Memory-maps the checkpoint at `path` read-only (every page mapped and read once now, so that
+ * the first forward pass does not pay for first access), tells its layout by its magic (see the
+ * top of this file), checks its header against itself and the whole tensor layout against the file
+ * size before setting any pointer, then points the weights into the map (normllama and fp32
+ * layouts: f32, bf16 or q8_0 matrices, never copied) or dequantizes them into m->owned (llama2.c
+ * version 2: w[i] = q[i] * scale[i / group_size] over each flattened tensor, as llama2.c's
+ * export.py quantized them), and allocates the run state (64-byte aligned). m->norm is set to the
+ * trained norm. Returns 0 on success. On failure (missing, unreadable, empty or truncated file;
+ * unknown version or weight dtype; q8_0 group_size other than 32 or 64, a group_size with another
+ * dtype; impossible header such as non-positive sizes, dim % n_heads != 0, n_heads % n_kv_heads !=
+ * 0, odd head_size, a flag other than 0/1, non-positive eps or RoPE base, alignment not a power of
+ * two; file size other than the header implies; out of memory) returns -1, leaves `m` empty and
+ * writes a one-line message naming the file and the problem into err[errlen]. */
 int model_load(Model *m, const char *path, char *err, size_t errlen);
 
 /* Unmaps the checkpoint, frees dequantized weights and the run state; safe on an empty or

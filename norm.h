@@ -16,9 +16,9 @@ typedef void (*NormFn)(float *out, const float *x, const float *weight, const fl
 
 /* RMSNorm (Zhang & Sennrich 2019, eq. 4), as llama2.c's rmsnorm and Meta's Llama reference:
  *   out[i] = weight[i] * (x[i] / sqrt(mean_j(x[j]^2) + eps))
- * Shapes as NormFn. The mean is accumulated in fp32 (16 partial sums, added up in a fixed
- * order); eps sits inside the square root. bias is ignored: RMSNorm has no shift. An all-zero x
- * gives an all-zero out (eps > 0). */
+ * Shapes as NormFn. The mean is accumulated in fp32 in vector lanes (simd.h), added up in a
+ * fixed order; eps sits inside the square root. bias is ignored: RMSNorm has no shift. An all-zero
+ * x gives an all-zero out (eps > 0). */
 void rmsnorm(float *out, const float *x, const float *weight, const float *bias, int dim,
              float eps);
 
@@ -33,8 +33,8 @@ void rmsnorm_eps_outside(float *out, const float *x, const float *weight, const 
  *   mu = mean(x), var = mean((x - mu)^2)
  *   out[i] = weight[i] * (x[i] - mu) / sqrt(var + eps) + bias[i]
  * Shapes as NormFn; bias NULL means zero bias. fp32, by shifted data (Chan, Golub & LeVeque
- * 1983): the sums of d = x - shift and of d^2, with shift the mean of the first 1024 values
- * (all of them when dim <= 1024), give mean = shift + mean(d), var = mean(d^2) - mean(d)^2.
+ * 1983): the sums of d = x - shift and of d^2 (one pass), with shift the mean of the first 64
+ * values (all of them when dim <= 64), give mean = shift + mean(d), var = mean(d^2) - mean(d)^2.
  * A large common offset (1e4 + N(0, 1)) therefore does not cancel the variance away, as
  * E[x^2] - E[x]^2 would. An all-zero x gives out = bias. */
 void layernorm(float *out, const float *x, const float *weight, const float *bias, int dim,
@@ -44,8 +44,8 @@ void layernorm(float *out, const float *x, const float *weight, const float *bia
  * NaN included. */
 float f16_to_f32(uint16_t h);
 
-/* The value of a bfloat16 number given by its bits (the upper half of an fp32). Inline: model.c's
- * bf16 matrix kernels call it per weight in loops the compiler vectorizes. */
+/* The value of a bfloat16 number given by its bits (the upper half of an fp32). Inline: the
+ * embedding lookup calls it per weight. */
 static inline float bf16_to_f32(uint16_t h) {
     uint32_t bits = (uint32_t)h << 16;
     float f;

@@ -1,16 +1,28 @@
-/* simd.h: the few vector operations the kernels (matmul in model.c, the norms in norm.c) are
- * written in, for one of three targets picked at compile time:
+/* simd.h: the few vector operations the kernels (matmul and attention in model.c, the norms in
+ * norm.c, tools/bandwidth.c and tools/flops.c) are written in, for one of three targets picked at
+ * compile time:
  *   AVX-512 (-march with avx512f/bw/vl): vecf holds 16 floats;
  *   AVX2 + FMA:                          vecf holds 8 floats;
  *   anything else (the portable build):  vecf is one float, the ops plain C.
- * VEC_WIDTH is the number of floats in a vecf. Loads read exactly VEC_WIDTH values; the
- * *_partial forms read n < VEC_WIDTH values and fill the other lanes with zeros, without
- * touching memory past p + n. Weights stored as bf16 are widened to floats on load.
- *
- * For q8_0's integer dot products, vecw holds 2 * VEC_WIDTH int16 values (int8 weights widened
- * on load, or int16 inputs) and veci VEC_WIDTH int32 lanes; veci_dot adds the products of two
- * vecw into the lanes, two per lane (AVX512-VNNI vpdpwssd, or vpmaddwd and an add). The sums are
- * exact, so every target gets the same integers.
+ * VEC_WIDTH is the number of floats in a vecf. The operations, the same on every target:
+ *   vec_zero(), vec_set1(a)        every lane 0, or a
+ *   vec_add, vec_sub, vec_mul      lane by lane
+ *   vec_fmadd(a, b, c)             a * b + c lane by lane, rounded once (twice in the portable
+ *                                  build, whose C11 does not contract it)
+ *   vec_load(p), vec_store(p, v)   VEC_WIDTH floats at p, any alignment
+ *   vec_load_partial(p, n),        n < VEC_WIDTH floats: the other lanes read as zero and are not
+ *   vec_store_partial(p, v, n)     written; memory past p + n is never touched
+ *   vec_load_bf16(p), ..._partial  bf16 values (uint16 bits) widened to floats
+ *   vec_sum4(a, b, c, d, out)      out[i] = the sum of the i-th vector's lanes, each vector's
+ *                                  lanes added in the same tree whichever argument it is
+ *   vec_sum(v)                     the sum of v's lanes, in vec_sum4's order
+ * and for q8_0's integer dot products, vecw (2 * VEC_WIDTH int16) and veci (VEC_WIDTH int32):
+ *   vecw_load_i16(p)               2 * VEC_WIDTH int16 values
+ *   vecw_load_i8(p), ..._partial   2 * VEC_WIDTH (or n fewer) int8 values widened to int16
+ *   veci_zero(), vec_from_veci(v)  int32 lanes, and their values as floats
+ *   veci_dot(acc, a, b)            lane i of acc + a[2i] b[2i] + a[2i + 1] b[2i + 1] (AVX512-VNNI
+ *                                  vpdpwssd, or vpmaddwd and an add): exact, the same integers
+ *                                  on every target as long as a lane stays within int32
  */
 #ifndef SIMD_H
 #define SIMD_H
