@@ -12,7 +12,8 @@ dir=build/bench
 mkdir -p "$dir"
 
 dtypes=(f32 bf16 q8_0)
-if [[ ${BENCH_QUICK:-0} == 1 ]]; then
+quick=${BENCH_QUICK:-0}
+if [[ $quick == 1 ]]; then
     shapes=(15M 110M) repeats=3 prefill_repeats=1
     declare -A steps=([15M]=128 [110M]=32)
 else
@@ -47,10 +48,13 @@ echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; read ban
     "${bandwidth[1]} GB/s (1 thread), ${bandwidth[2]} GB/s (2 threads); fp32 FMA peak" \
     "${flops[1]} GFLOP/s (1 thread), ${flops[2]} GFLOP/s (2 threads)"
 echo "decode: tokens/s generating (after the first token); prefill: tokens/s of a $n_prompt-token" \
-    "prompt, in batches and one position at a time (15M and 110M); the dtypes take turns in" \
+    "prompt, in batches and one position at a time (15M and 110M; with BENCH_QUICK=1 on 2 threads" \
+    "only); the dtypes take turns in" \
     "every repeat, so that a slow moment of the shared machine hits them alike"
-printf '%-6s %-5s %-10s %7s %10s %8s %9s %9s %12s %11s %8s\n' shape dtype norm threads tokens/s \
-    GB/s "% of bw" "peak MiB" "prefill t/s" "serial t/s" "ratio"
+echo "bw: the read bandwidth measured between the decode runs of each block (median), which the" \
+    "GB/s the weights were read at is compared with"
+printf '%-6s %-5s %-10s %7s %9s %7s %7s %8s %9s %12s %11s %7s\n' shape dtype norm threads tokens/s \
+    GB/s "bw" "% of bw" "peak MiB" "prefill t/s" "serial t/s" "ratio"
 
 rate() { sed -n "s/.* $1 \([0-9.]*\) tokens\/s.*/\1/p"; }
 
@@ -65,7 +69,9 @@ for shape in "${shapes[@]}"; do
     for norm in rmsnorm layernorm; do
         for threads in 1 2; do
             declare -A rates=() peak=() prefill=() serial=()
+            block_bw=()
             for ((r = 0; r < repeats; r++)); do
+                block_bw+=("$(OMP_NUM_THREADS=$threads build/bandwidth 1024 1 2>/dev/null)")
                 for dtype in "${dtypes[@]}"; do
                     read -r rate kib < <(decode ./run "$dir/$shape-$dtype.nllm" -z models/tokenizer.bin \
                         --norm="$norm" --threads="$threads" -n "${steps[$shape]}")
@@ -78,24 +84,27 @@ for shape in "${shapes[@]}"; do
                     run=(./run "$dir/$shape-$dtype.nllm" -z models/tokenizer.bin --norm="$norm"
                         --threads="$threads" -n "$n_prompt")
                     prefill[$dtype]+="$("${run[@]}" "$prompt" 2>&1 >/dev/null | rate prompt) "
-                    [[ $shape == 1.1B ]] && continue # one position at a time takes minutes here
+                    # one position at a time takes minutes at 1.1B; the quick run times it on 2
+                    # threads only
+                    [[ $shape == 1.1B || ($quick == 1 && $threads == 1) ]] && continue
                     serial[$dtype]+="$("${run[@]}" --prefill=serial "$prompt" 2>&1 >/dev/null |
                         rate prompt) "
                 done
             done
+            bw=$(printf '%s\n' "${block_bw[@]}" | median)
             for dtype in "${dtypes[@]}"; do
                 bytes=$(stat -c %s "$dir/$shape-$dtype.nllm") # all weights are read once per token
                 rate=$(tr ' ' '\n' <<<"${rates[$dtype]}" | grep . | median)
                 prefill_rate=$(tr ' ' '\n' <<<"${prefill[$dtype]}" | grep . | median)
                 serial_rate=$(tr ' ' '\n' <<<"${serial[$dtype]:-0}" | grep . | median)
                 awk -v s="$shape" -v d="$dtype" -v n="$norm" -v t="$threads" -v r="$rate" \
-                    -v b="$bytes" -v bw="${bandwidth[$threads]}" -v p="${peak[$dtype]}" \
-                    -v pf="$prefill_rate" -v sr="$serial_rate" 'BEGIN {
+                    -v b="$bytes" -v bw="$bw" -v p="${peak[$dtype]}" -v pf="$prefill_rate" \
+                    -v sr="$serial_rate" 'BEGIN {
                     gbs = r * b / 1e9
-                    printf "%-6s %-5s %-10s %7d %10.1f %8.1f %8.0f%% %9.0f %12.1f", s, d, n, t, r,
-                        gbs, 100 * gbs / bw, p / 1024, pf
-                    if (sr > 0) printf " %11.1f %7.1fx\n", sr, pf / sr
-                    else printf " %11s %8s\n", "-", "-" }'
+                    printf "%-6s %-5s %-10s %7d %9.1f %7.1f %7.1f %7.0f%% %9.0f %12.1f", s, d, n, t, r,
+                        gbs, bw, 100 * gbs / bw, p / 1024, pf
+                    if (sr > 0) printf " %11.1f %6.1fx\n", sr, pf / sr
+                    else printf " %11s %7s\n", "-", "-" }'
             done
             unset rates peak prefill serial
         done
