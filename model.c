@@ -441,31 +441,25 @@ static int alloc_state(RunState *s, const Config *c) {
     size_t head_size = c->dim / c->n_heads;
     size_t kv_dim = c->n_kv_heads * head_size;
     size_t cache = (size_t)c->n_layers * c->seq_len * kv_dim;
-    s->x = zeroed(c->dim * sizeof(float));
-    s->xb = zeroed(c->dim * sizeof(float));
-    s->xb2 = zeroed(c->dim * sizeof(float));
-    s->hb = zeroed(c->hidden_dim * sizeof(float));
-    s->hb2 = zeroed(c->hidden_dim * sizeof(float));
-    s->q = zeroed(c->dim * sizeof(float));
+    s->batch = c->seq_len < 64 ? c->seq_len : 64;
+    size_t rows = s->batch;
+    s->x = zeroed(rows * c->dim * sizeof(float));
+    s->xb = zeroed(rows * c->dim * sizeof(float));
+    s->xb2 = zeroed(rows * c->dim * sizeof(float));
+    s->hb = zeroed(rows * c->hidden_dim * sizeof(float));
+    s->hb2 = zeroed(rows * c->hidden_dim * sizeof(float));
+    s->q = zeroed(rows * c->dim * sizeof(float));
     s->att = zeroed((size_t)c->n_heads * 4 * c->seq_len * sizeof(float));
     s->logits = zeroed(c->vocab_size * sizeof(float));
     s->key_cache = aligned(cache * sizeof(float)); /* each position is written before it is read */
     s->value_cache = aligned(cache * sizeof(float));
     s->inv_freq = zeroed((head_size / 2) * sizeof(float));
-    s->batch = c->seq_len < 64 ? c->seq_len : 64;
-    s->bx = zeroed((size_t)s->batch * c->dim * sizeof(float));
-    s->bxb = zeroed((size_t)s->batch * c->dim * sizeof(float));
-    s->bxb2 = zeroed((size_t)s->batch * c->dim * sizeof(float));
-    s->bq = zeroed((size_t)s->batch * c->dim * sizeof(float));
-    s->bhb = zeroed((size_t)s->batch * c->hidden_dim * sizeof(float));
-    s->bhb2 = zeroed((size_t)s->batch * c->hidden_dim * sizeof(float));
     int widest = c->dim > c->hidden_dim ? c->dim : c->hidden_dim;
     s->xq_stride = (widest + 63) / 64 * 64;
-    s->xq = zeroed((size_t)s->batch * s->xq_stride * sizeof(int16_t));
-    s->xq_scale = zeroed(s->batch * sizeof(float));
+    s->xq = zeroed(rows * s->xq_stride * sizeof(int16_t));
+    s->xq_scale = zeroed(rows * sizeof(float));
     if (!s->x || !s->xb || !s->xb2 || !s->hb || !s->hb2 || !s->q || !s->att || !s->logits ||
-        !s->key_cache || !s->value_cache || !s->inv_freq || !s->bx || !s->bxb || !s->bxb2 ||
-        !s->bq || !s->bhb || !s->bhb2 || !s->xq || !s->xq_scale)
+        !s->key_cache || !s->value_cache || !s->inv_freq || !s->xq || !s->xq_scale)
         return -1;
     return 0;
 }
@@ -484,12 +478,6 @@ static void free_state(RunState *s) {
     free(s->key_cache);
     free(s->value_cache);
     free(s->inv_freq);
-    free(s->bx);
-    free(s->bxb);
-    free(s->bxb2);
-    free(s->bq);
-    free(s->bhb);
-    free(s->bhb2);
     memset(s, 0, sizeof(*s));
 }
 
@@ -825,11 +813,6 @@ static void matmul_batch(RunState *s, int n, float *const out[], const Matrix *c
     }
 }
 
-/* out = W x for one vector: x (w->cols), out (w->rows). */
-static void matmul(RunState *s, float *out, const float *x, const Matrix *w, int layer) {
-    matmul_batch(s, 1, &out, &w, x, 1, layer);
-}
-
 /* Row `row` of w as floats: out (w->cols). The token embedding lookup. */
 static void matrix_row(float *out, const Matrix *w, size_t row) {
     int n = w->cols;
@@ -995,7 +978,10 @@ static const float *layer_bias(const float *bias, int l, int dim) {
     return bias ? bias + (size_t)l * dim : NULL;
 }
 
-float *model_forward(Model *m, int token, int pos) {
+/* Runs the batch (<= m->state.batch) tokens at positions pos0 .. pos0 + batch - 1 through the
+ * model, row b of the run state for position pos0 + b; if logits is not NULL, writes their
+ * logits into it, (batch, vocab_size). Decode is a batch of one. */
+static void forward_positions(Model *m, const int *tokens, int batch, int pos0, float *logits) {
     const Config *c = &m->config;
     const Weights *w = &m->weights;
     RunState *s = &m->state;
@@ -1003,111 +989,67 @@ float *model_forward(Model *m, int token, int pos) {
     int head_size = dim / c->n_heads;
     int kv_dim = c->n_kv_heads * head_size;
     Profile *prof = m->profile;
-    if (prof) profile_start(prof);
 
-    matrix_row(s->x, &w->token_embedding, token);
+    for (int b = 0; b < batch; b++)
+        matrix_row(s->x + (size_t)b * dim, &w->token_embedding, tokens[b]);
     lap(prof, OP_EMBEDDING);
 
     for (int l = 0; l < c->n_layers; l++) {
         /* attention block: x += wo attention(rope(wq n(x)), rope(wk n(x)), wv n(x)) */
-        m->norm(s->xb, s->x, w->attn_norm + (size_t)l * dim, layer_bias(w->attn_norm_bias, l, dim),
-                dim, c->norm_eps);
+        for (int b = 0; b < batch; b++)
+            m->norm(s->xb + (size_t)b * dim, s->x + (size_t)b * dim, w->attn_norm + (size_t)l * dim,
+                    layer_bias(w->attn_norm_bias, l, dim), dim, c->norm_eps);
         lap(prof, OP_NORM);
-        size_t cache_off = ((size_t)l * c->seq_len + pos) * kv_dim;
+        size_t cache_off = ((size_t)l * c->seq_len + pos0) * kv_dim; /* (batch, kv_dim) */
         float *k = s->key_cache + cache_off;
         float *v = s->value_cache + cache_off;
         matmul_batch(s, 3, (float *[]){s->q, k, v}, (const Matrix *[]){&w->wq, &w->wk, &w->wv},
-                     s->xb, 1, l);
+                     s->xb, batch, l);
         lap(prof, OP_QKV);
-        rope(s->q, dim, k, kv_dim, head_size, pos, s->inv_freq);
+        for (int b = 0; b < batch; b++)
+            rope(s->q + (size_t)b * dim, dim, k + (size_t)b * kv_dim, kv_dim, head_size, pos0 + b,
+                 s->inv_freq);
         lap(prof, OP_ROPE);
-        attention(s, c, l, pos, 1, s->q, s->xb);
+        /* position pos0 + b attends over 0..pos0 + b: causal within the batch */
+        attention(s, c, l, pos0, batch, s->q, s->xb);
         lap(prof, OP_ATTENTION);
-        matmul(s, s->xb2, s->xb, &w->wo, l);
-        residual_add(s->x, s->xb2, dim);
+        matmul_batch(s, 1, &s->xb2, (const Matrix *[]){&w->wo}, s->xb, batch, l);
+        residual_add(s->x, s->xb2, batch * dim);
         lap(prof, OP_OUTPUT_PROJ);
 
         /* feed-forward block: x += w2 (silu(w1 n(x)) * w3 n(x)) */
-        m->norm(s->xb, s->x, w->ffn_norm + (size_t)l * dim, layer_bias(w->ffn_norm_bias, l, dim),
-                dim, c->norm_eps);
+        for (int b = 0; b < batch; b++)
+            m->norm(s->xb + (size_t)b * dim, s->x + (size_t)b * dim, w->ffn_norm + (size_t)l * dim,
+                    layer_bias(w->ffn_norm_bias, l, dim), dim, c->norm_eps);
         lap(prof, OP_NORM);
-        matmul_batch(s, 2, (float *[]){s->hb, s->hb2}, (const Matrix *[]){&w->w1, &w->w3}, s->xb, 1,
-                     l);
-        swiglu(s->hb, s->hb2, hidden);
-        matmul(s, s->xb2, s->hb, &w->w2, l);
-        residual_add(s->x, s->xb2, dim);
+        matmul_batch(s, 2, (float *[]){s->hb, s->hb2}, (const Matrix *[]){&w->w1, &w->w3}, s->xb,
+                     batch, l);
+        swiglu(s->hb, s->hb2, batch * hidden);
+        matmul_batch(s, 1, &s->xb2, (const Matrix *[]){&w->w2}, s->hb, batch, l);
+        residual_add(s->x, s->xb2, batch * dim);
         lap(prof, OP_FFN);
     }
 
-    m->norm(s->x, s->x, w->final_norm, w->final_norm_bias, dim, c->norm_eps);
-    lap(prof, OP_NORM);
-    matmul(s, s->logits, s->x, &w->wcls, 0);
-    lap(prof, OP_CLASSIFIER);
-    return s->logits;
+    if (logits) {
+        for (int b = 0; b < batch; b++)
+            m->norm(s->x + (size_t)b * dim, s->x + (size_t)b * dim, w->final_norm,
+                    w->final_norm_bias, dim, c->norm_eps);
+        lap(prof, OP_NORM);
+        matmul_batch(s, 1, &logits, (const Matrix *[]){&w->wcls}, s->x, batch, 0);
+        lap(prof, OP_CLASSIFIER);
+    }
+}
+
+float *model_forward(Model *m, int token, int pos) {
+    if (m->profile) profile_start(m->profile);
+    forward_positions(m, &token, 1, pos, m->state.logits);
+    return m->state.logits;
 }
 
 void model_prefill(Model *m, const int *tokens, int n, float *logits) {
-    const Config *c = &m->config;
-    const Weights *w = &m->weights;
-    RunState *s = &m->state;
-    int dim = c->dim, hidden = c->hidden_dim;
-    int head_size = dim / c->n_heads;
-    int kv_dim = c->n_kv_heads * head_size;
-    Profile *prof = m->profile;
-    if (prof) profile_start(prof);
-
-    for (int pos0 = 0; pos0 < n; pos0 += s->batch) {
-        int batch = n - pos0 < s->batch ? n - pos0 : s->batch; /* positions pos0 + b */
-        for (int b = 0; b < batch; b++)
-            matrix_row(s->bx + (size_t)b * dim, &w->token_embedding, tokens[pos0 + b]);
-        lap(prof, OP_EMBEDDING);
-
-        for (int l = 0; l < c->n_layers; l++) {
-            /* attention block, as in model_forward, for every position of the batch */
-            for (int b = 0; b < batch; b++)
-                m->norm(s->bxb + (size_t)b * dim, s->bx + (size_t)b * dim,
-                        w->attn_norm + (size_t)l * dim, layer_bias(w->attn_norm_bias, l, dim), dim,
-                        c->norm_eps);
-            lap(prof, OP_NORM);
-            size_t cache_off = ((size_t)l * c->seq_len + pos0) * kv_dim; /* (batch, kv_dim) */
-            float *k = s->key_cache + cache_off;
-            float *v = s->value_cache + cache_off;
-            matmul_batch(s, 3, (float *[]){s->bq, k, v}, (const Matrix *[]){&w->wq, &w->wk, &w->wv},
-                         s->bxb, batch, l);
-            lap(prof, OP_QKV);
-            for (int b = 0; b < batch; b++)
-                rope(s->bq + (size_t)b * dim, dim, k + (size_t)b * kv_dim, kv_dim, head_size,
-                     pos0 + b, s->inv_freq);
-            lap(prof, OP_ROPE);
-            /* position pos0 + b attends over 0..pos0 + b: causal within the batch */
-            attention(s, c, l, pos0, batch, s->bq, s->bxb);
-            lap(prof, OP_ATTENTION);
-            matmul_batch(s, 1, &s->bxb2, (const Matrix *[]){&w->wo}, s->bxb, batch, l);
-            residual_add(s->bx, s->bxb2, batch * dim);
-            lap(prof, OP_OUTPUT_PROJ);
-
-            /* feed-forward block */
-            for (int b = 0; b < batch; b++)
-                m->norm(s->bxb + (size_t)b * dim, s->bx + (size_t)b * dim,
-                        w->ffn_norm + (size_t)l * dim, layer_bias(w->ffn_norm_bias, l, dim), dim,
-                        c->norm_eps);
-            lap(prof, OP_NORM);
-            matmul_batch(s, 2, (float *[]){s->bhb, s->bhb2}, (const Matrix *[]){&w->w1, &w->w3},
-                         s->bxb, batch, l);
-            swiglu(s->bhb, s->bhb2, batch * hidden);
-            matmul_batch(s, 1, &s->bxb2, (const Matrix *[]){&w->w2}, s->bhb, batch, l);
-            residual_add(s->bx, s->bxb2, batch * dim);
-            lap(prof, OP_FFN);
-        }
-
-        if (logits) {
-            for (int b = 0; b < batch; b++)
-                m->norm(s->bx + (size_t)b * dim, s->bx + (size_t)b * dim, w->final_norm,
-                        w->final_norm_bias, dim, c->norm_eps);
-            lap(prof, OP_NORM);
-            matmul_batch(s, 1, (float *[]){logits + (size_t)pos0 * c->vocab_size},
-                         (const Matrix *[]){&w->wcls}, s->bx, batch, 0);
-            lap(prof, OP_CLASSIFIER);
-        }
-    }
+    int batch = m->state.batch;
+    if (m->profile) profile_start(m->profile);
+    for (int pos0 = 0; pos0 < n; pos0 += batch)
+        forward_positions(m, tokens + pos0, n - pos0 < batch ? n - pos0 : batch, pos0,
+                          logits ? logits + (size_t)pos0 * m->config.vocab_size : NULL);
 }

@@ -71,23 +71,21 @@ typedef struct {
     Matrix wcls;                  /* (vocab_size, dim); token_embedding when shared */
 } Weights;
 
-/* Activations of the current position, and the kv cache of all earlier ones. */
+/* Activations of up to `batch` positions run together (one in decode, a batch of the prompt in
+ * prefill), row b for position pos0 + b; and the kv cache of all positions so far. */
 typedef struct {
-    float *x;           /* (dim) residual stream */
-    float *xb;          /* (dim) normed input of a block; attention output before wo */
-    float *xb2;         /* (dim) output of a block before the residual add */
-    float *hb;          /* (hidden_dim) gate, then SwiGLU output */
-    float *hb2;         /* (hidden_dim) up projection */
-    float *q;           /* (n_heads * head_size) */
+    int batch;          /* min(seq_len, 64): (batch, hidden_dim) floats stay in L2 */
+    float *x;           /* (batch, dim) residual stream */
+    float *xb;          /* (batch, dim) normed input of a block; attention output before wo */
+    float *xb2;         /* (batch, dim) output of a block before the residual add */
+    float *hb;          /* (batch, hidden_dim) gate, then SwiGLU output */
+    float *hb2;         /* (batch, hidden_dim) up projection */
+    float *q;           /* (batch, n_heads * head_size) */
     float *att;         /* (n_heads, 4, seq_len) attention weights of up to 4 queries */
-    float *logits;      /* (vocab_size) */
+    float *logits;      /* (vocab_size) model_forward's */
     float *key_cache;   /* (n_layers, seq_len, kv_dim) */
     float *value_cache; /* (n_layers, seq_len, kv_dim) */
     float *inv_freq;    /* (head_size / 2) RoPE frequencies theta^(-2i / head_size) */
-    /* model_prefill's activations for `batch` positions at a time, as above per position */
-    int batch;                   /* min(seq_len, 64): (batch, hidden_dim) floats stay in L2 */
-    float *bx, *bxb, *bxb2, *bq; /* (batch, dim) */
-    float *bhb, *bhb2;           /* (batch, hidden_dim) */
     /* the inputs of a q8_0 matrix product, quantized: (batch, xq_stride) int16 values, zeros
      * past each input's length, and one scale per input */
     int16_t *xq;
