@@ -726,13 +726,21 @@ static ALWAYS_INLINE void dot_tile_q8(float *out, size_t out_stride, const int16
 
 /* xq = round(x / scale) as int16, scale = max |x| / 32767 (0 for a zero vector: xq all 0), for
  * the n values of x; xq's values from n up to the next multiple of 64 are zero. About 4.5
- * significant digits for all but values far below the largest, against the weights' int8. */
+ * significant digits for all but values far below the largest, against the weights' int8. A
+ * NaN or infinite value makes scale NaN (and its xq 0, as converting it is undefined), so that
+ * the product comes out non-finite as the other dtypes' would. */
 static void quantize_input(int16_t *xq, float *scale, const float *x, int n) {
     float max = 0.0f;
     for (int j = 0; j < n; j++) max = fabsf(x[j]) > max ? fabsf(x[j]) : max;
-    *scale = max / 32767.0f;
     float inv = max > 0.0f ? 32767.0f / max : 0.0f;
-    for (int j = 0; j < n; j++) xq[j] = (int16_t)nearbyintf(x[j] * inv);
+    int bad = 0; /* an input that is NaN, or infinite (then max is, inv 0 and x * inv NaN) */
+    for (int j = 0; j < n; j++) {
+        float v = x[j] * inv;
+        int ok = fabsf(v) <= 32767.5f;
+        xq[j] = ok ? (int16_t)nearbyintf(v) : 0;
+        bad |= !ok;
+    }
+    *scale = bad ? NAN : max / 32767.0f;
     for (int j = n; j % 64 != 0; j++) xq[j] = 0;
 }
 

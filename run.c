@@ -596,7 +596,8 @@ static void run_perplexity(Model *m, const Tokenizer *t, const Options *o) {
            "perplexity %.4f\n",
            o->ppl_path, n_predicted, n_chunks, m->config.seq_len, norm_name(m->norm), mean,
            exp(mean));
-    fprintf(stderr, "%.1f tokens/s\n", elapsed > 0 ? n_predicted / elapsed : 0.0);
+    fprintf(stderr, "scored %d tokens, %.1f tokens/s\n", n_predicted,
+            elapsed > 0 ? n_predicted / elapsed : 0.0);
     if (o->profile) print_profile(stderr, &profile, elapsed);
     free(tokens);
 }

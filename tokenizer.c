@@ -52,6 +52,10 @@ static float read_f32le(const unsigned char *p) {
 }
 
 /* Reads the whole file; plain stdio loop so that directories and pipes fail or work cleanly. */
+/* Far above any vocabulary's file (Llama 2's is 0.4 MiB), and a bound on what reading an endless
+ * input costs. */
+#define MAX_TOKENIZER_BYTES (64 << 20)
+
 static unsigned char *read_file(const char *path, size_t *size, char *err, size_t errlen) {
     /* O_NONBLOCK, then back to blocking: a FIFO without a writer reads as empty instead of
      * blocking the open, and a pipe with one still streams. */
@@ -67,6 +71,13 @@ static unsigned char *read_file(const char *path, size_t *size, char *err, size_
     while (buf) {
         n += fread(buf + n, 1, cap - n, f);
         if (n < cap) break;
+        if (cap >= MAX_TOKENIZER_BYTES) { /* a device or pipe that never ends (/dev/zero) */
+            snprintf(err, errlen, "%s: tokenizer file is larger than %d MiB", path,
+                     MAX_TOKENIZER_BYTES >> 20);
+            free(buf);
+            fclose(f);
+            return NULL;
+        }
         unsigned char *bigger = realloc(buf, cap * 2);
         if (!bigger) {
             free(buf);

@@ -397,6 +397,22 @@ def q8_0_greedy_story_agrees_with_f32_for_100_tokens():
 
 
 @test
+def nan_weight_stops_the_run_in_every_dtype():
+    """A NaN in final_norm's weight: every dtype stops with the one-line non-finite error (q8_0
+    quantizes its inputs to int16, which must not turn the NaN into a number)."""
+    for dtype in ("f32", "bf16", "q8_0"):
+        source = stories_nllm(dtype)
+        data = bytearray(open(source, "rb").read())
+        at = bytes(data).find(read_nllm(source)[1]["final_norm"].tobytes())
+        assert at > 256, dtype
+        data[at:at + 4] = struct.pack("<f", float("nan"))
+        path = tmp(f"nan-final-norm-{dtype}.nllm")
+        open(path, "wb").write(data)
+        code, _, err = run(path, "-z", "models/tok512.bin", "-n", "8", "Once upon a time")
+        assert code == 1 and err.count("\n") == 1 and "non-finite logit" in err, (dtype, err)
+
+
+@test
 def simd_and_portable_builds_agree_on_every_dtype():
     """make test-portable sets NORMLLAMA_RUN_SIMD=./run beside the portable build under test."""
     simd = os.environ.get("NORMLLAMA_RUN_SIMD")

@@ -308,6 +308,13 @@ Test(tokenizer_load_errors, directory) {
     rmdir(tmp_dir);
 }
 
+Test(tokenizer_load_errors, endless_device, .timeout = 30) {
+    Tokenizer t;
+    char err[256] = "";
+    cr_expect_eq(tokenizer_load(&t, "/dev/zero", err, sizeof err), -1);
+    cr_expect_not_null(strstr(err, "/dev/zero: tokenizer file is larger than 64 MiB"), "%s", err);
+}
+
 Test(tokenizer_load_errors, corrupt_files) {
     make_tmp_dir();
     static Buf b;
