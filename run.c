@@ -484,7 +484,7 @@ static void tokenize_command(const Tokenizer *t, const Options *o) {
 /* The run's summary line on stderr: prompt and generated token counts, then the speed of each
  * part as llama.cpp reports it: the prompt's positions per second of prompt_seconds, and the
  * generated positions (n_forward beyond the prompt) per second of generation_seconds. The prompt
- * rate includes the first pass over the weights, which on a cold start costs extra. */
+ * rate includes the first forward pass, slower while caches are cold. */
 static void print_summary(int n_prompt, int n_generated, int n_forward, double prompt_seconds,
                           double generation_seconds, const char *norm) {
     int prompt_forward = n_forward < n_prompt ? n_forward : n_prompt;

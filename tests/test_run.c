@@ -295,6 +295,11 @@ Test(bad_input, missing_tokenizer) {
                  "no-such-tokenizer.bin");
 }
 
+Test(bad_input, endless_tokenizer_device, .timeout = 30) {
+    expect_error((const char *[]){MODEL, "-z", "/dev/zero", NULL},
+                 "/dev/zero: tokenizer file is larger than 64 MiB");
+}
+
 Test(bad_input, no_tokenizer_beside_model) {
     make_scratch();
     char *model = write_prefix(MODEL, "stories260K.bin", 1056540);
