@@ -1,4 +1,4 @@
-#define _DEFAULT_SOURCE /* MAP_POPULATE */
+#define _DEFAULT_SOURCE /* MADV_HUGEPAGE, MADV_DONTNEED */
 #include "model.h"
 
 #include <errno.h>
@@ -93,7 +93,7 @@ typedef enum {
 typedef struct {
     const char *name;
     const float **vec; /* where a vector or scales pointer goes, or NULL */
-    const void **mat;  /* where a matrix's data pointer goes, or NULL */
+    const void **mat;  /* where a matrix's values pointer goes, or NULL */
     uint64_t numel;
     TensorKind kind;
     /* TENSOR_Q8_AK42: stored as `parts` equal pieces (one per layer), each its int8 values
@@ -101,9 +101,20 @@ typedef struct {
     uint64_t parts;
 } TensorSpec;
 
+/* A matrix as the file stores it, row-major, until model_load packs it into `matrix`. */
+typedef struct {
+    Matrix *matrix;
+    const void *values;  /* (layers * rows, cols): float, uint16_t (bf16) or int8_t (q8_0) */
+    const float *scales; /* q8_0: (layers * rows, ceil(cols / group_size)); else NULL */
+    int layers;
+    int in_map; /* 1: values and scales point into the file map; 0: into dequantized copies */
+} Source;
+
 typedef struct {
     TensorSpec tensors[32];
     int n;
+    Source sources[12];
+    int n_sources;
     uint64_t start;      /* file offset of the first tensor */
     uint64_t align;      /* every tensor starts at a multiple of this (1: packed) */
     uint64_t group_size; /* TENSOR_Q8_AK42 only */
@@ -118,20 +129,23 @@ static void skip(Layout *l, const char *name, uint64_t numel) {
 }
 
 /* A stacked matrix (layers, rows, cols) stored as `kind`; q8_0 (TENSOR_I8) values are followed
- * by their scales tensor (layers * rows, ceil(cols / group_size)). Sets m's shape and dtype. */
+ * by their scales tensor (layers * rows, ceil(cols / group_size)). Sets m's shape and dtype (f32
+ * for llama2.c's int8, dequantized at load) and adds it to the sources to pack. */
 static void add_matrix(Layout *l, const char *name, Matrix *m, uint64_t layers, int rows, int cols,
                        TensorKind kind, int group_size) {
     m->dtype = kind == TENSOR_BF16 ? DTYPE_BF16 : kind == TENSOR_I8 ? DTYPE_Q8_0 : DTYPE_F32;
     m->rows = rows;
     m->cols = cols;
     m->group_size = kind == TENSOR_I8 ? group_size : 0;
+    Source *src = &l->sources[l->n_sources++];
+    *src = (Source){m, NULL, NULL, (int)layers, kind != TENSOR_Q8_AK42};
     uint64_t stacked_rows = layers * (uint64_t)rows;
     l->tensors[l->n++] =
-        (TensorSpec){name, NULL, &m->data, stacked_rows * (uint64_t)cols, kind, layers};
+        (TensorSpec){name, NULL, &src->values, stacked_rows * (uint64_t)cols, kind, layers};
     if (kind == TENSOR_I8) {
         uint64_t n_groups = ((uint64_t)cols + group_size - 1) / group_size;
         l->tensors[l->n++] =
-            (TensorSpec){name, &m->scales, NULL, stacked_rows * n_groups, TENSOR_F32, 1};
+            (TensorSpec){name, &src->scales, NULL, stacked_rows * n_groups, TENSOR_F32, 1};
     }
 }
 
@@ -423,6 +437,168 @@ static int read_normllama(Model *m, const char *map, Layout *l, char *err, size_
     return 0;
 }
 
+/* ----------------------------------------------------------------------------
+ * Packing: the file's row-major matrices into panels (model.h, Matrix) */
+
+enum { PANEL_ROWS = VEC_WIDTH }; /* one vector of a column: a panel's rows */
+
+#if defined(__GNUC__)
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+#define UNROLL        _Pragma("GCC unroll 8")
+#else
+#define ALWAYS_INLINE inline
+#define UNROLL
+#endif
+
+#define HUGE_PAGE  (2u << 20)
+#define PACK_CHUNK 64 /* panels packed among the threads between two returns of map pages */
+
+/* Columns a q8_0 group starting at column `start` takes in a panel: its length, rounded up to
+ * whole pairs. */
+static int q8_group_columns(int cols, int group_size, int start) {
+    int len = cols - start < group_size ? cols - start : group_size;
+    return (len + 1) / 2 * 2;
+}
+
+static size_t panel_bytes(DType dtype, int cols, int group_size) {
+    if (dtype == DTYPE_F32) return (size_t)cols * PANEL_ROWS * sizeof(float);
+    if (dtype == DTYPE_BF16) return (size_t)cols * PANEL_ROWS * sizeof(uint16_t);
+    size_t bytes = 0;
+    for (int start = 0; start < cols; start += group_size)
+        bytes += PANEL_ROWS * (sizeof(float) + q8_group_columns(cols, group_size, start));
+    return bytes;
+}
+
+/* Bytes of the whole stack of a source's matrix in panels, rounded up to a cache line. */
+static size_t packed_bytes(const Source *src) {
+    const Matrix *m = src->matrix;
+    size_t n_panels = (m->rows + PANEL_ROWS - 1) / PANEL_ROWS;
+    return (src->layers * n_panels * panel_bytes(m->dtype, m->cols, m->group_size) + 63) / 64 * 64;
+}
+
+/* bytes of memory (uninitialized) in 2 MiB pages where the OS allows (transparent huge pages in
+ * "madvise" mode or "always"), or NULL. The large buffers (weights, kv cache) live there: on the
+ * VMs measured here a first touch of a 4 KiB page costs microseconds, which put ~0.1 s of page
+ * faults into a 256-token prefill of the 110M model, and the kernels' loads miss the TLB less. */
+static void *huge_pages(size_t bytes) {
+    size_t rounded = (bytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE + (bytes == 0) * HUGE_PAGE;
+    void *p = aligned_alloc(HUGE_PAGE, rounded);
+    if (p) madvise(p, rounded, MADV_HUGEPAGE);
+    return p;
+}
+
+/* How far packing has given back a source tensor's pages of the file map. */
+typedef struct {
+    const char *released; /* pages before this are given back */
+    int in_map;
+} Release;
+
+/* Gives the whole pages of the map before `consumed` (everything packing has read of this
+ * tensor) back to the OS: the page cache still holds them, but they leave this process's
+ * resident memory, which would otherwise peak at the weights twice. */
+static void release_pages(Release *r, const void *consumed) {
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t from = ((uintptr_t)r->released + page - 1) / page * page;
+    uintptr_t to = (uintptr_t)consumed / page * page;
+    if (!r->in_map || to <= from) return;
+    madvise((void *)from, to - from, MADV_DONTNEED);
+    r->released = (const char *)to;
+}
+
+/* A panel of the stack: rows first .. first + n_rows - 1 of the row-major source, f32 or bf16
+ * (element_size 4 or 2, a constant once inlined), column by column; rows past n_rows are zero. */
+static ALWAYS_INLINE void pack_float_panel(char *dst, const char *values, size_t first, int n_rows,
+                                           int cols, size_t element_size) {
+    memset(dst, 0, (size_t)cols * PANEL_ROWS * element_size);
+    for (int r = 0; r < n_rows; r++) {
+        const char *row = values + (first + r) * cols * element_size;
+        for (int j = 0; j < cols; j++)
+            memcpy(dst + ((size_t)j * PANEL_ROWS + r) * element_size, row + j * element_size,
+                   element_size);
+    }
+}
+
+/* The same for q8_0: per group, the rows' scales, then their int8 values in column pairs. */
+static void pack_q8_panel(char *dst, const int8_t *values, const float *scales, size_t first,
+                          int n_rows, int cols, int group_size) {
+    int n_groups = (cols + group_size - 1) / group_size;
+    for (int start = 0; start < cols; start += group_size) {
+        int columns = q8_group_columns(cols, group_size, start);
+        float *group_scales = (float *)dst;
+        int8_t *q = (int8_t *)(dst + PANEL_ROWS * sizeof(float));
+        memset(dst, 0, PANEL_ROWS * (sizeof(float) + columns));
+        for (int r = 0; r < n_rows; r++) {
+            group_scales[r] = scales[(first + r) * n_groups + start / group_size];
+            const int8_t *row = values + (first + r) * cols;
+            for (int i = 0; i < columns && start + i < cols; i++)
+                q[(i / 2) * 2 * PANEL_ROWS + r * 2 + i % 2] = row[start + i];
+        }
+        dst += PANEL_ROWS * (sizeof(float) + columns);
+    }
+}
+
+/* One past the last source row (of the stack) panel q of all layers (l * n_panels + p) reads. */
+static size_t panel_end_row(const Matrix *m, int q) {
+    int row = (q % m->n_panels + 1) * PANEL_ROWS;
+    return (size_t)(q / m->n_panels) * m->rows + (row < m->rows ? row : m->rows);
+}
+
+/* Packs panel q of all layers of a source into dst (panel_bytes). */
+static void pack_panel(const Source *src, char *dst, int q) {
+    const Matrix *m = src->matrix;
+    int row = q % m->n_panels * PANEL_ROWS;
+    int n_rows = m->rows - row < PANEL_ROWS ? m->rows - row : PANEL_ROWS;
+    size_t first = (size_t)(q / m->n_panels) * m->rows + row;
+    if (m->dtype == DTYPE_Q8_0)
+        pack_q8_panel(dst, src->values, src->scales, first, n_rows, m->cols, m->group_size);
+    else if (m->dtype == DTYPE_BF16)
+        pack_float_panel(dst, src->values, first, n_rows, m->cols, sizeof(uint16_t));
+    else
+        pack_float_panel(dst, src->values, first, n_rows, m->cols, sizeof(float));
+}
+
+/* Packs a source's stack of matrices into dst (packed_bytes(src)) and points its Matrix there:
+ * PACK_CHUNK panels at a time among the threads (the kernel zeroes each new page as it is first
+ * written, and reads each file page as it is first read: both the slow part), giving the map's
+ * pages back after each chunk. */
+static void pack_matrix(const Source *src, char *dst) {
+    Matrix *m = src->matrix;
+    m->panel_rows = PANEL_ROWS;
+    m->n_panels = (m->rows + PANEL_ROWS - 1) / PANEL_ROWS;
+    m->panel_bytes = panel_bytes(m->dtype, m->cols, m->group_size);
+    m->data = dst;
+    size_t element = m->dtype == DTYPE_F32 ? sizeof(float) : m->dtype == DTYPE_BF16 ? 2 : 1;
+    int n_groups = m->dtype == DTYPE_Q8_0 ? (m->cols + m->group_size - 1) / m->group_size : 0;
+    Release values = {src->values, src->in_map}, scales = {(const char *)src->scales, src->in_map};
+    int n_panels = src->layers * m->n_panels;
+    for (int q0 = 0; q0 < n_panels; q0 += PACK_CHUNK) {
+        int q1 = n_panels - q0 < PACK_CHUNK ? n_panels : q0 + PACK_CHUNK;
+#pragma omp parallel for
+        for (int q = q0; q < q1; q++) pack_panel(src, dst + (size_t)q * m->panel_bytes, q);
+        size_t end = panel_end_row(m, q1 - 1);
+        release_pages(&values, (const char *)src->values + end * m->cols * element);
+        if (m->dtype == DTYPE_Q8_0) release_pages(&scales, src->scales + end * n_groups);
+    }
+}
+
+/* Packs every source of the layout into one allocation of huge_pages, m->packed. Returns -1 when
+ * out of memory. */
+static int pack_weights(Model *m, const Layout *l) {
+    size_t total = 0;
+    for (int i = 0; i < l->n_sources; i++) total += packed_bytes(&l->sources[i]);
+    char *packed = huge_pages(total);
+    if (!packed) return -1;
+    m->packed = packed;
+    /* the first write to each page makes the kernel zero it: here, in parallel */
+#pragma omp parallel for schedule(static, 1)
+    for (size_t off = 0; off < total; off += HUGE_PAGE) packed[off] = 0;
+    for (int i = 0; i < l->n_sources; i++) {
+        pack_matrix(&l->sources[i], packed);
+        packed += packed_bytes(&l->sources[i]);
+    }
+    return 0;
+}
+
 /* bytes of memory at a 64-byte boundary (a cache line: whole-vector loads of a row never
  * straddle two lines, which cost prefill a quarter of its speed with calloc's 16-byte
  * alignment), or NULL */
@@ -451,8 +627,8 @@ static int alloc_state(RunState *s, const Config *c) {
     s->q = zeroed(rows * c->dim * sizeof(float));
     s->att = zeroed((size_t)c->n_heads * 4 * c->seq_len * sizeof(float));
     s->logits = zeroed(c->vocab_size * sizeof(float));
-    s->key_cache = aligned(cache * sizeof(float)); /* each position is written before it is read */
-    s->value_cache = aligned(cache * sizeof(float));
+    s->key_cache = huge_pages(cache * sizeof(float)); /* each position is written before read */
+    s->value_cache = huge_pages(cache * sizeof(float));
     s->inv_freq = zeroed((head_size / 2) * sizeof(float));
     int widest = c->dim > c->hidden_dim ? c->dim : c->hidden_dim;
     s->xq_stride = (widest + 63) / 64 * 64;
@@ -518,25 +694,21 @@ static int load_weights(Model *m, const char *map, size_t size, char *what, size
         return -1;
     }
     uint64_t q8 = layout_q8_numel(&l);
-    if (q8 > 0 && !(m->owned = malloc(q8 * sizeof(float)))) {
+    float *owned = NULL;
+    if (q8 > 0 && !(owned = malloc(q8 * sizeof(float)))) {
         snprintf(what, whatlen, "out of memory for %llu dequantized weights",
                  (unsigned long long)q8);
         return -1;
     }
-    layout_place(&l, map, m->owned);
+    layout_place(&l, map, owned);
+    rc = pack_weights(m, &l);
+    free(owned);
+    if (rc != 0) {
+        snprintf(what, whatlen, "out of memory for the weights");
+        return -1;
+    }
     if (c->shared_classifier) m->weights.wcls = m->weights.token_embedding;
     return 0;
-}
-
-/* Makes every page of the map resident before the first forward pass. MAP_POPULATE (Linux)
- * maps them all, as llama.cpp does, and reading one byte per page pays what the first read of a
- * page still costs after that: on the VMs measured here about 1.4 us a page, 0.15 s for a 110M
- * fp32 model, which otherwise lands in the first token (whose forward pass took 0.12 s instead
- * of 0.009 s) and in the prompt's speed. */
-static void touch_pages(const char *map, size_t size) {
-    long page = sysconf(_SC_PAGESIZE);
-    volatile char sink = 0; /* keeps the reads */
-    for (size_t off = 0; off<size; off += page> 0 ? (size_t)page : 4096) sink ^= map[off];
 }
 
 int model_load(Model *m, const char *path, char *err, size_t errlen) {
@@ -561,13 +733,12 @@ int model_load(Model *m, const char *path, char *err, size_t errlen) {
         close(fd);
         return fail(err, errlen, path, "model file is shorter than its 4-byte magic");
     }
-    void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd); /* the mapping stays valid */
     if (map == MAP_FAILED) {
         snprintf(what, sizeof(what), "cannot map model: %s", strerror(errno));
         return fail(err, errlen, path, what);
     }
-    touch_pages(map, size);
     m->map = map;
     m->map_size = size;
     if (load_weights(m, map, size, what, sizeof(what)) != 0) {
@@ -585,7 +756,7 @@ int model_load(Model *m, const char *path, char *err, size_t errlen) {
 
 void model_free(Model *m) {
     if (m->map) munmap(m->map, m->map_size);
-    free(m->owned);
+    free(m->packed);
     free_state(&m->state);
     memset(m, 0, sizeof(*m));
 }
@@ -598,130 +769,114 @@ static inline void lap(Profile *p, OpClass op) {
 /* ----------------------------------------------------------------------------
  * The forward pass */
 
-/* Matrix-vector and matrix-matrix products share one kernel: a tile of TILE_ROWS weight rows
- * times up to TILE_BATCH input vectors, with one vector accumulator (simd.h) per (row, input)
- * pair. Each weight vector loaded is used for every input of the tile and each input vector for
- * every row, so the loads per multiply-add fall as the tile grows; TILE_ROWS independent
- * accumulators also keep the FMA unit busy while each one waits for its last add. A tile's rows
- * are far apart (i, i + step, i + 2 step, ...; step = rows / TILE_ROWS rounded up): each is then
- * its own sequential stream for the hardware prefetcher, where adjacent rows read in turn looked
- * scattered to it and made memory-bound decode 25% slower (measured on the 15M shape). A dot
- * product comes out the same bits in a tile of one input (decode) as of four (prefill): each
- * accumulator sees the same adds in the same order, and vec_sum4 reduces each the same way. */
-enum { TILE_ROWS = 4, TILE_BATCH = 4 };
+/* Matrix-vector and matrix-matrix products share one kernel: a tile of np panels (model.h,
+ * Matrix: panel_rows rows each, one column of them per vector load) times nb input vectors, with
+ * one vector accumulator per (panel, input) pair, its lanes the panel's rows. For each column j,
+ * each panel's column is loaded once and each input's value x[j] broadcast once, then np * nb
+ * multiply-adds: an outer product, as in the micro-kernels of GotoBLAS (Goto and van de Geijn
+ * 2008). Each output is one chain of multiply-adds over j in order, whatever the tile: decode
+ * (one input), prefill (a batch) and every tile shape give the same bits. Decode reads four
+ * panels at a time, four sequential streams for the prefetcher; prefill takes two panels times
+ * TILE_INPUTS inputs, the panels staying in L1 and L2 while every input of the batch passes
+ * them. */
+enum {
+    BLOCK_PANELS = 4,   /* panels per unit of work among the threads; decode's tile */
+    TILE_INPUTS = 8,    /* f32 and bf16 prefill tiles: 2 x 8 accumulators */
+    TILE_INPUTS_Q8 = 4, /* q8_0's: 2 x 4, each with an integer sum besides */
+    MAX_TILE_INPUTS = 8,
+};
 
-#if defined(__GNUC__)
-#define ALWAYS_INLINE inline __attribute__((always_inline))
-#else
-#define ALWAYS_INLINE inline
-#endif
-
-/* Values j..j + len of weight row `row` (of the stack of all layers) as floats, len <=
- * VEC_WIDTH: f32 as stored, bf16 widened (q8_0 has its own tile, dot_tile_q8). */
-static ALWAYS_INLINE vecf weight_vector(const Matrix *w, size_t row, int j, int len) {
-    size_t at = row * w->cols + j;
-    if (w->dtype == DTYPE_BF16) {
-        const uint16_t *p = (const uint16_t *)w->data + at;
-        return len == VEC_WIDTH ? vec_load_bf16(p) : vec_load_bf16_partial(p, len);
-    }
-    const float *p = (const float *)w->data + at;
-    return len == VEC_WIDTH ? vec_load(p) : vec_load_partial(p, len);
+/* Column j of the panel at `panel` (f32 or bf16, a constant once inlined) as floats. */
+static ALWAYS_INLINE vecf panel_column(const char *panel, int j, DType dtype) {
+    if (dtype == DTYPE_BF16) return vec_load_bf16((const uint16_t *)panel + (size_t)j * PANEL_ROWS);
+    return vec_load((const float *)panel + (size_t)j * PANEL_ROWS);
 }
 
-/* acc[r][b] += weights (j..j + len) of row rows[r] times the same values of input b */
-static ALWAYS_INLINE void tile_step(vecf acc[TILE_ROWS][TILE_BATCH], const Matrix *w,
-                                    const size_t rows[TILE_ROWS], const float *x, int nb, int j,
-                                    int len) {
-    vecf xv[TILE_BATCH];
-    for (int b = 0; b < nb; b++) {
-        const float *p = x + (size_t)b * w->cols + j;
-        xv[b] = len == VEC_WIDTH ? vec_load(p) : vec_load_partial(p, len);
-    }
-    for (int r = 0; r < TILE_ROWS; r++) {
-        vecf wv = weight_vector(w, rows[r], j, len);
-        for (int b = 0; b < nb; b++) acc[r][b] = vec_fmadd(wv, xv[b], acc[r][b]);
-    }
-}
-
-/* out[b * out_stride + r * step] = row (first + r * step) of w . x[b] for r < n_rows (<=
- * TILE_ROWS) and b < nb (<= TILE_BATCH); x: (nb, w->cols). The missing rows of a short tile
- * repeat its first row and are not stored, so the loop has one shape. Inlined with nb a
- * constant, the accumulators live in registers. */
-static ALWAYS_INLINE void dot_tile(float *out, size_t out_stride, const float *x, int nb,
-                                   const Matrix *w, size_t first, size_t step, int n_rows) {
-    vecf acc[TILE_ROWS][TILE_BATCH];
-    size_t rows[TILE_ROWS];
-    for (int r = 0; r < TILE_ROWS; r++) {
-        rows[r] = first + (r < n_rows ? r * step : 0);
-        for (int b = 0; b < nb; b++) acc[r][b] = vec_zero();
-    }
-    int j = 0;
-    for (; j + VEC_WIDTH <= w->cols; j += VEC_WIDTH) tile_step(acc, w, rows, x, nb, j, VEC_WIDTH);
-    if (j < w->cols) tile_step(acc, w, rows, x, nb, j, w->cols - j);
-    for (int b = 0; b < nb; b++) {
-        float sums[TILE_ROWS];
-        vec_sum4(acc[0][b], acc[1][b], acc[2][b], acc[3][b], sums);
-        for (int r = 0; r < n_rows; r++) out[(size_t)b * out_stride + r * step] = sums[r];
-    }
-}
-
-/* q8_0, one group of every row of a tile: acc[r][b] += (scale of row r's group g) * (int8
- * weights . int16 inputs b) over the group's len values from start. The integer sums are exact;
- * with len a constant (inlined) the loops unroll whole and acc stays in registers. */
-static ALWAYS_INLINE void q8_group(vecf acc[TILE_ROWS][TILE_BATCH],
-                                   const int8_t *const rows[TILE_ROWS],
-                                   const float *const scales[TILE_ROWS], const int16_t *xq,
-                                   size_t xq_stride, int nb, int g, int start, int len) {
-#pragma GCC unroll 4
-    for (int r = 0; r < TILE_ROWS; r++) {
-        veci sums[TILE_BATCH];
-        for (int b = 0; b < nb; b++) sums[b] = veci_zero();
-        int j = 0;
-        for (; j + 2 * VEC_WIDTH <= len; j += 2 * VEC_WIDTH) {
-            vecw wv = vecw_load_i8(rows[r] + start + j);
-            for (int b = 0; b < nb; b++)
-                sums[b] = veci_dot(sums[b], wv, vecw_load_i16(xq + b * xq_stride + start + j));
+/* out[b * out_stride + row0 + r * PANEL_ROWS + i] = lane i of acc[r][b] times scale[b] (NULL: 1),
+ * for the rows below w->rows (a short last panel's padding rows are not stored). */
+static ALWAYS_INLINE void store_tile(float *out, size_t out_stride,
+                                     vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS], const float *scale,
+                                     int nb, int np, const Matrix *w, int row0) {
+    UNROLL for (int r = 0; r < np; r++) {
+        int row = row0 + r * PANEL_ROWS;
+        int n = w->rows - row < PANEL_ROWS ? w->rows - row : PANEL_ROWS;
+        UNROLL for (int b = 0; b < nb; b++) {
+            vecf v = scale ? vec_mul(acc[r][b], vec_set1(scale[b])) : acc[r][b];
+            float *dst = out + (size_t)b * out_stride + row;
+            if (n == PANEL_ROWS)
+                vec_store(dst, v);
+            else
+                vec_store_partial(dst, v, n);
         }
-        if (j < len) {
-            vecw wv = vecw_load_i8_partial(rows[r] + start + j, len - j);
-            for (int b = 0; b < nb; b++)
-                sums[b] = veci_dot(sums[b], wv, vecw_load_i16(xq + b * xq_stride + start + j));
-        }
-        vecf scale = vec_set1(scales[r][g]);
-        for (int b = 0; b < nb; b++)
-            acc[r][b] = vec_fmadd(vec_from_veci(sums[b]), scale, acc[r][b]);
     }
 }
 
-/* q8_0 with quantized inputs: input b is xq_scale[b] * xq[b] (int16), so that a group's dot
- * product with the int8 weights is an exact integer sum, converted and scaled by its weight
- * scale once; the input's scale multiplies the total. Shapes and tiles as dot_tile; xq: (nb,
- * xq_stride); group_size (= w->group_size) a constant once inlined. */
-static ALWAYS_INLINE void dot_tile_q8(float *out, size_t out_stride, const int16_t *xq,
-                                      size_t xq_stride, const float *xq_scale, int nb,
-                                      const Matrix *w, size_t first, size_t step, int n_rows,
-                                      int group_size) {
-    int n = w->cols, n_groups = (n + group_size - 1) / group_size, full = n / group_size;
-    vecf acc[TILE_ROWS][TILE_BATCH];
-    const int8_t *rows[TILE_ROWS];
-    const float *scales[TILE_ROWS];
-    for (int r = 0; r < TILE_ROWS; r++) {
-        size_t row = first + (r < n_rows ? r * step : 0);
-        rows[r] = (const int8_t *)w->data + row * n;
-        scales[r] = w->scales + row * n_groups;
-        for (int b = 0; b < nb; b++) acc[r][b] = vec_zero();
+/* The f32 or bf16 tile: np panels from `panel` (rows row0 .. row0 + np * PANEL_ROWS - 1 of one
+ * layer) times the nb inputs x: (nb, w->cols), into out: (nb, out_stride). */
+static ALWAYS_INLINE void float_tile(float *out, size_t out_stride, const float *x, int nb,
+                                     const Matrix *w, const char *panel, int np, int row0,
+                                     DType dtype) {
+    vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS];
+    UNROLL for (int r = 0; r < np; r++) UNROLL for (int b = 0; b < nb; b++) acc[r][b] = vec_zero();
+    for (int j = 0; j < w->cols; j++) {
+        vecf column[BLOCK_PANELS];
+        UNROLL for (int r = 0; r < np; r++) column[r] =
+            panel_column(panel + r * w->panel_bytes, j, dtype);
+        UNROLL for (int b = 0; b < nb; b++) {
+            vecf xj = vec_set1(x[(size_t)b * w->cols + j]);
+            UNROLL for (int r = 0; r < np; r++) acc[r][b] = vec_fmadd(column[r], xj, acc[r][b]);
+        }
     }
-    for (int g = 0; g < full; g++)
-        q8_group(acc, rows, scales, xq, xq_stride, nb, g, g * group_size, group_size);
-    if (full < n_groups) /* the shorter last group */
-        q8_group(acc, rows, scales, xq, xq_stride, nb, full, full * group_size,
-                 n - full * group_size);
-    for (int b = 0; b < nb; b++) {
-        float sums[TILE_ROWS];
-        vec_sum4(acc[0][b], acc[1][b], acc[2][b], acc[3][b], sums);
-        for (int r = 0; r < n_rows; r++)
-            out[(size_t)b * out_stride + r * step] = xq_scale[b] * sums[r];
+    store_tile(out, out_stride, acc, NULL, nb, np, w, row0);
+}
+
+/* q8_0, one group (columns start .. start + columns - 1, columns even) of the tile's panels,
+ * whose group begins at group[r] (its scales, then its values) and moves past it: acc[r][b] +=
+ * scales * (int8 values . int16 inputs b), the integer sums exact, column pair by column pair. */
+static ALWAYS_INLINE void q8_group(vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS],
+                                   const char *group[BLOCK_PANELS], const int16_t *xq,
+                                   size_t xq_stride, int nb, int np, int start, int columns) {
+    veci sums[BLOCK_PANELS][MAX_TILE_INPUTS];
+    UNROLL for (int r = 0; r < np; r++) UNROLL for (int b = 0; b < nb; b++) sums[r][b] =
+        veci_zero();
+    for (int i = 0; i < columns; i += 2) {
+        vecw pair[MAX_TILE_INPUTS];
+        UNROLL for (int b = 0; b < nb; b++) pair[b] =
+            vecw_set1_pair(xq + b * xq_stride + start + i);
+        UNROLL for (int r = 0; r < np; r++) {
+            const int8_t *q = (const int8_t *)(group[r] + PANEL_ROWS * sizeof(float));
+            vecw w = vecw_load_i8(q + (size_t)i * PANEL_ROWS);
+            UNROLL for (int b = 0; b < nb; b++) sums[r][b] = veci_dot(sums[r][b], w, pair[b]);
+        }
     }
+    UNROLL for (int r = 0; r < np; r++) {
+        vecf scale = vec_load((const float *)group[r]);
+        UNROLL for (int b = 0; b < nb; b++) acc[r][b] =
+            vec_fmadd(vec_from_veci(sums[r][b]), scale, acc[r][b]);
+        group[r] += PANEL_ROWS * (sizeof(float) + columns);
+    }
+}
+
+/* The q8_0 tile: as float_tile with the inputs quantized (input b is xq_scale[b] * xq[b], rows of
+ * xq_stride int16): each group's dot product is an integer sum, converted and scaled by the
+ * weights' scale once; the input's scale multiplies the total. group_size (= w->group_size) a
+ * constant once inlined, so the group loop unrolls. */
+static ALWAYS_INLINE void q8_tile(float *out, size_t out_stride, const int16_t *xq,
+                                  size_t xq_stride, const float *xq_scale, int nb, const Matrix *w,
+                                  const char *panel, int np, int row0, int group_size) {
+    vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS];
+    const char *group[BLOCK_PANELS];
+    UNROLL for (int r = 0; r < np; r++) {
+        group[r] = panel + r * w->panel_bytes;
+        UNROLL for (int b = 0; b < nb; b++) acc[r][b] = vec_zero();
+    }
+    int full = w->cols / group_size * group_size;
+    for (int start = 0; start < full; start += group_size)
+        q8_group(acc, group, xq, xq_stride, nb, np, start, group_size);
+    if (full < w->cols) /* the shorter last group */
+        q8_group(acc, group, xq, xq_stride, nb, np, full,
+                 q8_group_columns(w->cols, group_size, full));
+    store_tile(out, out_stride, acc, xq_scale, nb, np, w, row0);
 }
 
 /* xq = round(x / scale) as int16, scale = max |x| / 32767 (0 for a zero vector: xq all 0), for
@@ -758,36 +913,81 @@ static Inputs inputs_from(Inputs in, int b, int cols) {
                     in.xq_stride};
 }
 
-/* One tile of rows first + r * step (r < n_rows) times nb inputs (a constant once inlined). */
+/* One tile of np panels times nb inputs, both constants once inlined, in w's dtype. */
 static ALWAYS_INLINE void tile(float *out, size_t out_stride, Inputs in, int nb, const Matrix *w,
-                               size_t first, size_t step, int n_rows) {
+                               const char *panel, int np, int row0) {
     if (w->dtype == DTYPE_Q8_0 && w->group_size == 32)
-        dot_tile_q8(out, out_stride, in.xq, in.xq_stride, in.xq_scale, nb, w, first, step, n_rows,
-                    32);
+        q8_tile(out, out_stride, in.xq, in.xq_stride, in.xq_scale, nb, w, panel, np, row0, 32);
     else if (w->dtype == DTYPE_Q8_0) /* model_load allows 32 and 64 */
-        dot_tile_q8(out, out_stride, in.xq, in.xq_stride, in.xq_scale, nb, w, first, step, n_rows,
-                    64);
+        q8_tile(out, out_stride, in.xq, in.xq_stride, in.xq_scale, nb, w, panel, np, row0, 64);
+    else if (w->dtype == DTYPE_BF16)
+        float_tile(out, out_stride, in.x, nb, w, panel, np, row0, DTYPE_BF16);
     else
-        dot_tile(out, out_stride, in.x, nb, w, first, step, n_rows);
+        float_tile(out, out_stride, in.x, nb, w, panel, np, row0, DTYPE_F32);
 }
 
-static void tile_1(float *out, size_t out_stride, Inputs in, const Matrix *w, size_t first,
-                   size_t step, int n_rows) {
-    tile(out, out_stride, in, 1, w, first, step, n_rows);
+/* The tile shapes the products use: decode's 4 x 1, prefill's 2 x TILE_INPUTS (q8_0:
+ * TILE_INPUTS_Q8), and the leftovers' 2 x 1 and 1 x n. */
+static void tile_4x1(float *out, size_t out_stride, Inputs in, const Matrix *w, const char *panel,
+                     int row0) {
+    tile(out, out_stride, in, 1, w, panel, 4, row0);
 }
 
-static void tile_4(float *out, size_t out_stride, Inputs in, const Matrix *w, size_t first,
-                   size_t step, int n_rows) {
-    tile(out, out_stride, in, TILE_BATCH, w, first, step, n_rows);
+static void tile_2x1(float *out, size_t out_stride, Inputs in, const Matrix *w, const char *panel,
+                     int row0) {
+    tile(out, out_stride, in, 1, w, panel, 2, row0);
+}
+
+static void tile_1x1(float *out, size_t out_stride, Inputs in, const Matrix *w, const char *panel,
+                     int row0) {
+    tile(out, out_stride, in, 1, w, panel, 1, row0);
+}
+
+static void tile_2xn(float *out, size_t out_stride, Inputs in, const Matrix *w, const char *panel,
+                     int row0) {
+    if (w->dtype == DTYPE_Q8_0)
+        tile(out, out_stride, in, TILE_INPUTS_Q8, w, panel, 2, row0);
+    else
+        tile(out, out_stride, in, TILE_INPUTS, w, panel, 2, row0);
+}
+
+static void tile_1xn(float *out, size_t out_stride, Inputs in, const Matrix *w, const char *panel,
+                     int row0) {
+    if (w->dtype == DTYPE_Q8_0)
+        tile(out, out_stride, in, TILE_INPUTS_Q8, w, panel, 1, row0);
+    else
+        tile(out, out_stride, in, TILE_INPUTS, w, panel, 1, row0);
+}
+
+/* np (<= BLOCK_PANELS) panels from `panel`, rows from row0, times the batch inputs, into out:
+ * (batch, out_stride). */
+static void panel_block(float *out, size_t out_stride, Inputs in, int batch, const Matrix *w,
+                        const char *panel, int np, int row0) {
+    if (batch == 1 && np == BLOCK_PANELS) {
+        tile_4x1(out, out_stride, in, w, panel, row0);
+        return;
+    }
+    int nb = w->dtype == DTYPE_Q8_0 ? TILE_INPUTS_Q8 : TILE_INPUTS;
+    for (int p = 0; p < np; p += 2) {
+        const char *at = panel + p * w->panel_bytes;
+        int row = row0 + p * PANEL_ROWS, two = np - p >= 2;
+        int b = 0;
+        for (; b + nb <= batch; b += nb)
+            (two ? tile_2xn : tile_1xn)(out + (size_t)b * out_stride, out_stride,
+                                        inputs_from(in, b, w->cols), w, at, row);
+        for (; b < batch; b++)
+            (two ? tile_2x1 : tile_1x1)(out + (size_t)b * out_stride, out_stride,
+                                        inputs_from(in, b, w->cols), w, at, row);
+    }
 }
 
 /* out[k] = x W_k^T for k < n (at most 3), W_k layer `layer` of w[k]: (w[k]->rows, cols); all
  * n matrices have cols = w[0]->cols columns and one dtype; x: (batch, cols), out[k]: (batch,
- * w[k]->rows); batch <= s->batch. The tiles of all n products (wq, wk, wv of one input, or w1,
- * w3) are split among the threads in one parallel region, so that they cost one fork and join
- * and, for q8_0, one quantization of x (into s->xq). A tile's weights are read from memory once
- * and stay in cache while every input of the batch passes them (batched prefill's matrix-matrix
- * product); with batch 1 this is decode's matrix-vector product. */
+ * w[k]->rows); batch <= s->batch. Blocks of BLOCK_PANELS panels of all n products (wq, wk, wv of
+ * one input, or w1, w3) are split among the threads in one parallel region, so that they cost
+ * one fork and join and, for q8_0, one quantization of x (into s->xq). A block's weights are
+ * read from memory once and stay in cache while every input of the batch passes them (batched
+ * prefill's matrix-matrix product); with batch 1 this is decode's matrix-vector product. */
 static void matmul_batch(RunState *s, int n, float *const out[], const Matrix *const w[],
                          const float *x, int batch, int layer) {
     int cols = w[0]->cols;
@@ -796,43 +996,43 @@ static void matmul_batch(RunState *s, int n, float *const out[], const Matrix *c
         for (int b = 0; b < batch; b++)
             quantize_input(s->xq + (size_t)b * s->xq_stride, &s->xq_scale[b], x + (size_t)b * cols,
                            cols);
-    int tiles[4] = {0}; /* product k has tiles tiles[k] .. tiles[k + 1] - 1 */
+    int blocks[4] = {0}; /* product k has blocks blocks[k] .. blocks[k + 1] - 1 */
     size_t work = 0;
     for (int k = 0; k < n; k++) {
-        tiles[k + 1] = tiles[k] + (w[k]->rows + TILE_ROWS - 1) / TILE_ROWS;
+        blocks[k + 1] = blocks[k] + (w[k]->n_panels + BLOCK_PANELS - 1) / BLOCK_PANELS;
         work += (size_t)w[k]->rows * cols * batch;
     }
 #pragma omp parallel for if (work >= PARALLEL_MIN_WORK)
-    for (int t = 0; t < tiles[n]; t++) {
+    for (int t = 0; t < blocks[n]; t++) {
         int k = 0;
-        while (t >= tiles[k + 1]) k++;
+        while (t >= blocks[k + 1]) k++;
         const Matrix *m = w[k];
-        int i = t - tiles[k], step = tiles[k + 1] - tiles[k]; /* tile i: rows i + r * step */
-        int n_rows = 0;
-        while (n_rows < TILE_ROWS && i + n_rows * step < m->rows) n_rows++;
-        size_t first = (size_t)layer * m->rows + i;
-        int b = 0;
-        for (; b + TILE_BATCH <= batch; b += TILE_BATCH)
-            tile_4(out[k] + (size_t)b * m->rows + i, m->rows, inputs_from(in, b, cols), m, first,
-                   step, n_rows);
-        for (; b < batch; b++)
-            tile_1(out[k] + (size_t)b * m->rows + i, m->rows, inputs_from(in, b, cols), m, first,
-                   step, n_rows);
+        int p0 = (t - blocks[k]) * BLOCK_PANELS;
+        int np = m->n_panels - p0 < BLOCK_PANELS ? m->n_panels - p0 : BLOCK_PANELS;
+        const char *panel =
+            (const char *)m->data + ((size_t)layer * m->n_panels + p0) * m->panel_bytes;
+        panel_block(out[k], m->rows, in, batch, m, panel, np, p0 * PANEL_ROWS);
     }
 }
 
-/* Row `row` of w as floats: out (w->cols). The token embedding lookup. */
-static void matrix_row(float *out, const Matrix *w, size_t row) {
-    int n = w->cols;
-    if (w->dtype == DTYPE_BF16) {
-        const uint16_t *r = (const uint16_t *)w->data + row * n;
-        for (int j = 0; j < n; j++) out[j] = bf16_to_f32(r[j]);
-    } else if (w->dtype == DTYPE_Q8_0) {
-        const int8_t *r = (const int8_t *)w->data + row * n;
-        const float *scales = w->scales + row * ((n + w->group_size - 1) / w->group_size);
-        for (int j = 0; j < n; j++) out[j] = r[j] * scales[j / w->group_size];
+void model_embedding(const Model *m, int token, float *out) {
+    const Matrix *w = &m->weights.token_embedding;
+    const char *panel = (const char *)w->data + (size_t)(token / PANEL_ROWS) * w->panel_bytes;
+    int lane = token % PANEL_ROWS, n = w->cols;
+    if (w->dtype == DTYPE_Q8_0) {
+        for (int start = 0; start < n; start += w->group_size) {
+            int columns = q8_group_columns(n, w->group_size, start);
+            float scale = ((const float *)panel)[lane];
+            const int8_t *q = (const int8_t *)(panel + PANEL_ROWS * sizeof(float));
+            for (int i = 0; i < columns && start + i < n; i++)
+                out[start + i] = q[(i / 2) * 2 * PANEL_ROWS + lane * 2 + i % 2] * scale;
+            panel += PANEL_ROWS * (sizeof(float) + columns);
+        }
     } else {
-        memcpy(out, (const float *)w->data + row * n, n * sizeof(float));
+        for (int j = 0; j < n; j++)
+            out[j] = w->dtype == DTYPE_BF16
+                         ? bf16_to_f32(((const uint16_t *)panel)[(size_t)j * PANEL_ROWS + lane])
+                         : ((const float *)panel)[(size_t)j * PANEL_ROWS + lane];
     }
 }
 
@@ -998,8 +1198,7 @@ static void forward_positions(Model *m, const int *tokens, int batch, int pos0, 
     int kv_dim = c->n_kv_heads * head_size;
     Profile *prof = m->profile;
 
-    for (int b = 0; b < batch; b++)
-        matrix_row(s->x + (size_t)b * dim, &w->token_embedding, tokens[b]);
+    for (int b = 0; b < batch; b++) model_embedding(m, tokens[b], s->x + (size_t)b * dim);
     lap(prof, OP_EMBEDDING);
 
     for (int l = 0; l < c->n_layers; l++) {

@@ -5,9 +5,10 @@
  *   - llama2.c "version 1" (magic "ak42", version 1): fp32, norms first;
  *   - llama2.c "version 2" (magic "ak42", version 2): int8 with one fp32 scale per group;
  *   - llama2.c's legacy layout (no magic: the file starts with dim).
- * docs/FORMAT.md lists the header and tensor order of each. Norm weights and biases are fp32;
- * the matrices are f32, bf16 or q8_0 (normllama files), read in place from the memory map. A
- * matrix (d, n) maps an n-vector to a d-vector: out[i] = sum_j w[i * n + j] * x[j].
+ * docs/FORMAT.md lists the header and tensor order of each. Norm weights and biases are fp32,
+ * read in place from the memory map; the matrices are f32, bf16 or q8_0 (normllama files), copied
+ * at load into the panel layout of Matrix. A matrix (d, n) maps an n-vector to a d-vector:
+ * out[i] = sum_j w(i, j) * x[j].
  */
 #ifndef MODEL_H
 #define MODEL_H
@@ -40,16 +41,24 @@ typedef enum {
     DTYPE_Q8_0 = 2, /* int8 with one float32 scale per group of group_size values of a row */
 } DType;
 
-/* A weight matrix of every layer, stacked: (n_layers, rows, cols) row-major, or (rows, cols) for
- * the embedding and classifier. Row r of layer l is row l * rows + r of the stack. As q8_0,
- * row i's value j is data[i * cols + j] * scales[i * n_groups + j / group_size], n_groups =
- * ceil(cols / group_size): the last group of a row is shorter when cols is not a multiple. */
+/* A weight matrix of every layer, stacked: n_layers matrices (rows, cols), as model_load repacks
+ * the file's row-major values for the matrix kernels. Each layer's rows go in n_panels = ceil(rows
+ * / panel_rows) panels of panel_rows rows (the SIMD width: 16 with AVX-512, 8 with AVX2, 1 in the
+ * portable build), the last padded with zero rows; panel p of layer l is the panel_bytes from
+ * data + (l * n_panels + p) * panel_bytes. Within a panel one column's values for all its rows are
+ * adjacent, so that one vector load gives a column (row r in lane r % panel_rows):
+ *   f32, bf16: value (r, j) is element j * panel_rows + r % panel_rows;
+ *   q8_0: group after group of group_size columns from column 0 (the last shorter when cols is not
+ *     a multiple): the group's panel_rows float32 scales, then its int8 values in column pairs,
+ *     value (r, start + i) at byte (i / 2) * 2 * panel_rows + (r % panel_rows) * 2 + i % 2 after
+ *     the scales; a group of odd length ends with a zero column. The value is int8 * scale. */
 typedef struct {
     DType dtype;
-    const void *data;    /* float, uint16_t (bf16) or int8_t values */
-    const float *scales; /* q8_0: (n_layers * rows, n_groups); NULL otherwise */
-    int rows, cols;      /* of one layer's matrix */
-    int group_size;      /* q8_0 only */
+    const void *data; /* the panels */
+    int rows, cols;   /* of one layer's matrix */
+    int group_size;   /* q8_0 only */
+    int panel_rows, n_panels;
+    size_t panel_bytes;
 } Matrix;
 
 typedef struct {
@@ -98,31 +107,37 @@ typedef struct {
     Weights weights;
     RunState state;
     NormFn norm; /* applied at every norm site; config.trained_norm after model_load */
-    void *map;   /* the read-only memory map of the checkpoint */
+    void *map;   /* the read-only memory map of the checkpoint: the norms' weights and biases */
     size_t map_size;
-    float *owned;       /* weights dequantized at load (llama2.c version 2 files), else NULL */
+    void *packed;       /* every matrix, in panels (Matrix), in 2 MiB pages where the OS allows */
     const char *format; /* name of the file layout read, e.g. "normllama v1" */
     Profile *profile;   /* NULL (model_load's choice): no timing, one untaken branch per lap */
 } Model;
 
-/* Memory-maps the checkpoint at `path` read-only (every page mapped and read once now, so that
- * the first forward pass does not pay for first access), tells its layout by its magic (see the
- * top of this file), checks its header against itself and the whole tensor layout against the file
- * size before setting any pointer, then points the weights into the map (normllama and fp32
- * layouts: f32, bf16 or q8_0 matrices, never copied) or dequantizes them into m->owned (llama2.c
- * version 2: w[i] = q[i] * scale[i / group_size] over each flattened tensor, as llama2.c's
- * export.py quantized them), and allocates the run state (64-byte aligned). m->norm is set to the
- * trained norm. Returns 0 on success. On failure (missing, unreadable, empty or truncated file;
- * unknown version or weight dtype; q8_0 group_size other than 32 or 64, a group_size with another
- * dtype; impossible header such as non-positive sizes, dim % n_heads != 0, n_heads % n_kv_heads !=
- * 0, odd head_size, a flag other than 0/1, non-positive eps or RoPE base, alignment not a power of
- * two; file size other than the header implies; out of memory) returns -1, leaves `m` empty and
- * writes a one-line message naming the file and the problem into err[errlen]. */
+/* Memory-maps the checkpoint at `path` read-only, tells its layout by its magic (see the top of
+ * this file), checks its header against itself and the whole tensor layout against the file size
+ * before reading any tensor, then points the norms into the map and copies every matrix into
+ * panels (Matrix) in one allocation, asked to be backed by 2 MiB pages (the kernels' loads then
+ * miss the TLB far less than through the map's 4 KiB pages); llama2.c version 2 matrices are
+ * first dequantized (w[i] = q[i] * scale[i / group_size] over each flattened tensor, as llama2.c's
+ * export.py quantized them) and packed as f32. The map's pages are given back as they are copied,
+ * so that peak memory holds the weights once. Allocates the run state (64-byte aligned) and sets
+ * m->norm to the trained norm. Returns 0 on success. On failure (missing, unreadable, empty or
+ * truncated file; unknown version or weight dtype; q8_0 group_size other than 32 or 64, a
+ * group_size with another dtype; impossible header such as non-positive sizes, dim % n_heads !=
+ * 0, n_heads % n_kv_heads != 0, odd head_size, a flag other than 0/1, non-positive eps or RoPE
+ * base, alignment not a power of two; file size other than the header implies; out of memory)
+ * returns -1, leaves `m` empty and writes a one-line message naming the file and the problem into
+ * err[errlen]. */
 int model_load(Model *m, const char *path, char *err, size_t errlen);
 
-/* Unmaps the checkpoint, frees dequantized weights and the run state; safe on an empty or
+/* Unmaps the checkpoint, frees the packed weights and the run state; safe on an empty or
  * already-freed model. */
 void model_free(Model *m);
+
+/* Writes row `token` of the token embedding into out (dim floats), as the file holds it (q8_0:
+ * int8 * scale). Requires 0 <= token < vocab_size. */
+void model_embedding(const Model *m, int token, float *out);
 
 /* Runs one token through the model at position `pos` and returns the logits (vocab_size),
  * owned by `m` and overwritten by the next call. Writes this position's keys and values into

@@ -12,13 +12,13 @@
  *   vec_load(p), vec_store(p, v)   VEC_WIDTH floats at p, any alignment
  *   vec_load_partial(p, n),        n < VEC_WIDTH floats: the other lanes read as zero and are not
  *   vec_store_partial(p, v, n)     written; memory past p + n is never touched
- *   vec_load_bf16(p), ..._partial  bf16 values (uint16 bits) widened to floats
+ *   vec_load_bf16(p)               VEC_WIDTH bf16 values (uint16 bits) widened to floats
  *   vec_sum4(a, b, c, d, out)      out[i] = the sum of the i-th vector's lanes, each vector's
  *                                  lanes added in the same tree whichever argument it is
  *   vec_sum(v)                     the sum of v's lanes, in vec_sum4's order
  * and for q8_0's integer dot products, vecw (2 * VEC_WIDTH int16) and veci (VEC_WIDTH int32):
- *   vecw_load_i16(p)               2 * VEC_WIDTH int16 values
- *   vecw_load_i8(p), ..._partial   2 * VEC_WIDTH (or n fewer) int8 values widened to int16
+ *   vecw_load_i8(p)                2 * VEC_WIDTH int8 values widened to int16
+ *   vecw_set1_pair(p)              the int16 pair p[0], p[1] in every int32 lane
  *   veci_zero(), vec_from_veci(v)  int32 lanes, and their values as floats
  *   veci_dot(acc, a, b)            lane i of acc + a[2i] b[2i] + a[2i + 1] b[2i + 1] (AVX512-VNNI
  *                                  vpdpwssd, or vpmaddwd and an add): exact, the same integers
@@ -75,9 +75,6 @@ static inline vecf bf16x16_to_vec(__m256i h) {
 static inline vecf vec_load_bf16(const uint16_t *p) {
     return bf16x16_to_vec(_mm256_loadu_si256((const __m256i *)p));
 }
-static inline vecf vec_load_bf16_partial(const uint16_t *p, int n) {
-    return bf16x16_to_vec(_mm256_maskz_loadu_epi16((__mmask16)((1u << n) - 1), p));
-}
 /* 8 floats: lanes i and i + 8 of v added */
 static inline __m256 vec_fold256(vecf v) {
     return _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
@@ -89,14 +86,13 @@ static inline veci veci_zero(void) {
 static inline vecf vec_from_veci(veci v) {
     return _mm512_cvtepi32_ps(v);
 }
-static inline vecw vecw_load_i16(const int16_t *p) {
-    return _mm512_loadu_si512(p);
-}
 static inline vecw vecw_load_i8(const int8_t *p) {
     return _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)p));
 }
-static inline vecw vecw_load_i8_partial(const int8_t *p, int n) {
-    return _mm512_cvtepi8_epi16(_mm256_maskz_loadu_epi8((__mmask32)((1u << n) - 1), p));
+static inline vecw vecw_set1_pair(const int16_t *p) {
+    int32_t pair;
+    memcpy(&pair, p, sizeof(pair));
+    return _mm512_set1_epi32(pair);
 }
 static inline veci veci_dot(veci acc, vecw a, vecw b) {
 #if defined(__AVX512VNNI__)
@@ -151,11 +147,13 @@ static inline veci veci_zero(void) {
 static inline vecf vec_from_veci(veci v) {
     return _mm256_cvtepi32_ps(v);
 }
-static inline vecw vecw_load_i16(const int16_t *p) {
-    return _mm256_loadu_si256((const __m256i *)p);
-}
 static inline vecw vecw_load_i8(const int8_t *p) {
     return _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)p));
+}
+static inline vecw vecw_set1_pair(const int16_t *p) {
+    int32_t pair;
+    memcpy(&pair, p, sizeof(pair));
+    return _mm256_set1_epi32(pair);
 }
 static inline veci veci_dot(veci acc, vecw a, vecw b) {
     return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b));
@@ -206,10 +204,10 @@ static inline veci veci_zero(void) {
 static inline vecf vec_from_veci(veci v) {
     return (float)v;
 }
-static inline vecw vecw_load_i16(const int16_t *p) {
+static inline vecw vecw_load_i8(const int8_t *p) {
     return (vecw){{p[0], p[1]}};
 }
-static inline vecw vecw_load_i8(const int8_t *p) {
+static inline vecw vecw_set1_pair(const int16_t *p) {
     return (vecw){{p[0], p[1]}};
 }
 static inline veci veci_dot(veci acc, vecw a, vecw b) {
@@ -228,17 +226,6 @@ static inline void vec_store_partial(float *p, vecf v, int n) {
     float pad[VEC_WIDTH];
     vec_store(pad, v);
     memcpy(p, pad, n * sizeof(float));
-}
-static inline vecf vec_load_bf16_partial(const uint16_t *p, int n) {
-    uint16_t pad[VEC_WIDTH] = {0};
-    memcpy(pad, p, n * sizeof(uint16_t));
-    return vec_load_bf16(pad);
-}
-/* n < 2 * VEC_WIDTH int8 values */
-static inline vecw vecw_load_i8_partial(const int8_t *p, int n) {
-    int8_t pad[2 * VEC_WIDTH < 16 ? 16 : 2 * VEC_WIDTH] = {0};
-    memcpy(pad, p, n);
-    return vecw_load_i8(pad);
 }
 #endif
 
