@@ -397,6 +397,19 @@ def q8_0_greedy_story_agrees_with_f32_for_100_tokens():
 
 
 @test
+def batched_prefill_gives_the_serial_logits_bit_for_bit_in_every_dtype():
+    """The C suite checks f32; here bf16 and q8_0 (other tiles: q8_0 prefill takes 4 inputs a
+    tile, f32 and bf16 8), over 3 batches of which the last leaves inputs to single tiles."""
+    text = " ".join(["Once upon a time, there was a little girl named Lily."] * 11)
+    for dtype, group_size in [("bf16", 32), ("q8_0", 32), ("q8_0", 64)]:
+        model = stories_nllm(dtype, group_size)
+        ids, batch, _ = run_logits(model, text, extra=("--prefill=batch",))
+        _, serial, _ = run_logits(model, text, extra=("--prefill=serial",))
+        assert 128 < len(ids) < 192 and len(ids) % 8 != 0, len(ids)
+        assert batch.tobytes() == serial.tobytes(), (dtype, group_size)
+
+
+@test
 def nan_weight_stops_the_run_in_every_dtype():
     """A NaN in final_norm's weight: every dtype stops with the one-line non-finite error (q8_0
     quantizes its inputs to int16, which must not turn the NaN into a number)."""
