@@ -1101,24 +1101,39 @@ static ALWAYS_INLINE void dot_queries(const float *const q[4], int nq, const flo
     vec_sum4(acc[0], acc[1], acc[2], acc[3], out);
 }
 
-/* y += a x over n values */
-static void axpy(float *y, float a, const float *x, int n) {
-    vecf va = vec_set1(a);
-    int i = 0;
-    for (; i + VEC_WIDTH <= n; i += VEC_WIDTH)
-        vec_store(y + i, vec_fmadd(va, vec_load(x + i), vec_load(y + i)));
-    if (i < n)
-        vec_store_partial(
-            y + i, vec_fmadd(va, vec_load_partial(x + i, n - i), vec_load_partial(y + i, n - i)),
-            n - i);
-}
-
 /* One kv head's part of a layer's cache: position t's key is keys + t * kv_dim, its value
  * values + t * kv_dim, head_size floats each. */
 typedef struct {
     const float *keys, *values;
     int kv_dim, head_size;
 } HeadCache;
+
+/* out[i] = the sum over t <= first_pos + i of weights[i * stride + t] * value t (head_size each),
+ * for the nq (1 or 4, a constant once inlined) queries: one vector of the head at a time, the nq
+ * sums in registers and each value vector loaded once for all of them. Each sum adds its terms in
+ * the order of t, as one query alone does: the same bits in decode and prefill. */
+static ALWAYS_INLINE void mix_values(const HeadCache *hc, const float *weights, int stride, int nq,
+                                     int first_pos, float *const out[4]) {
+    for (int c = 0; c < hc->head_size; c += VEC_WIDTH) {
+        int n = hc->head_size - c < VEC_WIDTH ? hc->head_size - c : VEC_WIDTH;
+        const float *values = hc->values + c;
+        vecf acc[4];
+        for (int i = 0; i < nq; i++) acc[i] = vec_zero();
+        for (int t = 0; t <= first_pos + nq - 1; t++) {
+            const float *v = values + (size_t)t * hc->kv_dim;
+            vecf value = n == VEC_WIDTH ? vec_load(v) : vec_load_partial(v, n);
+            for (int i = 0; i < nq; i++) /* query i stops at its own position */
+                if (t <= first_pos + i)
+                    acc[i] = vec_fmadd(vec_set1(weights[(size_t)i * stride + t]), value, acc[i]);
+        }
+        for (int i = 0; i < nq; i++) {
+            if (n == VEC_WIDTH)
+                vec_store(out[i] + c, acc[i]);
+            else
+                vec_store_partial(out[i] + c, acc[i], n);
+        }
+    }
+}
 
 /* Causal attention of nq (1 or 4, a constant once inlined) query heads q[i] at positions
  * first_pos + i over the cached positions 0..first_pos + i, into out[i] (head_size each): scores
@@ -1132,14 +1147,8 @@ static ALWAYS_INLINE void attend(const HeadCache *hc, const float *const q[4], f
         dot_queries(q, nq, hc->keys + (size_t)t * hc->kv_dim, hc->head_size, scores);
         for (int i = 0; i < nq; i++) att[(size_t)i * stride + t] = scores[i] / scale;
     }
-    for (int i = 0; i < nq; i++) {
-        float *weights = att + (size_t)i * stride;
-        int pos = first_pos + i;
-        softmax(weights, pos + 1);
-        memset(out[i], 0, hc->head_size * sizeof(float));
-        for (int t = 0; t <= pos; t++)
-            axpy(out[i], weights[t], hc->values + (size_t)t * hc->kv_dim, hc->head_size);
-    }
+    for (int i = 0; i < nq; i++) softmax(att + (size_t)i * stride, first_pos + i + 1);
+    mix_values(hc, att, stride, nq, first_pos, out);
 }
 
 /* Causal multi-head attention for the positions pos0 .. pos0 + batch - 1 of layer l: query b
