@@ -807,10 +807,12 @@ static ALWAYS_INLINE vecf panel_column(const char *panel, int j, DType dtype) {
 static ALWAYS_INLINE void store_tile(float *out, size_t out_stride,
                                      vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS], const float *scale,
                                      int nb, int np, const Matrix *w, int row0) {
-    UNROLL for (int r = 0; r < np; r++) {
+    UNROLL
+    for (int r = 0; r < np; r++) {
         int row = row0 + r * PANEL_ROWS;
         int n = w->rows - row < PANEL_ROWS ? w->rows - row : PANEL_ROWS;
-        UNROLL for (int b = 0; b < nb; b++) {
+        UNROLL
+        for (int b = 0; b < nb; b++) {
             vecf v = scale ? vec_mul(acc[r][b], vec_set1(scale[b])) : acc[r][b];
             float *dst = out + (size_t)b * out_stride + row;
             if (n == PANEL_ROWS)
@@ -827,14 +829,20 @@ static ALWAYS_INLINE void float_tile(float *out, size_t out_stride, const float 
                                      const Matrix *w, const char *panel, int np, int row0,
                                      DType dtype) {
     vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS];
-    UNROLL for (int r = 0; r < np; r++) UNROLL for (int b = 0; b < nb; b++) acc[r][b] = vec_zero();
+    UNROLL
+    for (int r = 0; r < np; r++) {
+        UNROLL
+        for (int b = 0; b < nb; b++) acc[r][b] = vec_zero();
+    }
     for (int j = 0; j < w->cols; j++) {
         vecf column[BLOCK_PANELS];
-        UNROLL for (int r = 0; r < np; r++) column[r] =
-            panel_column(panel + r * w->panel_bytes, j, dtype);
-        UNROLL for (int b = 0; b < nb; b++) {
+        UNROLL
+        for (int r = 0; r < np; r++) column[r] = panel_column(panel + r * w->panel_bytes, j, dtype);
+        UNROLL
+        for (int b = 0; b < nb; b++) {
             vecf xj = vec_set1(x[(size_t)b * w->cols + j]);
-            UNROLL for (int r = 0; r < np; r++) acc[r][b] = vec_fmadd(column[r], xj, acc[r][b]);
+            UNROLL
+            for (int r = 0; r < np; r++) acc[r][b] = vec_fmadd(column[r], xj, acc[r][b]);
         }
     }
     store_tile(out, out_stride, acc, NULL, nb, np, w, row0);
@@ -847,22 +855,29 @@ static ALWAYS_INLINE void q8_group(vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS],
                                    const char *group[BLOCK_PANELS], const int16_t *xq,
                                    size_t xq_stride, int nb, int np, int start, int columns) {
     veci sums[BLOCK_PANELS][MAX_TILE_INPUTS];
-    UNROLL for (int r = 0; r < np; r++) UNROLL for (int b = 0; b < nb; b++) sums[r][b] =
-        veci_zero();
+    UNROLL
+    for (int r = 0; r < np; r++) {
+        UNROLL
+        for (int b = 0; b < nb; b++) sums[r][b] = veci_zero();
+    }
     for (int i = 0; i < columns; i += 2) {
         vecw pair[MAX_TILE_INPUTS];
-        UNROLL for (int b = 0; b < nb; b++) pair[b] =
-            vecw_set1_pair(xq + b * xq_stride + start + i);
-        UNROLL for (int r = 0; r < np; r++) {
+        UNROLL
+        for (int b = 0; b < nb; b++) pair[b] = vecw_set1_pair(xq + b * xq_stride + start + i);
+        UNROLL
+        for (int r = 0; r < np; r++) {
             const int8_t *q = (const int8_t *)(group[r] + PANEL_ROWS * sizeof(float));
             vecw w = vecw_load_i8(q + (size_t)i * PANEL_ROWS);
-            UNROLL for (int b = 0; b < nb; b++) sums[r][b] = veci_dot(sums[r][b], w, pair[b]);
+            UNROLL
+            for (int b = 0; b < nb; b++) sums[r][b] = veci_dot(sums[r][b], w, pair[b]);
         }
     }
-    UNROLL for (int r = 0; r < np; r++) {
+    UNROLL
+    for (int r = 0; r < np; r++) {
         vecf scale = vec_load((const float *)group[r]);
-        UNROLL for (int b = 0; b < nb; b++) acc[r][b] =
-            vec_fmadd(vec_from_veci(sums[r][b]), scale, acc[r][b]);
+        UNROLL
+        for (int b = 0; b < nb; b++)
+            acc[r][b] = vec_fmadd(vec_from_veci(sums[r][b]), scale, acc[r][b]);
         group[r] += PANEL_ROWS * (sizeof(float) + columns);
     }
 }
@@ -876,9 +891,11 @@ static ALWAYS_INLINE void q8_tile(float *out, size_t out_stride, const int16_t *
                                   const char *panel, int np, int row0, int group_size) {
     vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS];
     const char *group[BLOCK_PANELS];
-    UNROLL for (int r = 0; r < np; r++) {
+    UNROLL
+    for (int r = 0; r < np; r++) {
         group[r] = panel + r * w->panel_bytes;
-        UNROLL for (int b = 0; b < nb; b++) acc[r][b] = vec_zero();
+        UNROLL
+        for (int b = 0; b < nb; b++) acc[r][b] = vec_zero();
     }
     int full = w->cols / group_size * group_size;
     for (int start = 0; start < full; start += group_size)
