@@ -1,4 +1,5 @@
-/* bandwidth: the machine's DRAM read bandwidth, as decode of a model larger than the caches sees it.
+/* bandwidth: the machine's DRAM read bandwidth, as decode of a model larger than the caches sees
+ * it.
  *
  *   build/bandwidth [MiB] [repeats]
  *
