@@ -1213,11 +1213,16 @@ static void attention(RunState *s, const Config *c, int l, int pos0, int batch, 
     }
 }
 
-/* SwiGLU (Shazeer 2020, eq. 6) on the projections: gate[i] = silu(gate[i]) * up[i]. */
-static void swiglu(float *gate, const float *up, int n) {
-    for (int i = 0; i < n; i++) {
-        float g = gate[i];
-        gate[i] = g * (1.0f / (1.0f + expf(-g))) * up[i];
+/* SwiGLU (Shazeer 2020, eq. 6) on the projections of `batch` positions, rows of n values:
+ * gate[i] = silu(gate[i]) * up[i]. The rows in parallel in prefill, where the expf calls were a
+ * tenth of a 2-thread prefill at 110M while the other thread waited. */
+static void swiglu(float *gate, const float *up, int n, int batch) {
+#pragma omp parallel for if (batch > 1)
+    for (int b = 0; b < batch; b++) {
+        for (size_t i = (size_t)b * n; i < (size_t)(b + 1) * n; i++) {
+            float g = gate[i];
+            gate[i] = g * (1.0f / (1.0f + expf(-g))) * up[i];
+        }
     }
 }
 
@@ -1257,6 +1262,7 @@ static void forward_positions(Model *m, const int *tokens, int batch, int pos0, 
         matmul_batch(s, 3, (float *[]){s->q, k, v}, (const Matrix *[]){&w->wq, &w->wk, &w->wv},
                      s->xb, batch, l);
         lap(prof, OP_QKV);
+#pragma omp parallel for if (batch > 1)
         for (int b = 0; b < batch; b++)
             rope(s->q + (size_t)b * dim, dim, k + (size_t)b * kv_dim, kv_dim, head_size, pos0 + b,
                  s->inv_freq);
@@ -1275,7 +1281,7 @@ static void forward_positions(Model *m, const int *tokens, int batch, int pos0, 
         lap(prof, OP_NORM);
         matmul_batch(s, 2, (float *[]){s->hb, s->hb2}, (const Matrix *[]){&w->w1, &w->w3}, s->xb,
                      batch, l);
-        swiglu(s->hb, s->hb2, batch * hidden);
+        swiglu(s->hb, s->hb2, hidden, batch);
         matmul_batch(s, 1, &s->xb2, (const Matrix *[]){&w->w2}, s->hb, batch, l);
         residual_add(s->x, s->xb2, batch * dim);
         lap(prof, OP_FFN);
