@@ -860,6 +860,7 @@ static ALWAYS_INLINE void q8_group(vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS],
         UNROLL
         for (int b = 0; b < nb; b++) sums[r][b] = veci_zero();
     }
+    UNROLL
     for (int i = 0; i < columns; i += 2) {
         vecw pair[MAX_TILE_INPUTS];
         UNROLL
