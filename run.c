@@ -402,7 +402,7 @@ static double now_seconds(void) {
  * as "\n<s>\n" and "\n</s>\n"), others as stored, spaces plain. */
 static const char *shown_piece(const Tokenizer *t, int id) {
     static const char *control[] = {"<unk>", "<s>", "</s>"};
-    return id <= TOKEN_EOS ? control[id] : t->vocab[id];
+    return id <= TOKEN_EOS ? control[id] : tokenizer_piece(t, id);
 }
 
 /* Writes s as a JSON string: quotes, backslashes and control bytes escaped, bytes that are not
@@ -830,13 +830,12 @@ static void run_compare(Model *m, const Tokenizer *t, Sampler *sampler, const in
         printf("%5s  %-14s %12s %5s %12s\n", "pos", "input token", "KL(A||B)", "top1",
                "max|dlogit|");
         for (int pos = 0; pos < n; pos++) {
+            const char *piece = tokenizer_piece(t, seq[pos]);
+            int pad = 12 - (int)strlen(piece);
             printf("%5d  '", pos);
-            write_piece(stdout, t->vocab[seq[pos]], 0);
-            printf(
-                "'%*s %12.4g %5s %12.4g\n",
-                (int)(12 - strlen(t->vocab[seq[pos]])) > 0 ? (int)(12 - strlen(t->vocab[seq[pos]]))
-                                                           : 0,
-                "", diffs[pos].kl, diffs[pos].top1_agree ? "yes" : "no", diffs[pos].max_abs_diff);
+            write_piece(stdout, piece, 0);
+            printf("'%*s %12.4g %5s %12.4g\n", pad > 0 ? pad : 0, "", diffs[pos].kl,
+                   diffs[pos].top1_agree ? "yes" : "no", diffs[pos].max_abs_diff);
         }
         printf("summary: mean KL %.4g nats, max KL %.4g at position %d, top-1 agreement %d/%d "
                "(%.1f%%), max|dlogit| mean %.4g max %.4g\n",

@@ -20,13 +20,6 @@
 
 #include "tokenizer.h"
 
-/* The element type of the stb_ds string hash map: key is a piece (pointing into the tokenizer's
- * piece storage, not copied), value its id. */
-struct PieceIndex {
-    char *key;
-    int value;
-};
-
 /* A max_token_length above this is not a tokenizer file (Llama 2's is 27). */
 #define MAX_TOKEN_LENGTH_LIMIT 65536
 
@@ -128,9 +121,52 @@ static void describe_piece(char *out, size_t outlen, const char *piece) {
     out[n] = '\0';
 }
 
+/* ----------------------------------------------------------------------------
+ * The piece index: piece text -> id
+ *
+ * Open addressing with linear probing over ids (-1 = empty), a power of two of slots, at most half
+ * full: 256 KiB for Llama 2's 32000 pieces. A slot holds only the id: a probe compares the text
+ * in place, through piece_offsets. */
+
+static const char *piece_text(const Tokenizer *t, int id) {
+    return t->pieces + t->piece_offsets[id];
+}
+
+static size_t piece_len(const Tokenizer *t, int id) {
+    return t->piece_offsets[id + 1] - t->piece_offsets[id] - 1;
+}
+
+/* The slot probing for s[0..len) starts at: FNV-1a of the bytes, spread to the high bits by a
+ * Fibonacci multiply, where the slot is taken from. */
+static size_t index_home(const Tokenizer *t, const char *s, size_t len) {
+    uint64_t h = 0xCBF29CE484222325ull;
+    for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)s[i]) * 0x100000001B3ull;
+    return (size_t)((h * 0x9E3779B97F4A7C15ull) >> 32) & t->index_mask;
+}
+
+/* The slot of the piece s[0..len): the one holding its id, or the empty one where it would go. */
+static size_t index_find(const Tokenizer *t, const char *s, size_t len) {
+    size_t i = index_home(t, s, len);
+    for (int id; (id = t->index[i]) >= 0; i = (i + 1) & t->index_mask)
+        if (piece_len(t, id) == len && memcmp(piece_text(t, id), s, len) == 0) break;
+    return i;
+}
+
+/* Id of the indexed piece s[0..len), or -1. */
+static int piece_id(const Tokenizer *t, const char *s, size_t len) {
+    return t->index[index_find(t, s, len)];
+}
+
+/* 1 if piece id belongs in the index. As SentencePiece's pieces_ map, it holds only the pieces
+ * text can be made of: not the control pieces (ids 0..2), the byte pieces (those are in
+ * byte_tokens) nor an empty piece, so a literal "<s>" or "<0x41>" in the text is never merged
+ * into them. */
+static int indexed(const Tokenizer *t, int id) {
+    const char *piece = piece_text(t, id);
+    return id > TOKEN_EOS && piece[0] != '\0' && byte_piece_value(piece) < 0;
+}
+
 static int build_merges(Tokenizer *t);
-static int mark_whole_pieces(Tokenizer *t);
-static int piece_id(const Tokenizer *t, const char *s);
 
 int tokenizer_load(Tokenizer *t, const char *path, char *err, size_t errlen) {
     memset(t, 0, sizeof *t);
@@ -194,78 +230,80 @@ int tokenizer_load(Tokenizer *t, const char *path, char *err, size_t errlen) {
         goto fail;
     }
 
-    /* Second pass: copy the pieces, NUL-terminated, into one block. */
-    t->vocab = malloc((size_t)count * sizeof *t->vocab);
+    /* Second pass: copy the pieces, NUL-terminated, into one block, then free the file's buffer.
+     * (Moving the pieces to the front of the buffer and shrinking it would save the copy, but
+     * freeing it lets glibc raise its mmap threshold to the buffer's size: encode's per-call
+     * buffers for a text up to about that size then come from the heap, rather than from fresh
+     * mappings faulted in on every call, which cost a quarter of encode's time at 100 KB.) */
+    t->pieces = malloc(text_bytes);
+    t->piece_offsets = malloc(((size_t)count + 1) * sizeof *t->piece_offsets);
     t->vocab_scores = malloc((size_t)count * sizeof *t->vocab_scores);
-    t->piece_storage = malloc(text_bytes);
-    if (!t->vocab || !t->vocab_scores || !t->piece_storage) {
+    size_t slots = 16;
+    while (slots < 2 * (size_t)count) slots *= 2;
+    t->index = malloc(slots * sizeof *t->index);
+    if (!t->pieces || !t->piece_offsets || !t->vocab_scores || !t->index) {
         snprintf(err, errlen, "%s: out of memory for %d pieces", path, count);
         goto fail;
     }
     t->vocab_size = count;
     t->max_token_length = max_len;
-    char *text = t->piece_storage;
+    t->index_mask = slots - 1;
+    uint32_t offset = 0; /* fits: text_bytes < size <= MAX_TOKENIZER_BYTES */
     size_t pos = 4;
     for (int i = 0; i < count; i++) {
         t->vocab_scores[i] = read_f32le(data + pos);
         int len = read_i32le(data + pos + 4);
         pos += 8;
-        memcpy(text, data + pos, (size_t)len);
-        text[len] = '\0';
-        t->vocab[i] = text;
-        text += len + 1;
+        memcpy(t->pieces + offset, data + pos, (size_t)len);
+        t->pieces[offset + (uint32_t)len] = '\0';
+        t->piece_offsets[i] = offset;
+        offset += (uint32_t)len + 1;
         pos += (size_t)len;
     }
+    t->piece_offsets[count] = offset;
     free(data);
     data = NULL;
 
     /* Every piece must be distinct: an id that can never be produced, or a lookup that depends
-     * on which copy wins, means the file is not a SentencePiece vocabulary. */
-    struct PieceIndex *seen = NULL;
+     * on which copy wins, means the file is not a SentencePiece vocabulary. All pieces go into
+     * the index to find two equal ones; then it is emptied for the indexed pieces alone. */
+    memset(t->index, 0xFF, slots * sizeof *t->index); /* every slot -1 */
     for (int i = 0; i < count; i++) {
-        ptrdiff_t slot = shgeti(seen, t->vocab[i]);
-        if (slot >= 0) {
+        size_t slot = index_find(t, piece_text(t, i), piece_len(t, i));
+        if (t->index[slot] >= 0) {
             char shown[64];
-            describe_piece(shown, sizeof shown, t->vocab[i]);
+            describe_piece(shown, sizeof shown, piece_text(t, i));
             snprintf(err, errlen, "%s: duplicate piece \"%s\" at ids %d and %d", path, shown,
-                     seen[slot].value, i);
-            shfree(seen);
+                     t->index[slot], i);
             goto fail;
         }
-        shput(seen, t->vocab[i], i);
+        t->index[slot] = i;
     }
-    shfree(seen);
-
-    /* Index: as SentencePiece's pieces_ map, only the pieces text can be made of. The control
-     * pieces (ids 0..2) and the byte pieces are left out, so a literal "<s>" or "<0x41>" in the
-     * text is never merged into them. */
+    memset(t->index, 0xFF, slots * sizeof *t->index);
     for (int b = 0; b < 256; b++) t->byte_tokens[b] = -1;
     t->split_at_spaces = 1;
     for (int i = 0; i < count; i++) {
-        const char *piece = t->vocab[i];
+        const char *piece = piece_text(t, i);
         int b = byte_piece_value(piece);
-        if (b >= 0) {
-            t->byte_tokens[b] = i;
-            continue;
-        }
-        if (i <= TOKEN_EOS || piece[0] == '\0') continue;
-        shput(t->index, piece, i);
+        if (b >= 0) t->byte_tokens[b] = i;
+        if (!indexed(t, i)) continue;
+        t->index[index_find(t, piece, piece_len(t, i))] = i;
         for (int k = 1; piece[k]; k++)
             if (piece[k] == ' ' && piece[k - 1] != ' ') t->split_at_spaces = 0;
     }
     t->remove_extra_whitespaces = 1;
     for (int i = 0; i < count && t->remove_extra_whitespaces; i++)
-        if (strstr(t->vocab[i], "  ")) t->remove_extra_whitespaces = 0;
+        if (strstr(piece_text(t, i), "  ")) t->remove_extra_whitespaces = 0;
     for (int b = 0; b < 256; b++) {
         t->byte_pieces[2 * b] = (char)b;
         t->byte_pieces[2 * b + 1] = '\0';
     }
     for (int c = 1; c < 0x80; c++) {
-        char one[2] = {(char)c, '\0'};
-        t->ascii_ids[c] = piece_id(t, one);
+        char one = (char)c;
+        t->ascii_ids[c] = piece_id(t, &one, 1);
     }
     t->ascii_ids[0] = -1;
-    if (build_merges(t) != 0 || mark_whole_pieces(t) != 0) {
+    if (build_merges(t) != 0) {
         snprintf(err, errlen, "%s: out of memory for the merge tables", path);
         goto fail;
     }
@@ -278,10 +316,10 @@ fail:
 }
 
 void tokenizer_free(Tokenizer *t) {
-    free(t->vocab);
+    free(t->pieces);
+    free(t->piece_offsets);
     free(t->vocab_scores);
-    free(t->piece_storage);
-    shfree(t->index);
+    free(t->index);
     free(t->merges);
     free(t->whole_piece);
     memset(t, 0, sizeof *t);
@@ -290,89 +328,47 @@ void tokenizer_free(Tokenizer *t) {
 /* ----------------------------------------------------------------------------
  * Encoding */
 
-/* Id of the NUL-terminated piece s, or -1. Uses stb_ds's _ts lookup, which does not write into
- * the map (plain shgeti stores its result in the map's header), so encode can take a const
- * Tokenizer and be called from several threads. */
-static int piece_id(const Tokenizer *t, const char *s) {
-    if (!t->index) return -1; /* stb_ds would allocate on a lookup in an empty map */
-    ptrdiff_t slot;
-    stbds_hmget_key_ts(t->index, sizeof *t->index, (void *)(uintptr_t)s, sizeof t->index->key,
-                       &slot, STBDS_HM_STRING);
-    return slot < 0 ? -1 : t->index[slot].value;
-}
-
-/* The merge table: for every piece that splits into two pieces, the key (left id, right id)
- * gives the piece's id and score. BPE only ever joins two symbols that are pieces, and their
- * concatenation is a piece exactly when the table has their ids, so one integer lookup replaces
- * hashing the concatenated string. Open addressing with linear probing, at most half full; key 0
- * (the control piece 0 twice, never in the index) marks an empty slot. The score sits in the slot
- * (16 bytes either way) to save a second cache miss into vocab_scores. */
+/* The merge table: (left id, right id) -> id of the piece BPE joins the two into. BPE only ever
+ * joins two symbols that are pieces, so one integer lookup replaces hashing their concatenated
+ * text.
+ *
+ * It holds one pair per piece, not every split of the piece into two pieces (Llama 2: 29612 pairs
+ * instead of 61249). A symbol covers a span of the text that no merge has crossed (symbols never
+ * split), so the merges inside the span ran in the order BPE of the span's text alone runs them:
+ * that order depends only on the scores and relative positions of the pairs inside. A piece thus
+ * only ever forms as BPE of its own text forms it, by that run's last merge, and only if the run
+ * ends in the piece (a "whole" piece). The pair of that last merge is the one in the table; the
+ * pair of any other split would only be pushed to be popped stale, so leaving it out changes no
+ * result. build_merges fills the table.
+ *
+ * Open addressing with linear probing, at most 60% full (fuller, the probes for pairs that do not
+ * merge grow long enough to slow encoding); id 0 (a control piece, never in the index) marks an
+ * empty slot. A found pair takes its score from vocab_scores. */
 struct Merge {
-    uint64_t key;
-    int id;
-    float score;
+    int32_t left, right, id;
 };
 
-static uint64_t merge_key(int left, int right) {
-    return (uint64_t)(uint32_t)left << 32 | (uint32_t)right;
+/* The slot probing for (left, right) starts at: a Fibonacci hash of the pair, its top 32 bits
+ * scaled to [0, merge_slots) by a multiply (merge_slots < 2^32). */
+static size_t merge_home(const Tokenizer *t, int left, int right) {
+    uint64_t key = (uint64_t)(uint32_t)left << 32 | (uint32_t)right;
+    uint64_t hash = (key * 0x9E3779B97F4A7C15ull) >> 32;
+    return (size_t)((hash * t->merge_slots) >> 32);
 }
 
-static size_t merge_slot(const Tokenizer *t, uint64_t key) {
-    return (size_t)((key * 0x9E3779B97F4A7C15ull) >> 32) & t->merge_mask; /* Fibonacci hashing */
-}
-
-/* The slot of the merge of pieces left and right, or NULL if their concatenation is no piece. */
+/* The merge of pieces left and right, or NULL if BPE never joins them. */
 static const struct Merge *find_merge(const Tokenizer *t, int left, int right) {
-    uint64_t key = merge_key(left, right);
-    for (size_t i = merge_slot(t, key);; i = (i + 1) & t->merge_mask) {
-        if (t->merges[i].key == key) return &t->merges[i];
-        if (t->merges[i].key == 0) return NULL;
+    for (size_t i = merge_home(t, left, right);; i = i + 1 < t->merge_slots ? i + 1 : 0) {
+        const struct Merge *m = &t->merges[i];
+        if (m->id == 0) return NULL;
+        if (m->left == left && m->right == right) return m;
     }
 }
 
-/* Fills t->merges from the index: each indexed piece against each split into two indexed
- * pieces. Splits into lengths no piece has are skipped, which keeps a hostile file of long pieces
- * from costing the square of its size. Returns 0, or -1 out of memory. */
-static int build_merges(Tokenizer *t) {
-    struct Merge *found = NULL; /* stb_ds array */
-    char *half = malloc((size_t)t->max_token_length + 1);
-    char *has_len = calloc((size_t)t->max_token_length + 1, 1);
-    if (!half || !has_len) {
-        free(half);
-        free(has_len);
-        return -1;
-    }
-    for (ptrdiff_t i = 0; i < shlen(t->index); i++) has_len[strlen(t->index[i].key)] = 1;
-    for (ptrdiff_t i = 0; i < shlen(t->index); i++) {
-        const char *piece = t->index[i].key;
-        size_t len = strlen(piece);
-        for (size_t k = 1; k < len; k++) {
-            if (!has_len[k] || !has_len[len - k]) continue;
-            memcpy(half, piece, k);
-            half[k] = '\0';
-            int left = piece_id(t, half), right = piece_id(t, piece + k);
-            if (left >= 0 && right >= 0)
-                arrput(found, ((struct Merge){merge_key(left, right), t->index[i].value,
-                                              t->vocab_scores[t->index[i].value]}));
-        }
-    }
-    free(half);
-    free(has_len);
-    size_t cap = 16;
-    while (cap < 2 * (size_t)arrlen(found)) cap *= 2;
-    t->merges = calloc(cap, sizeof *t->merges);
-    if (!t->merges) {
-        arrfree(found);
-        return -1;
-    }
-    t->merge_mask = cap - 1;
-    for (ptrdiff_t j = 0; j < arrlen(found); j++) {
-        size_t i = merge_slot(t, found[j].key);
-        while (t->merges[i].key != 0) i = (i + 1) & t->merge_mask;
-        t->merges[i] = found[j];
-    }
-    arrfree(found);
-    return 0;
+static void add_merge(Tokenizer *t, int left, int right, int id) {
+    size_t i = merge_home(t, left, right);
+    while (t->merges[i].id != 0) i = i + 1 < t->merge_slots ? i + 1 : 0;
+    t->merges[i] = (struct Merge){left, right, id};
 }
 
 /* Length of the well-formed UTF-8 sequence at s (1..4), or 0 if s[0] does not start one
@@ -466,7 +462,7 @@ static void try_pair(const Tokenizer *t, const Symbol *syms, int left, int right
     if (left < 0 || right < 0 || syms[left].frozen || syms[right].frozen) return;
     const struct Merge *m = find_merge(t, syms[left].id, syms[right].id);
     if (!m) return;
-    Pair p = {m->score, left, right, syms[left].len + syms[right].len, m->id};
+    Pair p = {t->vocab_scores[m->id], left, right, syms[left].len + syms[right].len, m->id};
     heap_push(heap, n_heap, p);
 }
 
@@ -517,20 +513,16 @@ static int normalize(const Tokenizer *t, const char *text, char *work) {
 
 /* SentencePiece's BPE over the normalized, well-formed UTF-8 span work[0..n), n > 0: writes the
  * ids into tokens and returns how many. syms and heap have room for n and 3n entries. */
-static int bpe(const Tokenizer *t, char *work, int n, Symbol *syms, Pair *heap, int *tokens) {
+static int bpe(const Tokenizer *t, const char *work, int n, Symbol *syms, Pair *heap, int *tokens) {
     /* Code points become symbols; ones the vocabulary lacks become frozen byte symbols. */
     int n_syms = 0;
     for (int pos = 0; pos < n;) {
         unsigned char c = (unsigned char)work[pos];
         int cp_len = utf8_length((const unsigned char *)work + pos), id;
-        if (c < 0x80) {
+        if (c < 0x80)
             id = t->ascii_ids[c];
-        } else {
-            char saved = work[pos + cp_len];
-            work[pos + cp_len] = '\0';
-            id = piece_id(t, work + pos);
-            work[pos + cp_len] = saved;
-        }
+        else
+            id = piece_id(t, work + pos, (size_t)cp_len);
         if (id >= 0) {
             syms[n_syms] = (Symbol){pos, cp_len, n_syms - 1, n_syms + 1, id, 0};
             n_syms++;
@@ -567,30 +559,58 @@ static int bpe(const Tokenizer *t, char *work, int n, Symbol *syms, Pair *heap, 
     return n_tokens;
 }
 
-/* Sets t->whole_piece[id] for each indexed piece that BPE, given the piece's text alone,
- * encodes as that one piece: a segment equal to such a piece needs no BPE. Most frequent words
- * are such pieces. Returns 0, or -1 out of memory. */
-static int mark_whole_pieces(Tokenizer *t) {
+/* 1 if text can hold piece id: it is indexed and well-formed UTF-8, as normalized text is. */
+static int formable(const Tokenizer *t, int id) {
+    return indexed(t, id) && tokenizer_utf8_invalid_at(piece_text(t, id)) < 0;
+}
+
+/* Fills the merge table and the whole_piece bits by running BPE over the text of each formable
+ * piece, shortest first. Such a run forms only shorter pieces before its last merge, and their
+ * pairs are in the table by then, so it ends in one symbol (a piece of one character, whole), in
+ * two symbols that are pieces (the last merge: whole, and the pair goes in the table), or
+ * otherwise (the piece never forms). Returns 0, or -1 out of memory. */
+static int build_merges(Tokenizer *t) {
     size_t max_len = (size_t)t->max_token_length;
-    t->whole_piece = calloc((size_t)t->vocab_size, 1);
-    char *text = malloc(max_len + 1);
+    size_t n_multi = 0; /* pieces of more than one character: the most pairs there can be */
+    /* counting sort by length: shorter[len] = how many pieces to run are shorter than len */
+    size_t *shorter = calloc(max_len + 2, sizeof *shorter);
+    if (!shorter) return -1;
+    for (int id = 0; id < t->vocab_size; id++) {
+        if (!formable(t, id)) continue;
+        size_t len = piece_len(t, id);
+        shorter[len + 1]++;
+        n_multi += (size_t)utf8_length((const unsigned char *)piece_text(t, id)) < len;
+    }
+    for (size_t len = 1; len <= max_len + 1; len++) shorter[len] += shorter[len - 1];
+    size_t n_runs = shorter[max_len + 1];
+    int *order = malloc((n_runs + 1) * sizeof *order);
+    t->merge_slots = n_multi * 5 / 3 + 1; /* n_multi / 0.6, and one slot empty at least */
+    t->merges = calloc(t->merge_slots, sizeof *t->merges);
+    t->whole_piece = calloc(((size_t)t->vocab_size + 7) / 8, 1);
     Symbol *syms = malloc(max_len * sizeof *syms);
     Pair *heap = malloc(3 * max_len * sizeof *heap);
     int *ids = malloc(max_len * sizeof *ids);
-    int ok = t->whole_piece && text && syms && heap && ids;
-    for (ptrdiff_t i = 0; ok && i < shlen(t->index); i++) {
-        const char *piece = t->index[i].key;
-        int len = (int)strlen(piece);
-        if (tokenizer_utf8_invalid_at(piece) >= 0) continue; /* bpe takes well-formed text */
-        memcpy(text, piece, (size_t)len + 1);
-        t->whole_piece[t->index[i].value] =
-            bpe(t, text, len, syms, heap, ids) == 1 && ids[0] == t->index[i].value;
+    int ok = order && t->merges && t->whole_piece && syms && heap && ids;
+    for (int id = 0; ok && id < t->vocab_size; id++)
+        if (formable(t, id)) order[shorter[piece_len(t, id)]++] = id;
+    for (size_t k = 0; ok && k < n_runs; k++) {
+        int id = order[k];
+        int n = bpe(t, piece_text(t, id), (int)piece_len(t, id), syms, heap, ids);
+        int joined = n == 2 && indexed(t, ids[0]) && indexed(t, ids[1]); /* not byte pieces */
+        if (joined) add_merge(t, ids[0], ids[1], id);
+        if ((n == 1 && ids[0] == id) || joined)
+            t->whole_piece[id / 8] |= (unsigned char)(1u << id % 8);
     }
-    free(text);
+    free(shorter);
+    free(order);
     free(syms);
     free(heap);
     free(ids);
     return ok ? 0 : -1;
+}
+
+static int is_whole_piece(const Tokenizer *t, int id) {
+    return t->whole_piece[id / 8] >> id % 8 & 1;
 }
 
 /* Where the next segment after work[start] begins: a space that follows a non-space, or n. With
@@ -632,15 +652,15 @@ static int encode_segments(const Tokenizer *t, char *work, int n, Symbol *syms, 
             n_tokens += bpe(t, work + start, end - start, syms, heap, tokens + n_tokens);
             continue;
         }
-        char saved = work[end];
-        work[end] = '\0';
-        int id = piece_id(t, work + start);
-        ptrdiff_t slot = id >= 0 && t->whole_piece[id] ? -1 : shgeti(cache, work + start);
-        work[end] = saved;
-        if (id >= 0 && t->whole_piece[id]) {
+        int id = piece_id(t, work + start, (size_t)(end - start));
+        if (id >= 0 && is_whole_piece(t, id)) {
             tokens[n_tokens++] = id;
             continue;
         }
+        char saved = work[end];
+        work[end] = '\0';
+        ptrdiff_t slot = shgeti(cache, work + start);
+        work[end] = saved;
         if (slot >= 0) {
             memcpy(tokens + n_tokens, tokens + cache[slot].value.first,
                    (size_t)cache[slot].value.count * sizeof *tokens);
@@ -691,9 +711,12 @@ int tokenizer_encode(const Tokenizer *t, const char *text, int bos, int eos, int
 /* ----------------------------------------------------------------------------
  * Decoding */
 
+const char *tokenizer_piece(const Tokenizer *t, int id) {
+    return id >= 0 && id < t->vocab_size ? piece_text(t, id) : "";
+}
+
 const char *tokenizer_decode(const Tokenizer *t, int prev_token, int token) {
-    if (token < 0 || token >= t->vocab_size) return "";
-    const char *piece = t->vocab[token];
+    const char *piece = tokenizer_piece(t, token);
     /* SentencePiece drops the dummy-prefix space of the first piece. */
     if (prev_token == TOKEN_BOS && piece[0] == ' ') piece++;
     int b = byte_piece_value(piece);

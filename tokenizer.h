@@ -10,20 +10,21 @@
 #define TOKENIZER_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #define TOKEN_UNK 0
 #define TOKEN_BOS 1
 #define TOKEN_EOS 2
 
-typedef struct PieceIndex PieceIndex; /* private: piece string -> id hash map (stb_ds) */
-struct Merge;                         /* private: (left id, right id) -> merged id */
+struct Merge; /* private: (left id, right id) -> merged id */
 
 typedef struct {
-    char **vocab;        /* vocab_size NUL-terminated pieces */
-    float *vocab_scores; /* vocab_size merge scores: higher merges first */
+    char *pieces;            /* all vocab_size pieces, each NUL-terminated, back to back */
+    uint32_t *piece_offsets; /* vocab_size + 1 offsets: piece i is pieces + piece_offsets[i],
+                                piece_offsets[i + 1] - piece_offsets[i] - 1 bytes long */
+    float *vocab_scores;     /* vocab_size merge scores: higher merges first */
     int vocab_size;
     int max_token_length;
-    PieceIndex *index;
     int byte_tokens[256]; /* id of the piece <0xXX> for each byte, -1 if the vocabulary lacks it */
     /* SentencePiece's normalizer option remove_extra_whitespaces, which the file does not store:
      * 1 = drop leading and trailing spaces and squeeze runs of spaces (U+0020 only) to one before
@@ -33,13 +34,14 @@ typedef struct {
      * Set it after loading to override. llama2.c's encode behaves as 0. */
     int remove_extra_whitespaces;
     /* private */
-    int split_at_spaces;  /* 1 if no piece holds a non-space followed by a space (see encode) */
-    int ascii_ids[128];   /* id of each ASCII character's piece, -1 if none */
-    struct Merge *merges; /* open-addressing table, merge_mask + 1 slots */
-    char *whole_piece;    /* vocab_size flags: BPE of the piece's text alone gives the piece */
-    size_t merge_mask;
-    char *piece_storage;   /* all pieces, NUL-terminated, back to back; vocab[i] points in here */
-    char byte_pieces[512]; /* byte b as the string byte_pieces + 2 * b, returned by decode */
+    int split_at_spaces; /* 1 if no piece holds a non-space followed by a space (see encode) */
+    int ascii_ids[128];  /* id of each ASCII character's piece, -1 if none */
+    int32_t *index;      /* piece text -> id: open addressing, index_mask + 1 ids, -1 = empty */
+    size_t index_mask;
+    struct Merge *merges; /* open-addressing table of merge_slots slots */
+    size_t merge_slots;
+    unsigned char *whole_piece; /* vocab_size bits: BPE of the piece's text alone gives the piece */
+    char byte_pieces[512];      /* byte b as the string byte_pieces + 2 * b, returned by decode */
 } Tokenizer;
 
 /* Loads the tokenizer file at `path` into `t` (all fields owned by `t`).
@@ -77,14 +79,17 @@ void tokenizer_free(Tokenizer *t);
  * Pieces are in the .bin's convention (plain spaces, where SentencePiece writes U+2581).
  * Byte-fallback bytes never merge. A byte missing from byte_tokens gives TOKEN_UNK. If its
  * buffers cannot be allocated the text gives TOKEN_UNK (the per-call word cache, an stb_ds map,
- * assumes its allocations succeed, as the index built at load does). Thread-safe for a shared `t`
- * (lookups do not write into the map). */
+ * assumes its allocations succeed). Thread-safe for a shared `t` (encode only reads it). */
 int tokenizer_encode(const Tokenizer *t, const char *text, int bos, int eos, int *tokens);
 
 /* Returns the offset of the first byte of the NUL-terminated `text` that does not start a
  * well-formed UTF-8 sequence (stray continuation byte, overlong form, surrogate, code point past
  * U+10FFFF, or a sequence cut short), or -1 if the whole text is well-formed (RFC 3629). */
 long tokenizer_utf8_invalid_at(const char *text);
+
+/* Returns piece `id` as the file stores it (NUL-terminated, spaces plain, byte pieces as "<0xXX>"),
+ * owned by `t`. Out-of-range ids give "". */
+const char *tokenizer_piece(const Tokenizer *t, int id);
 
 /* Returns the text of `token` as it should be printed after `prev_token`: the leading space of
  * the first piece after BOS is dropped (SentencePiece's dummy prefix), and a byte piece <0xXX>

@@ -200,7 +200,7 @@ static void expect_load_error(const char *name, const void *data, size_t size, c
     cr_expect_not_null(strstr(err, path), "%s: message does not name the file: %s", name, err);
     cr_expect_not_null(strstr(err, what), "%s: message lacks \"%s\": %s", name, what, err);
     cr_expect_null(strchr(err, '\n'), "%s: message is not one line", name);
-    cr_expect_null(t.vocab, "%s: t not left empty", name);
+    cr_expect_null(t.pieces, "%s: t not left empty", name);
     cr_expect_eq(t.vocab_size, 0);
     tokenizer_free(&t); /* safe on the emptied tokenizer */
     unlink(path);
@@ -270,7 +270,7 @@ Test(tokenizer_load, tok512) {
     cr_expect_eq(t.vocab_size, 512);
     cr_expect_eq(t.max_token_length, 7);
     for (int b = 0; b < 256; b++) cr_expect_eq(t.byte_tokens[b], 3 + b, "byte %d", b);
-    cr_expect_str_eq(t.vocab[259], " t"); /* stored with a plain space, not U+2581 */
+    cr_expect_str_eq(tokenizer_piece(&t, 259), " t"); /* stored with a plain space, not U+2581 */
     cr_expect_float_eq(t.vocab_scores[260], -1.0f, 1e-6);
     cr_expect_eq(t.remove_extra_whitespaces, 1); /* tok512.model's normalizer setting */
     tokenizer_free(&t);
@@ -283,7 +283,12 @@ Test(tokenizer_load, llama2) {
     cr_expect_eq(t.vocab_size, 32000);
     cr_expect_eq(t.max_token_length, 27);
     for (int b = 0; b < 256; b++) cr_expect_eq(t.byte_tokens[b], 3 + b, "byte %d", b);
-    cr_expect_str_eq(t.vocab[15043], " Hello");
+    cr_expect_str_eq(tokenizer_piece(&t, 15043), " Hello");
+    cr_expect_str_eq(tokenizer_piece(&t, 1), "\n<s>\n");
+    cr_expect_str_eq(tokenizer_piece(&t, 3 + 0x41), "<0x41>");
+    cr_expect_str_eq(tokenizer_piece(&t, 31999), "\xE7\xBB\x99"); /* the last piece */
+    cr_expect_str_eq(tokenizer_piece(&t, 32000), "");
+    cr_expect_str_eq(tokenizer_piece(&t, -1), "");
     cr_expect_eq(t.remove_extra_whitespaces, 0); /* tokenizer.model's normalizer setting */
     tokenizer_free(&t);
 }
@@ -439,7 +444,7 @@ Test(tokenizer_encode, emoji_byte_fallback_tok512) {
     load_or_fail(&t, TOK512_PATH);
     int space = -1;
     for (int i = 0; i < t.vocab_size; i++)
-        if (strcmp(t.vocab[i], " ") == 0) space = i;
+        if (strcmp(tokenizer_piece(&t, i), " ") == 0) space = i;
     cr_assert_geq(space, 0);
     int want[] = {1, space, 3 + 0xF0, 3 + 0x9F, 3 + 0x98, 3 + 0x80, 2};
     expect_ids(&t, "\xF0\x9F\x98\x80", 1, 1, want, 7);
