@@ -794,6 +794,10 @@ enum {
     TILE_INPUTS = 8,    /* f32 and bf16 prefill tiles: 2 x 8 accumulators */
     TILE_INPUTS_Q8 = 4, /* q8_0's: 2 x 4, each with an integer sum besides */
     MAX_TILE_INPUTS = 8,
+    /* Decode asks for each bf16 and q8_0 panel's bytes this far ahead of its loads: +15% (bf16)
+     * and +30% (q8_0) tokens/s at 110M on one thread, +15-20% on two (alternating runs); f32,
+     * which moves more bytes per instruction, gained nothing. */
+    PREFETCH_AHEAD = 1024,
 };
 
 /* Column j of the panel at `panel` (f32 or bf16, a constant once inlined) as floats. */
@@ -837,7 +841,12 @@ static ALWAYS_INLINE void float_tile(float *out, size_t out_stride, const float 
     for (int j = 0; j < w->cols; j++) {
         vecf column[BLOCK_PANELS];
         UNROLL
-        for (int r = 0; r < np; r++) column[r] = panel_column(panel + r * w->panel_bytes, j, dtype);
+        for (int r = 0; r < np; r++) {
+            column[r] = panel_column(panel + r * w->panel_bytes, j, dtype);
+            if (nb == 1 && dtype == DTYPE_BF16)
+                __builtin_prefetch(panel + r * w->panel_bytes +
+                                   (size_t)j * PANEL_ROWS * sizeof(uint16_t) + PREFETCH_AHEAD);
+        }
         UNROLL
         for (int b = 0; b < nb; b++) {
             vecf xj = vec_set1(x[(size_t)b * w->cols + j]);
@@ -869,6 +878,7 @@ static ALWAYS_INLINE void q8_group(vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS],
         for (int r = 0; r < np; r++) {
             const int8_t *q = (const int8_t *)(group[r] + PANEL_ROWS * sizeof(float));
             vecw w = vecw_load_i8(q + (size_t)i * PANEL_ROWS);
+            if (nb == 1) __builtin_prefetch(q + (size_t)i * PANEL_ROWS + PREFETCH_AHEAD);
             UNROLL
             for (int b = 0; b < nb; b++) sums[r][b] = veci_dot(sums[r][b], w, pair[b]);
         }
