@@ -1117,24 +1117,22 @@ void softmax(float *x, int n) {
     for (int i = 0; i < n; i++) x[i] /= sum;
 }
 
-/* out[i] = q[i] . k over n values for i < nq (1 or 4, a constant once inlined), summed in
- * vector lanes (simd.h): the four queries share each load of k and one reduction. A query's sum
- * comes out the same bits either way (its lanes see the same adds; vec_sum4 reduces each alike). */
-static ALWAYS_INLINE void dot_queries(const float *const q[4], int nq, const float *k, int n,
-                                      float out[4]) {
+/* out[i] = a[i] . b[i] over n values for i < 4: four query-key pairs, four queries with one key
+ * (prefill) or one query with four keys (decode), summed in vector lanes (simd.h) and reduced
+ * together. A pair's sum comes out the same bits in any company: its lanes see the same adds, and
+ * vec_sum4 reduces each alike. */
+static ALWAYS_INLINE void dot4(const float *const a[4], const float *const b[4], int n,
+                               float out[4]) {
     vecf acc[4];
-    for (int i = 0; i < nq; i++) acc[i] = vec_zero();
+    for (int i = 0; i < 4; i++) acc[i] = vec_zero();
     int j = 0;
-    for (; j + VEC_WIDTH <= n; j += VEC_WIDTH) {
-        vecf kv = vec_load(k + j);
-        for (int i = 0; i < nq; i++) acc[i] = vec_fmadd(vec_load(q[i] + j), kv, acc[i]);
-    }
-    if (j < n) {
-        vecf kv = vec_load_partial(k + j, n - j);
-        for (int i = 0; i < nq; i++)
-            acc[i] = vec_fmadd(vec_load_partial(q[i] + j, n - j), kv, acc[i]);
-    }
-    for (int i = nq; i < 4; i++) acc[i] = acc[0];
+    for (; j + VEC_WIDTH <= n; j += VEC_WIDTH)
+        for (int i = 0; i < 4; i++)
+            acc[i] = vec_fmadd(vec_load(a[i] + j), vec_load(b[i] + j), acc[i]);
+    if (j < n)
+        for (int i = 0; i < 4; i++)
+            acc[i] = vec_fmadd(vec_load_partial(a[i] + j, n - j), vec_load_partial(b[i] + j, n - j),
+                               acc[i]);
     vec_sum4(acc[0], acc[1], acc[2], acc[3], out);
 }
 
@@ -1179,10 +1177,23 @@ static ALWAYS_INLINE void mix_values(const HeadCache *hc, const float *weights, 
 static ALWAYS_INLINE void attend(const HeadCache *hc, const float *const q[4], float *const out[4],
                                  int nq, int first_pos, float *att, int stride) {
     float scale = sqrtf((float)hc->head_size); /* divided, not multiplied, to round as llama2.c */
-    for (int t = 0; t <= first_pos + nq - 1; t++) { /* later queries' keys: the others ignore */
-        float scores[4];
-        dot_queries(q, nq, hc->keys + (size_t)t * hc->kv_dim, hc->head_size, scores);
-        for (int i = 0; i < nq; i++) att[(size_t)i * stride + t] = scores[i] / scale;
+    float scores[4];
+    if (nq == 1) { /* one query, four keys at a time (the missing ones of the last four repeat) */
+        const float *qs[4] = {q[0], q[0], q[0], q[0]};
+        for (int t = 0; t <= first_pos; t += 4) {
+            int nk = first_pos + 1 - t < 4 ? first_pos + 1 - t : 4;
+            const float *keys[4];
+            for (int i = 0; i < 4; i++)
+                keys[i] = hc->keys + (size_t)(t + (i < nk ? i : 0)) * hc->kv_dim;
+            dot4(qs, keys, hc->head_size, scores);
+            for (int i = 0; i < nk; i++) att[t + i] = scores[i] / scale;
+        }
+    } else { /* four queries, one key at a time; later queries' keys: the others ignore them */
+        for (int t = 0; t <= first_pos + 3; t++) {
+            const float *k = hc->keys + (size_t)t * hc->kv_dim, *keys[4] = {k, k, k, k};
+            dot4(q, keys, hc->head_size, scores);
+            for (int i = 0; i < 4; i++) att[(size_t)i * stride + t] = scores[i] / scale;
+        }
     }
     for (int i = 0; i < nq; i++) softmax(att + (size_t)i * stride, first_pos + i + 1);
     mix_values(hc, att, stride, nq, first_pos, out);
