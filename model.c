@@ -519,7 +519,7 @@ static void release_pages(Release *r, const void *consumed) {
  * (element_size 4 or 2, a constant once inlined), column by column; rows past n_rows are zero. */
 static ALWAYS_INLINE void pack_float_panel(char *dst, const char *values, size_t first, int n_rows,
                                            int cols, size_t element_size) {
-    memset(dst, 0, (size_t)cols * PANEL_ROWS * element_size);
+    if (n_rows < PANEL_ROWS) memset(dst, 0, (size_t)cols * PANEL_ROWS * element_size);
     for (int r = 0; r < n_rows; r++) {
         const char *row = values + (first + r) * cols * element_size;
         for (int j = 0; j < cols; j++)
