@@ -1019,6 +1019,23 @@ static void panel_block(float *out, size_t out_stride, Inputs in, int batch, con
     }
 }
 
+/* matmul_batch's panels from .. to - 1 of all its products (numbered in order: product k has
+ * first[k] .. first[k + 1] - 1), up to BLOCK_PANELS at a time. */
+static void matmul_panels(float *const out[], const Matrix *const w[], int n, const int first[],
+                          Inputs in, int batch, int layer, int from, int to) {
+    for (int k = 0; k < n; k++) {
+        const Matrix *m = w[k];
+        int p = (from > first[k] ? from : first[k]) - first[k];
+        int end = (to < first[k + 1] ? to : first[k + 1]) - first[k];
+        for (; p < end; p += BLOCK_PANELS) {
+            int np = end - p < BLOCK_PANELS ? end - p : BLOCK_PANELS;
+            const char *panel =
+                (const char *)m->data + ((size_t)layer * m->n_panels + p) * m->panel_bytes;
+            panel_block(out[k], m->rows, in, batch, m, panel, np, p * PANEL_ROWS);
+        }
+    }
+}
+
 /* out[k] = x W_k^T for k < n (at most 3), W_k layer `layer` of w[k]: (w[k]->rows, cols); all
  * n matrices have cols = w[0]->cols columns and one dtype; x: (batch, cols), out[k]: (batch,
  * w[k]->rows); batch <= s->batch. The panels of all n products (wq, wk, wv of one input, or w1,
@@ -1042,22 +1059,16 @@ static void matmul_batch(RunState *s, int n, float *const out[], const Matrix *c
         first[k + 1] = first[k] + w[k]->n_panels;
         work += (size_t)w[k]->rows * cols * batch;
     }
-#pragma omp parallel if (work >= PARALLEL_MIN_WORK)
+    if (work < PARALLEL_MIN_WORK) { /* a region costs ~1.5 us even when it runs on one thread */
+        matmul_panels(out, w, n, first, in, batch, layer, 0, first[n]);
+        return;
+    }
+#pragma omp parallel
     {
         int thread = omp_get_thread_num(), threads = omp_get_num_threads();
-        int from = (int)((long long)first[n] * thread / threads);
-        int to = (int)((long long)first[n] * (thread + 1) / threads);
-        for (int k = 0; k < n; k++) {
-            const Matrix *m = w[k];
-            int p = (from > first[k] ? from : first[k]) - first[k];
-            int end = (to < first[k + 1] ? to : first[k + 1]) - first[k];
-            for (; p < end; p += BLOCK_PANELS) {
-                int np = end - p < BLOCK_PANELS ? end - p : BLOCK_PANELS;
-                const char *panel =
-                    (const char *)m->data + ((size_t)layer * m->n_panels + p) * m->panel_bytes;
-                panel_block(out[k], m->rows, in, batch, m, panel, np, p * PANEL_ROWS);
-            }
-        }
+        matmul_panels(out, w, n, first, in, batch, layer,
+                      (int)((long long)first[n] * thread / threads),
+                      (int)((long long)first[n] * (thread + 1) / threads));
     }
 }
 
@@ -1204,47 +1215,46 @@ static ALWAYS_INLINE void attend(const HeadCache *hc, const float *const q[4], f
  * row b of out (same shape); s->att is scratch, four seq_len rows per head. Query head h reads
  * kv head h / (n_heads / n_kv_heads). Heads in parallel, one parallel region for the whole batch;
  * within a head, the queries go four at a time. */
-static void attention(RunState *s, const Config *c, int l, int pos0, int batch, const float *q,
-                      float *out) {
+static void attention_head(RunState *s, const Config *c, int l, int pos0, int batch, const float *q,
+                           float *out, int h) {
     int dim = c->dim, head_size = dim / c->n_heads;
     int kv_dim = c->n_kv_heads * head_size;
-    int heads_per_kv = c->n_heads / c->n_kv_heads;
-    size_t layer_off = (size_t)l * c->seq_len * kv_dim;
-    size_t work = (size_t)c->n_heads * batch * (pos0 + batch) * head_size * 2;
-#pragma omp parallel for if (work >= PARALLEL_MIN_WORK)
-    for (int h = 0; h < c->n_heads; h++) {
-        int kv_off = (h / heads_per_kv) * head_size;
-        HeadCache hc = {s->key_cache + layer_off + kv_off, s->value_cache + layer_off + kv_off,
-                        kv_dim, head_size};
-        float *att = s->att + (size_t)h * 4 * c->seq_len;
-        int b = 0;
-        for (; b + 4 <= batch; b += 4) {
-            const float *qs[4];
-            float *outs[4];
-            for (int i = 0; i < 4; i++) {
-                qs[i] = q + (size_t)(b + i) * dim + h * head_size;
-                outs[i] = out + (size_t)(b + i) * dim + h * head_size;
-            }
-            attend(&hc, qs, outs, 4, pos0 + b, att, c->seq_len);
+    size_t off = (size_t)l * c->seq_len * kv_dim + (h / (c->n_heads / c->n_kv_heads)) * head_size;
+    HeadCache hc = {s->key_cache + off, s->value_cache + off, kv_dim, head_size};
+    float *att = s->att + (size_t)h * 4 * c->seq_len;
+    int b = 0;
+    for (; b + 4 <= batch; b += 4) {
+        const float *qs[4];
+        float *outs[4];
+        for (int i = 0; i < 4; i++) {
+            qs[i] = q + (size_t)(b + i) * dim + h * head_size;
+            outs[i] = out + (size_t)(b + i) * dim + h * head_size;
         }
-        for (; b < batch; b++) {
-            const float *qs[4] = {q + (size_t)b * dim + h * head_size};
-            float *outs[4] = {out + (size_t)b * dim + h * head_size};
-            attend(&hc, qs, outs, 1, pos0 + b, att, c->seq_len);
-        }
+        attend(&hc, qs, outs, 4, pos0 + b, att, c->seq_len);
+    }
+    for (; b < batch; b++) {
+        const float *qs[4] = {q + (size_t)b * dim + h * head_size};
+        float *outs[4] = {out + (size_t)b * dim + h * head_size};
+        attend(&hc, qs, outs, 1, pos0 + b, att, c->seq_len);
     }
 }
 
-/* SwiGLU (Shazeer 2020, eq. 6) on the projections of `batch` positions, rows of n values:
- * gate[i] = silu(gate[i]) * up[i]. The rows in parallel in prefill, where the expf calls were a
- * tenth of a 2-thread prefill at 110M while the other thread waited. */
-static void swiglu(float *gate, const float *up, int n, int batch) {
-#pragma omp parallel for if (batch > 1)
-    for (int b = 0; b < batch; b++) {
-        for (size_t i = (size_t)b * n; i < (size_t)(b + 1) * n; i++) {
-            float g = gate[i];
-            gate[i] = g * (1.0f / (1.0f + expf(-g))) * up[i];
-        }
+static void attention(RunState *s, const Config *c, int l, int pos0, int batch, const float *q,
+                      float *out) {
+    size_t work = (size_t)c->n_heads * batch * (pos0 + batch) * (c->dim / c->n_heads) * 2;
+    if (work < PARALLEL_MIN_WORK) { /* no region: see matmul_batch */
+        for (int h = 0; h < c->n_heads; h++) attention_head(s, c, l, pos0, batch, q, out, h);
+        return;
+    }
+#pragma omp parallel for
+    for (int h = 0; h < c->n_heads; h++) attention_head(s, c, l, pos0, batch, q, out, h);
+}
+
+/* SwiGLU (Shazeer 2020, eq. 6) on one position's projections: gate[i] = silu(gate[i]) * up[i]. */
+static void swiglu(float *gate, const float *up, int n) {
+    for (int i = 0; i < n; i++) {
+        float g = gate[i];
+        gate[i] = g * (1.0f / (1.0f + expf(-g))) * up[i];
     }
 }
 
@@ -1284,10 +1294,14 @@ static void forward_positions(Model *m, const int *tokens, int batch, int pos0, 
         matmul_batch(s, 3, (float *[]){s->q, k, v}, (const Matrix *[]){&w->wq, &w->wk, &w->wv},
                      s->xb, batch, l);
         lap(prof, OP_QKV);
-#pragma omp parallel for if (batch > 1)
-        for (int b = 0; b < batch; b++)
-            rope(s->q + (size_t)b * dim, dim, k + (size_t)b * kv_dim, kv_dim, head_size, pos0 + b,
-                 s->inv_freq);
+        if (batch == 1) { /* no region: see matmul_batch */
+            rope(s->q, dim, k, kv_dim, head_size, pos0, s->inv_freq);
+        } else {
+#pragma omp parallel for
+            for (int b = 0; b < batch; b++)
+                rope(s->q + (size_t)b * dim, dim, k + (size_t)b * kv_dim, kv_dim, head_size,
+                     pos0 + b, s->inv_freq);
+        }
         lap(prof, OP_ROPE);
         /* position pos0 + b attends over 0..pos0 + b: causal within the batch */
         attention(s, c, l, pos0, batch, s->q, s->xb);
@@ -1303,7 +1317,13 @@ static void forward_positions(Model *m, const int *tokens, int batch, int pos0, 
         lap(prof, OP_NORM);
         matmul_batch(s, 2, (float *[]){s->hb, s->hb2}, (const Matrix *[]){&w->w1, &w->w3}, s->xb,
                      batch, l);
-        swiglu(s->hb, s->hb2, hidden, batch);
+        if (batch == 1) {
+            swiglu(s->hb, s->hb2, hidden);
+        } else { /* expf was a tenth of a 2-thread prefill at 110M */
+#pragma omp parallel for
+            for (int b = 0; b < batch; b++)
+                swiglu(s->hb + (size_t)b * hidden, s->hb2 + (size_t)b * hidden, hidden);
+        }
         matmul_batch(s, 1, &s->xb2, (const Matrix *[]){&w->w2}, s->hb, batch, l);
         residual_add(s->x, s->xb2, batch * dim);
         lap(prof, OP_FFN);
