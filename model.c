@@ -981,20 +981,23 @@ static void tile_1x1(float *out, size_t out_stride, Inputs in, const Matrix *w, 
     tile(out, out_stride, in, 1, w, panel, 1, row0);
 }
 
+/* np panels times the prefill tile's inputs of w's dtype */
+static ALWAYS_INLINE void tile_inputs(float *out, size_t out_stride, Inputs in, const Matrix *w,
+                                      const char *panel, int np, int row0) {
+    if (w->dtype == DTYPE_Q8_0)
+        tile(out, out_stride, in, TILE_INPUTS_Q8, w, panel, np, row0);
+    else
+        tile(out, out_stride, in, TILE_INPUTS, w, panel, np, row0);
+}
+
 static void tile_2xn(float *out, size_t out_stride, Inputs in, const Matrix *w, const char *panel,
                      int row0) {
-    if (w->dtype == DTYPE_Q8_0)
-        tile(out, out_stride, in, TILE_INPUTS_Q8, w, panel, 2, row0);
-    else
-        tile(out, out_stride, in, TILE_INPUTS, w, panel, 2, row0);
+    tile_inputs(out, out_stride, in, w, panel, 2, row0);
 }
 
 static void tile_1xn(float *out, size_t out_stride, Inputs in, const Matrix *w, const char *panel,
                      int row0) {
-    if (w->dtype == DTYPE_Q8_0)
-        tile(out, out_stride, in, TILE_INPUTS_Q8, w, panel, 1, row0);
-    else
-        tile(out, out_stride, in, TILE_INPUTS, w, panel, 1, row0);
+    tile_inputs(out, out_stride, in, w, panel, 1, row0);
 }
 
 /* np (<= BLOCK_PANELS) panels from `panel`, rows from row0, times the batch inputs, into out:
