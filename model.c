@@ -490,8 +490,7 @@ static void *huge_pages(size_t bytes) {
 
 /* Writes a zero at the start of each 2 MiB of a huge_pages buffer, the threads taking turns: the
  * first write to a page has the kernel zero all of it, the slow part of allocating (about 1.5
- * GB/s on one thread on the VMs measured here), now done in parallel at load rather than in the
- * first forward passes. */
+ * GB/s on one thread on the VMs measured here), done in parallel. */
 static void fault_in(char *p, size_t bytes) {
 #pragma omp parallel for schedule(static, 1)
     for (size_t off = 0; off < bytes; off += HUGE_PAGE) p[off] = 0;
@@ -635,10 +634,10 @@ static int alloc_state(RunState *s, const Config *c) {
     s->q = zeroed(rows * c->dim * sizeof(float));
     s->att = zeroed((size_t)c->n_heads * 4 * c->seq_len * sizeof(float));
     s->logits = zeroed(c->vocab_size * sizeof(float));
-    s->key_cache = huge_pages(cache * sizeof(float)); /* each position is written before read */
+    /* each position is written before it is read; pages become resident as positions reach
+     * them (2 MiB at a time), so a long seq_len costs memory only when used, as in llama2.c */
+    s->key_cache = huge_pages(cache * sizeof(float));
     s->value_cache = huge_pages(cache * sizeof(float));
-    if (s->key_cache) fault_in((char *)s->key_cache, cache * sizeof(float));
-    if (s->value_cache) fault_in((char *)s->value_cache, cache * sizeof(float));
     s->inv_freq = zeroed((head_size / 2) * sizeof(float));
     int widest = c->dim > c->hidden_dim ? c->dim : c->hidden_dim;
     s->xq_stride = (widest + 63) / 64 * 64;
