@@ -490,7 +490,8 @@ static void *huge_pages(size_t bytes) {
 
 /* Writes a zero at the start of each 2 MiB of a huge_pages buffer, the threads taking turns: the
  * first write to a page has the kernel zero all of it, the slow part of allocating (about 1.5
- * GB/s on one thread on the VMs measured here), done in parallel. */
+ * GB/s on one thread on the VMs measured here), now done in parallel at load rather than in the
+ * first forward passes. */
 static void fault_in(char *p, size_t bytes) {
 #pragma omp parallel for schedule(static, 1)
     for (size_t off = 0; off < bytes; off += HUGE_PAGE) p[off] = 0;
@@ -634,10 +635,13 @@ static int alloc_state(RunState *s, const Config *c) {
     s->q = zeroed(rows * c->dim * sizeof(float));
     s->att = zeroed((size_t)c->n_heads * 4 * c->seq_len * sizeof(float));
     s->logits = zeroed(c->vocab_size * sizeof(float));
-    /* each position is written before it is read; pages become resident as positions reach
-     * them (2 MiB at a time), so a long seq_len costs memory only when used, as in llama2.c */
+    /* each position is written before it is read; faulted in now, as llama.cpp clears its cache
+     * at load: left to the first positions, the kernel's zeroing of the new pages took ~30 ms of
+     * a 256-token prefill at 110M */
     s->key_cache = huge_pages(cache * sizeof(float));
     s->value_cache = huge_pages(cache * sizeof(float));
+    if (s->key_cache) fault_in((char *)s->key_cache, cache * sizeof(float));
+    if (s->value_cache) fault_in((char *)s->value_cache, cache * sizeof(float));
     s->inv_freq = zeroed((head_size / 2) * sizeof(float));
     int widest = c->dim > c->hidden_dim ? c->dim : c->hidden_dim;
     s->xq_stride = (widest + 63) / 64 * 64;

@@ -123,8 +123,8 @@ typedef struct {
  * export.py quantized them) and packed as f32. The map's pages are given back as they are copied,
  * so that peak memory holds the weights once (not for version 2 files, whose dequantized copy
  * and packed copy meet: twice the f32 weights). Allocates the run state (64-byte aligned; the kv
- * cache in 2 MiB pages that become resident as positions reach them) and sets m->norm to the
- * trained norm. Returns 0 on success. On failure (missing, unreadable, empty or
+ * cache in 2 MiB pages, all resident from the start: memory grows with the header's seq_len) and
+ * sets m->norm to the trained norm. Returns 0 on success. On failure (missing, unreadable, empty or
  * truncated file; unknown version or weight dtype; q8_0 group_size other than 32 or 64, a
  * group_size with another dtype; impossible header such as non-positive sizes, dim % n_heads !=
  * 0, n_heads % n_kv_heads != 0, odd head_size, a flag other than 0/1, non-positive eps or RoPE
