@@ -137,8 +137,10 @@ int model_load(Model *m, const char *path, char *err, size_t errlen);
  * already-freed model. */
 void model_free(Model *m);
 
-/* Writes row `token` of the token embedding into out (dim floats), as the file holds it (q8_0:
- * int8 * scale). Requires 0 <= token < vocab_size. */
+/* The token embedding lookup, as llama2.c's forward() starts: writes row `token` of
+ * token_embedding (vocab_size, dim) into out (dim floats), the values the file holds (bf16
+ * widened; q8_0 as int8 * its group's scale), read from the packed panels. Requires
+ * 0 <= token < vocab_size (the caller checks; nothing is checked here). */
 void model_embedding(const Model *m, int token, float *out);
 
 /* Runs one token through the model at position `pos` and returns the logits (vocab_size),
