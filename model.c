@@ -461,19 +461,28 @@ static int q8_group_columns(int cols, int group_size, int start) {
     return (len + 1) / 2 * 2;
 }
 
+/* Bytes of a q8_0 group of `columns` (even) columns in a panel: its scales, then its values. */
+static size_t q8_group_bytes(int columns) {
+    return PANEL_ROWS * (sizeof(float) + columns);
+}
+
+static int panels_of(int rows) {
+    return (rows + PANEL_ROWS - 1) / PANEL_ROWS;
+}
+
 static size_t panel_bytes(DType dtype, int cols, int group_size) {
     if (dtype == DTYPE_F32) return (size_t)cols * PANEL_ROWS * sizeof(float);
     if (dtype == DTYPE_BF16) return (size_t)cols * PANEL_ROWS * sizeof(uint16_t);
     size_t bytes = 0;
     for (int start = 0; start < cols; start += group_size)
-        bytes += PANEL_ROWS * (sizeof(float) + q8_group_columns(cols, group_size, start));
+        bytes += q8_group_bytes(q8_group_columns(cols, group_size, start));
     return bytes;
 }
 
 /* Bytes of the whole stack of a source's matrix in panels, rounded up to a cache line. */
 static size_t packed_bytes(const Source *src) {
     const Matrix *m = src->matrix;
-    size_t n_panels = (m->rows + PANEL_ROWS - 1) / PANEL_ROWS;
+    size_t n_panels = panels_of(m->rows);
     return (src->layers * n_panels * panel_bytes(m->dtype, m->cols, m->group_size) + 63) / 64 * 64;
 }
 
@@ -536,14 +545,14 @@ static void pack_q8_panel(char *dst, const int8_t *values, const float *scales, 
         int columns = q8_group_columns(cols, group_size, start);
         float *group_scales = (float *)dst;
         int8_t *q = (int8_t *)(dst + PANEL_ROWS * sizeof(float));
-        memset(dst, 0, PANEL_ROWS * (sizeof(float) + columns));
+        memset(dst, 0, q8_group_bytes(columns));
         for (int r = 0; r < n_rows; r++) {
             group_scales[r] = scales[(first + r) * n_groups + start / group_size];
             const int8_t *row = values + (first + r) * cols;
             for (int i = 0; i < columns && start + i < cols; i++)
                 q[(i / 2) * 2 * PANEL_ROWS + r * 2 + i % 2] = row[start + i];
         }
-        dst += PANEL_ROWS * (sizeof(float) + columns);
+        dst += q8_group_bytes(columns);
     }
 }
 
@@ -574,7 +583,7 @@ static void pack_panel(const Source *src, char *dst, int q) {
 static void pack_matrix(const Source *src, char *dst) {
     Matrix *m = src->matrix;
     m->panel_rows = PANEL_ROWS;
-    m->n_panels = (m->rows + PANEL_ROWS - 1) / PANEL_ROWS;
+    m->n_panels = panels_of(m->rows);
     m->panel_bytes = panel_bytes(m->dtype, m->cols, m->group_size);
     m->data = dst;
     size_t element = m->dtype == DTYPE_F32 ? sizeof(float) : m->dtype == DTYPE_BF16 ? 2 : 1;
@@ -892,7 +901,7 @@ static ALWAYS_INLINE void q8_group(vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS],
         UNROLL
         for (int b = 0; b < nb; b++)
             acc[r][b] = vec_fmadd(vec_from_veci(sums[r][b]), scale, acc[r][b]);
-        group[r] += PANEL_ROWS * (sizeof(float) + columns);
+        group[r] += q8_group_bytes(columns);
     }
 }
 
@@ -1089,7 +1098,7 @@ void model_embedding(const Model *m, int token, float *out) {
             const int8_t *q = (const int8_t *)(panel + PANEL_ROWS * sizeof(float));
             for (int i = 0; i < columns && start + i < n; i++)
                 out[start + i] = q[(i / 2) * 2 * PANEL_ROWS + lane * 2 + i % 2] * scale;
-            panel += PANEL_ROWS * (sizeof(float) + columns);
+            panel += q8_group_bytes(columns);
         }
     } else {
         for (int j = 0; j < n; j++)
