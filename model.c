@@ -802,8 +802,10 @@ static inline void lap(Profile *p, OpClass op) {
  * TILE_INPUTS inputs, the panels staying in L1 and L2 while every input of the batch passes
  * them. */
 enum {
-    BLOCK_PANELS = 4,   /* panels per unit of work among the threads; decode's tile */
-    TILE_INPUTS = 8,    /* f32 and bf16 prefill tiles: 2 x 8 accumulators */
+    BLOCK_PANELS = 4, /* panels per unit of work among the threads; decode's tile */
+    /* f32 and bf16 prefill tiles: 2 x 8 accumulators of AVX-512's 32 vector registers, 2 x 6 of
+     * AVX2's 16 (2 x 8 spilled: 283 -> 394 tokens/s, 110M on one thread) */
+    TILE_INPUTS = VEC_WIDTH == 8 ? 6 : 8,
     TILE_INPUTS_Q8 = 4, /* q8_0's: 2 x 4, each with an integer sum besides */
     MAX_TILE_INPUTS = 8,
     /* Decode asks for each bf16 and q8_0 panel's bytes this far ahead of its loads: +15% (bf16)
@@ -976,61 +978,57 @@ static ALWAYS_INLINE void tile(float *out, size_t out_stride, Inputs in, int nb,
         float_tile(out, out_stride, in.x, nb, w, panel, np, row0, DTYPE_F32);
 }
 
-/* The tile shapes the products use: decode's 4 x 1, prefill's 2 x TILE_INPUTS (q8_0:
- * TILE_INPUTS_Q8), and the leftovers' 2 x 1 and 1 x n. */
+/* The tile shapes the products use: decode's 4 x 1, and prefill's np (1 or 2) x nb, nb the
+ * tile's inputs (TILE_INPUTS, or TILE_INPUTS_Q8 for q8_0) or, for a batch's last inputs, 4, 2 or
+ * 1. Each shape is its own code, its accumulators in registers. */
 static void tile_4x1(float *out, size_t out_stride, Inputs in, const Matrix *w, const char *panel,
                      int row0) {
     tile(out, out_stride, in, 1, w, panel, 4, row0);
 }
 
-static void tile_2x1(float *out, size_t out_stride, Inputs in, const Matrix *w, const char *panel,
-                     int row0) {
-    tile(out, out_stride, in, 1, w, panel, 2, row0);
-}
-
-static void tile_1x1(float *out, size_t out_stride, Inputs in, const Matrix *w, const char *panel,
-                     int row0) {
-    tile(out, out_stride, in, 1, w, panel, 1, row0);
-}
-
-/* np panels times the prefill tile's inputs of w's dtype */
-static ALWAYS_INLINE void tile_inputs(float *out, size_t out_stride, Inputs in, const Matrix *w,
-                                      const char *panel, int np, int row0) {
-    if (w->dtype == DTYPE_Q8_0)
+static ALWAYS_INLINE void tile_np(float *out, size_t out_stride, Inputs in, int nb, const Matrix *w,
+                                  const char *panel, int np, int row0) {
+    if (nb == 1)
+        tile(out, out_stride, in, 1, w, panel, np, row0);
+    else if (nb == 2)
+        tile(out, out_stride, in, 2, w, panel, np, row0);
+    else if (nb == 4)
+        tile(out, out_stride, in, 4, w, panel, np, row0);
+    else if (w->dtype == DTYPE_Q8_0)
         tile(out, out_stride, in, TILE_INPUTS_Q8, w, panel, np, row0);
     else
         tile(out, out_stride, in, TILE_INPUTS, w, panel, np, row0);
 }
 
-static void tile_2xn(float *out, size_t out_stride, Inputs in, const Matrix *w, const char *panel,
-                     int row0) {
-    tile_inputs(out, out_stride, in, w, panel, 2, row0);
+static void tile_2xn(float *out, size_t out_stride, Inputs in, int nb, const Matrix *w,
+                     const char *panel, int row0) {
+    tile_np(out, out_stride, in, nb, w, panel, 2, row0);
 }
 
-static void tile_1xn(float *out, size_t out_stride, Inputs in, const Matrix *w, const char *panel,
-                     int row0) {
-    tile_inputs(out, out_stride, in, w, panel, 1, row0);
+static void tile_1xn(float *out, size_t out_stride, Inputs in, int nb, const Matrix *w,
+                     const char *panel, int row0) {
+    tile_np(out, out_stride, in, nb, w, panel, 1, row0);
 }
 
 /* np (<= BLOCK_PANELS) panels from `panel`, rows from row0, times the batch inputs, into out:
- * (batch, out_stride). */
+ * (batch, out_stride). A batch's inputs go by whole tiles, then the rest by 4, 2 and 1: a 2 x 1
+ * tile is one multiply-add chain per panel, waiting on its latency, so that 4 leftover inputs
+ * as 2 x 1 tiles took a fifth of AVX2's prefill (batch 64, tiles of 6). */
 static void panel_block(float *out, size_t out_stride, Inputs in, int batch, const Matrix *w,
                         const char *panel, int np, int row0) {
     if (batch == 1 && np == BLOCK_PANELS) {
         tile_4x1(out, out_stride, in, w, panel, row0);
         return;
     }
-    int nb = w->dtype == DTYPE_Q8_0 ? TILE_INPUTS_Q8 : TILE_INPUTS;
+    int tile_inputs = w->dtype == DTYPE_Q8_0 ? TILE_INPUTS_Q8 : TILE_INPUTS;
     for (int p = 0; p < np; p += 2) {
         const char *at = panel + p * w->panel_bytes;
-        int row = row0 + p * PANEL_ROWS, two = np - p >= 2;
-        int b = 0;
-        for (; b + nb <= batch; b += nb)
-            (two ? tile_2xn : tile_1xn)(out + (size_t)b * out_stride, out_stride,
-                                        inputs_from(in, b, w->cols), w, at, row);
-        for (; b < batch; b++)
-            (two ? tile_2x1 : tile_1x1)(out + (size_t)b * out_stride, out_stride,
-                                        inputs_from(in, b, w->cols), w, at, row);
+        int row = row0 + p * PANEL_ROWS;
+        for (int b = 0, nb = tile_inputs; b < batch; b += nb) {
+            while (batch - b < nb) nb = nb > 4 ? 4 : nb / 2;
+            (np - p >= 2 ? tile_2xn : tile_1xn)(out + (size_t)b * out_stride, out_stride,
+                                                inputs_from(in, b, w->cols), nb, w, at, row);
+        }
     }
 }
 

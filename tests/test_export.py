@@ -398,15 +398,20 @@ def q8_0_greedy_story_agrees_with_f32_for_100_tokens():
 
 @test
 def batched_prefill_gives_the_serial_logits_bit_for_bit_in_every_dtype():
-    """The C suite checks f32; here bf16 and q8_0 (other tiles: q8_0 prefill takes 4 inputs a
-    tile, f32 and bf16 8), over 3 batches of which the last leaves inputs to single tiles."""
+    """Prompts of 145 to 152 tokens: prefill batches of 64, 64 and 16 to 23 positions, whose last
+    batch leaves every remainder (1 to 7) to the tiles of 4, 2 and 1 inputs after whole tiles of
+    8 (AVX-512 f32 and bf16), 6 (AVX2 f32 and bf16) or 4 (q8_0) inputs."""
     text = " ".join(["Once upon a time, there was a little girl named Lily."] * 11)
-    for dtype, group_size in [("bf16", 32), ("q8_0", 32), ("q8_0", 64)]:
+    prompts = {}  # the first prefix of text with each number of tokens, BOS included
+    for end in range(len(text)):
+        prompts.setdefault(1 + len(SP.encode(text[:end])), text[:end])
+    for dtype, group_size in [("f32", 32), ("bf16", 32), ("q8_0", 32), ("q8_0", 64)]:
         model = stories_nllm(dtype, group_size)
-        ids, batch, _ = run_logits(model, text, extra=("--prefill=batch",))
-        _, serial, _ = run_logits(model, text, extra=("--prefill=serial",))
-        assert 128 < len(ids) < 192 and len(ids) % 8 != 0, len(ids)
-        assert batch.tobytes() == serial.tobytes(), (dtype, group_size)
+        for n in range(145, 153):
+            ids, batch, _ = run_logits(model, prompts[n], extra=("--prefill=batch",))
+            _, serial, _ = run_logits(model, prompts[n], extra=("--prefill=serial",))
+            assert len(ids) == n and batch.shape[0] == n, (n, len(ids), batch.shape)
+            assert batch.tobytes() == serial.tobytes(), (dtype, group_size, n)
 
 
 @test
