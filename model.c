@@ -1129,16 +1129,30 @@ static void rope(float *q, int dim, float *k, int kv_dim, int head_size, int pos
     }
 }
 
+/* The n (<= VEC_WIDTH) floats at p; lanes past n read as zero, and are not written. */
+static inline vecf load_upto(const float *p, int n) {
+    return n == VEC_WIDTH ? vec_load(p) : vec_load_partial(p, n);
+}
+
+static inline void store_upto(float *p, vecf v, int n) {
+    if (n == VEC_WIDTH)
+        vec_store(p, v);
+    else
+        vec_store_partial(p, v, n);
+}
+
 void softmax(float *x, int n) {
     float max = x[0];
     for (int i = 1; i < n; i++)
         if (x[i] > max) max = x[i];
-    float sum = 0.0f;
-    for (int i = 0; i < n; i++) {
-        x[i] = expf(x[i] - max);
-        sum += x[i];
+    vecf sum = vec_zero();
+    for (int i = 0; i < n; i += VEC_WIDTH) {
+        int k = n - i < VEC_WIDTH ? n - i : VEC_WIDTH;
+        store_upto(x + i, vec_exp(vec_sub(load_upto(x + i, k), vec_set1(max))), k);
+        sum = vec_add(sum, load_upto(x + i, k)); /* the stored lanes only */
     }
-    for (int i = 0; i < n; i++) x[i] /= sum;
+    float total = vec_sum(sum);
+    for (int i = 0; i < n; i++) x[i] /= total;
 }
 
 /* out[i] = a[i] . b[i] over n values for i < 4: four query-key pairs, four queries with one key
@@ -1180,17 +1194,12 @@ static ALWAYS_INLINE void mix_values(const HeadCache *hc, const float *weights, 
         for (int i = 0; i < nq; i++) acc[i] = vec_zero();
         for (int t = 0; t <= first_pos + nq - 1; t++) {
             const float *v = values + (size_t)t * hc->kv_dim;
-            vecf value = n == VEC_WIDTH ? vec_load(v) : vec_load_partial(v, n);
+            vecf value = load_upto(v, n);
             for (int i = 0; i < nq; i++) /* query i stops at its own position */
                 if (t <= first_pos + i)
                     acc[i] = vec_fmadd(vec_set1(weights[(size_t)i * stride + t]), value, acc[i]);
         }
-        for (int i = 0; i < nq; i++) {
-            if (n == VEC_WIDTH)
-                vec_store(out[i] + c, acc[i]);
-            else
-                vec_store_partial(out[i] + c, acc[i], n);
-        }
+        for (int i = 0; i < nq; i++) store_upto(out[i] + c, acc[i], n);
     }
 }
 
@@ -1263,11 +1272,13 @@ static void attention(RunState *s, const Config *c, int l, int pos0, int batch, 
     for (int h = 0; h < c->n_heads; h++) attention_head(s, c, l, pos0, batch, q, out, h);
 }
 
-/* SwiGLU (Shazeer 2020, eq. 6) on one position's projections: gate[i] = silu(gate[i]) * up[i]. */
+/* SwiGLU (Shazeer 2020, eq. 6) on n values of the projections: gate[i] = silu(gate[i]) * up[i]. */
 static void swiglu(float *gate, const float *up, int n) {
-    for (int i = 0; i < n; i++) {
-        float g = gate[i];
-        gate[i] = g * (1.0f / (1.0f + expf(-g))) * up[i];
+    for (int i = 0; i < n; i += VEC_WIDTH) {
+        int k = n - i < VEC_WIDTH ? n - i : VEC_WIDTH;
+        vecf g = load_upto(gate + i, k), one = vec_set1(1.0f);
+        vecf sigmoid = vec_div(one, vec_add(one, vec_exp(vec_sub(vec_zero(), g))));
+        store_upto(gate + i, vec_mul(vec_mul(g, sigmoid), load_upto(up + i, k)), k);
     }
 }
 
@@ -1330,13 +1341,7 @@ static void forward_positions(Model *m, const int *tokens, int batch, int pos0, 
         lap(prof, OP_NORM);
         matmul_batch(s, 2, (float *[]){s->hb, s->hb2}, (const Matrix *[]){&w->w1, &w->w3}, s->xb,
                      batch, l);
-        if (batch == 1) {
-            swiglu(s->hb, s->hb2, hidden);
-        } else { /* expf was a tenth of a 2-thread prefill at 110M */
-#pragma omp parallel for
-            for (int b = 0; b < batch; b++)
-                swiglu(s->hb + (size_t)b * hidden, s->hb2 + (size_t)b * hidden, hidden);
-        }
+        swiglu(s->hb, s->hb2, batch * hidden);
         matmul_batch(s, 1, &s->xb2, (const Matrix *[]){&w->w2}, s->hb, batch, l);
         residual_add(s->x, s->xb2, batch * dim);
         lap(prof, OP_FFN);

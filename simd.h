@@ -6,7 +6,8 @@
  *   anything else (the portable build):  vecf is one float, the ops plain C.
  * VEC_WIDTH is the number of floats in a vecf. The operations, the same on every target:
  *   vec_zero(), vec_set1(a)        every lane 0, or a
- *   vec_add, vec_sub, vec_mul      lane by lane
+ *   vec_add, vec_sub, vec_mul,     lane by lane
+ *   vec_div, vec_max, vec_min      (vec_max(a, b), vec_min(a, b): b where either is NaN)
  *   vec_fmadd(a, b, c)             a * b + c lane by lane, rounded once (twice in the portable
  *                                  build, whose C11 does not contract it)
  *   vec_load(p), vec_store(p, v)   VEC_WIDTH floats at p, any alignment
@@ -16,6 +17,8 @@
  *   vec_sum4(a, b, c, d, out)      out[i] = the sum of the i-th vector's lanes, each vector's
  *                                  lanes added in the same tree whichever argument it is
  *   vec_sum(v)                     the sum of v's lanes, in vec_sum4's order
+ *   vec_pow2i(n)                   2^n for integer-valued n in [-126, 127] (AVX2, AVX-512)
+ *   vec_exp(v)                     e^v lane by lane (below), within about 1 ulp of expf
  * and for q8_0's integer dot products, vecw (2 * VEC_WIDTH int16) and veci (VEC_WIDTH int32):
  *   vecw_load_i8(p)                2 * VEC_WIDTH int8 values widened to int16
  *   vecw_set1_pair(p)              the int16 pair p[0], p[1] in every int32 lane
@@ -51,6 +54,20 @@ static inline vecf vec_sub(vecf a, vecf b) {
 }
 static inline vecf vec_mul(vecf a, vecf b) {
     return _mm512_mul_ps(a, b);
+}
+static inline vecf vec_div(vecf a, vecf b) {
+    return _mm512_div_ps(a, b);
+}
+static inline vecf vec_max(vecf a, vecf b) {
+    return _mm512_max_ps(a, b);
+}
+static inline vecf vec_min(vecf a, vecf b) {
+    return _mm512_min_ps(a, b);
+}
+/* the exponent field n + 127, shifted into place */
+static inline vecf vec_pow2i(vecf n) {
+    __m512i e = _mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(e, 23));
 }
 /* a * b + c, rounded once */
 static inline vecf vec_fmadd(vecf a, vecf b, vecf c) {
@@ -124,6 +141,19 @@ static inline vecf vec_sub(vecf a, vecf b) {
 static inline vecf vec_mul(vecf a, vecf b) {
     return _mm256_mul_ps(a, b);
 }
+static inline vecf vec_div(vecf a, vecf b) {
+    return _mm256_div_ps(a, b);
+}
+static inline vecf vec_max(vecf a, vecf b) {
+    return _mm256_max_ps(a, b);
+}
+static inline vecf vec_min(vecf a, vecf b) {
+    return _mm256_min_ps(a, b);
+}
+static inline vecf vec_pow2i(vecf n) {
+    __m256i e = _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(e, 23));
+}
 static inline vecf vec_fmadd(vecf a, vecf b, vecf c) {
     return _mm256_fmadd_ps(a, b, c);
 }
@@ -181,6 +211,15 @@ static inline vecf vec_sub(vecf a, vecf b) {
 }
 static inline vecf vec_mul(vecf a, vecf b) {
     return a * b;
+}
+static inline vecf vec_div(vecf a, vecf b) {
+    return a / b;
+}
+static inline vecf vec_max(vecf a, vecf b) {
+    return a > b ? a : b;
+}
+static inline vecf vec_min(vecf a, vecf b) {
+    return a < b ? a : b;
 }
 static inline vecf vec_fmadd(vecf a, vecf b, vecf c) {
     return a * b + c;
@@ -242,6 +281,38 @@ static inline void vec_sum4(vecf a, vecf b, vecf c, vecf d, float out[4]) {
 #else
 static inline void vec_sum4(vecf a, vecf b, vecf c, vecf d, float out[4]) {
     out[0] = a, out[1] = b, out[2] = c, out[3] = d;
+}
+#endif
+
+#if VEC_WIDTH > 1
+/* e^x: x = n ln 2 + r with n = round(x / ln 2) and |r| <= ln 2 / 2 (ln 2 in two parts, so that r
+ * is exact to a float's precision for |n| <= 252), e^r by its Taylor series to r^7 (the next
+ * term below 0.1 ulp), times 2^n as 2^(n/2) 2^(n - n/2), so that results towards 0 round once
+ * into the subnormals and overflow to infinity as expf's do. x is first clamped to +-174, past
+ * which e^x is 0 or infinity anyway; a NaN passes through (vec_max and vec_min return their second
+ * operand). The scheme of Cody and Waite (Software Manual for the Elementary Functions, 1980). */
+static inline vecf vec_exp(vecf x) {
+    const float log2e = 1.44269504f, ln2_hi = 0.693145752f, ln2_lo = 1.42860677e-6f;
+    const float round = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
+    x = vec_min(vec_set1(174.0f), vec_max(vec_set1(-174.0f), x));
+    vecf n = vec_sub(vec_fmadd(x, vec_set1(log2e), vec_set1(round)), vec_set1(round));
+    vecf r = vec_fmadd(n, vec_set1(-ln2_hi), x);
+    r = vec_fmadd(n, vec_set1(-ln2_lo), r);
+    vecf p = vec_set1(1.0f / 5040.0f);
+    p = vec_fmadd(p, r, vec_set1(1.0f / 720.0f));
+    p = vec_fmadd(p, r, vec_set1(1.0f / 120.0f));
+    p = vec_fmadd(p, r, vec_set1(1.0f / 24.0f));
+    p = vec_fmadd(p, r, vec_set1(1.0f / 6.0f));
+    p = vec_fmadd(p, r, vec_set1(0.5f));
+    p = vec_fmadd(p, r, vec_set1(1.0f));
+    p = vec_fmadd(p, r, vec_set1(1.0f));
+    vecf half = vec_sub(vec_fmadd(n, vec_set1(0.5f), vec_set1(round)), vec_set1(round));
+    return vec_mul(vec_mul(p, vec_pow2i(half)), vec_pow2i(vec_sub(n, half)));
+}
+#else
+#include <math.h>
+static inline vecf vec_exp(vecf x) {
+    return expf(x);
 }
 #endif
 
