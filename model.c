@@ -1182,24 +1182,34 @@ typedef struct {
 } HeadCache;
 
 /* out[i] = the sum over t <= first_pos + i of weights[i * stride + t] * value t (head_size each),
- * for the nq (1 or 4, a constant once inlined) queries: one vector of the head at a time, the nq
- * sums in registers and each value vector loaded once for all of them. Each sum adds its terms in
- * the order of t, as one query alone does: the same bits in decode and prefill. */
+ * for the nq (1 or 4, a constant once inlined) queries: two vectors of the head at a time (the
+ * second may be short or empty), the 2 * nq sums in registers, independent chains that keep the
+ * multiply-adds busy, and each value vector loaded once for all queries. Each sum adds its terms
+ * in the order of t, as one query alone does: the same bits in decode and prefill. */
 static ALWAYS_INLINE void mix_values(const HeadCache *hc, const float *weights, int stride, int nq,
                                      int first_pos, float *const out[4]) {
-    for (int c = 0; c < hc->head_size; c += VEC_WIDTH) {
-        int n = hc->head_size - c < VEC_WIDTH ? hc->head_size - c : VEC_WIDTH;
+    for (int c = 0; c < hc->head_size; c += 2 * VEC_WIDTH) {
+        int n[2]; /* floats of the two vectors */
+        for (int h = 0; h < 2; h++) {
+            int left = hc->head_size - c - h * VEC_WIDTH;
+            n[h] = left < 0 ? 0 : left < VEC_WIDTH ? left : VEC_WIDTH;
+        }
         const float *values = hc->values + c;
-        vecf acc[4];
-        for (int i = 0; i < nq; i++) acc[i] = vec_zero();
+        vecf acc[4][2];
+        for (int i = 0; i < nq; i++) acc[i][0] = acc[i][1] = vec_zero();
         for (int t = 0; t <= first_pos + nq - 1; t++) {
             const float *v = values + (size_t)t * hc->kv_dim;
-            vecf value = load_upto(v, n);
-            for (int i = 0; i < nq; i++) /* query i stops at its own position */
-                if (t <= first_pos + i)
-                    acc[i] = vec_fmadd(vec_set1(weights[(size_t)i * stride + t]), value, acc[i]);
+            vecf value[2] = {load_upto(v, n[0]),
+                             n[1] ? load_upto(v + VEC_WIDTH, n[1]) : vec_zero()};
+            for (int i = 0; i < nq; i++) { /* query i stops at its own position */
+                if (t > first_pos + i) continue;
+                vecf weight = vec_set1(weights[(size_t)i * stride + t]);
+                for (int h = 0; h < 2; h++) acc[i][h] = vec_fmadd(weight, value[h], acc[i][h]);
+            }
         }
-        for (int i = 0; i < nq; i++) store_upto(out[i] + c, acc[i], n);
+        for (int i = 0; i < nq; i++)
+            for (int h = 0; h < 2 && n[h]; h++)
+                store_upto(out[i] + c + h * VEC_WIDTH, acc[i][h], n[h]);
     }
 }
 
