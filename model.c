@@ -630,11 +630,24 @@ static void *zeroed(size_t bytes) {
     return p;
 }
 
-static int alloc_state(RunState *s, const Config *c) {
+/* Positions per prefill batch. Each batch reads every weight from memory once, so a longer
+ * batch reads less per token (128 positions rather than 64: +5% prefill tokens/s at 110M f32 on
+ * two threads); the batch's activations are held to about 1% of the weights file's bytes, for
+ * the memory bound (README), as a multiple of 64 from 64 to 256, and no more than seq_len. */
+static int batch_positions(const Config *c, size_t file_bytes) {
+    size_t widest = c->dim > c->hidden_dim ? c->dim : c->hidden_dim;
+    size_t per_position = sizeof(float) * (4 * (size_t)c->dim + 2 * (size_t)c->hidden_dim) +
+                          sizeof(int16_t) * widest; /* alloc_state's rows */
+    size_t batch = file_bytes / 100 / per_position / 64 * 64;
+    batch = batch < 64 ? 64 : batch > 256 ? 256 : batch;
+    return c->seq_len < (int)batch ? c->seq_len : (int)batch;
+}
+
+static int alloc_state(RunState *s, const Config *c, size_t file_bytes) {
     size_t head_size = c->dim / c->n_heads;
     size_t kv_dim = c->n_kv_heads * head_size;
     size_t cache = (size_t)c->n_layers * c->seq_len * kv_dim;
-    s->batch = c->seq_len < 64 ? c->seq_len : 64;
+    s->batch = batch_positions(c, file_bytes);
     size_t rows = s->batch;
     s->x = zeroed(rows * c->dim * sizeof(float));
     s->xb = zeroed(rows * c->dim * sizeof(float));
@@ -768,7 +781,7 @@ int model_load(Model *m, const char *path, char *err, size_t errlen) {
         return fail(err, errlen, path, what);
     }
     m->norm = m->config.trained_norm;
-    if (alloc_state(&m->state, &m->config) != 0) {
+    if (alloc_state(&m->state, &m->config, size) != 0) {
         model_free(m);
         return fail(err, errlen, path, "out of memory for the run state and kv cache");
     }

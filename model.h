@@ -83,7 +83,7 @@ typedef struct {
 /* Activations of up to `batch` positions run together (one in decode, a batch of the prompt in
  * prefill), row b for position pos0 + b; and the kv cache of all positions so far. */
 typedef struct {
-    int batch;          /* min(seq_len, 64): (batch, hidden_dim) floats stay in L2 */
+    int batch;          /* 64 to 256 positions by the model's size, at most seq_len */
     float *x;           /* (batch, dim) residual stream */
     float *xb;          /* (batch, dim) normed input of a block; attention output before wo */
     float *xb2;         /* (batch, dim) output of a block before the residual add */
