@@ -841,15 +841,10 @@ static ALWAYS_INLINE void store_tile(float *out, size_t out_stride,
     UNROLL
     for (int r = 0; r < np; r++) {
         int row = row0 + r * PANEL_ROWS;
-        int n = w->rows - row < PANEL_ROWS ? w->rows - row : PANEL_ROWS;
         UNROLL
         for (int b = 0; b < nb; b++) {
             vecf v = scale ? vec_mul(acc[r][b], vec_set1(scale[b])) : acc[r][b];
-            float *dst = out + (size_t)b * out_stride + row;
-            if (n == PANEL_ROWS)
-                vec_store(dst, v);
-            else
-                vec_store_partial(dst, v, n);
+            vec_store_upto(out + (size_t)b * out_stride + row, v, w->rows - row);
         }
     }
 }
@@ -1142,27 +1137,14 @@ static void rope(float *q, int dim, float *k, int kv_dim, int head_size, int pos
     }
 }
 
-/* The n (<= VEC_WIDTH) floats at p; lanes past n read as zero, and are not written. */
-static inline vecf load_upto(const float *p, int n) {
-    return n == VEC_WIDTH ? vec_load(p) : vec_load_partial(p, n);
-}
-
-static inline void store_upto(float *p, vecf v, int n) {
-    if (n == VEC_WIDTH)
-        vec_store(p, v);
-    else
-        vec_store_partial(p, v, n);
-}
-
 void softmax(float *x, int n) {
     float max = x[0];
     for (int i = 1; i < n; i++)
         if (x[i] > max) max = x[i];
     vecf sum = vec_zero();
     for (int i = 0; i < n; i += VEC_WIDTH) {
-        int k = n - i < VEC_WIDTH ? n - i : VEC_WIDTH;
-        store_upto(x + i, vec_exp(vec_sub(load_upto(x + i, k), vec_set1(max))), k);
-        sum = vec_add(sum, load_upto(x + i, k)); /* the stored lanes only */
+        vec_store_upto(x + i, vec_exp(vec_sub(vec_load_upto(x + i, n - i), vec_set1(max))), n - i);
+        sum = vec_add(sum, vec_load_upto(x + i, n - i)); /* the stored lanes only */
     }
     float total = vec_sum(sum);
     for (int i = 0; i < n; i++) x[i] /= total;
@@ -1202,18 +1184,14 @@ typedef struct {
 static ALWAYS_INLINE void mix_values(const HeadCache *hc, const float *weights, int stride, int nq,
                                      int first_pos, float *const out[4]) {
     for (int c = 0; c < hc->head_size; c += 2 * VEC_WIDTH) {
-        int n[2]; /* floats of the two vectors */
-        for (int h = 0; h < 2; h++) {
-            int left = hc->head_size - c - h * VEC_WIDTH;
-            n[h] = left < 0 ? 0 : left < VEC_WIDTH ? left : VEC_WIDTH;
-        }
+        int n[2] = {hc->head_size - c, hc->head_size - c - VEC_WIDTH}; /* floats left, or < 1 */
         const float *values = hc->values + c;
         vecf acc[4][2];
         for (int i = 0; i < nq; i++) acc[i][0] = acc[i][1] = vec_zero();
         for (int t = 0; t <= first_pos + nq - 1; t++) {
             const float *v = values + (size_t)t * hc->kv_dim;
-            vecf value[2] = {load_upto(v, n[0]),
-                             n[1] ? load_upto(v + VEC_WIDTH, n[1]) : vec_zero()};
+            vecf value[2] = {vec_load_upto(v, n[0]),
+                             n[1] > 0 ? vec_load_upto(v + VEC_WIDTH, n[1]) : vec_zero()};
             for (int i = 0; i < nq; i++) { /* query i stops at its own position */
                 if (t > first_pos + i) continue;
                 vecf weight = vec_set1(weights[(size_t)i * stride + t]);
@@ -1221,8 +1199,8 @@ static ALWAYS_INLINE void mix_values(const HeadCache *hc, const float *weights, 
             }
         }
         for (int i = 0; i < nq; i++)
-            for (int h = 0; h < 2 && n[h]; h++)
-                store_upto(out[i] + c + h * VEC_WIDTH, acc[i][h], n[h]);
+            for (int h = 0; h < 2 && n[h] > 0; h++)
+                vec_store_upto(out[i] + c + h * VEC_WIDTH, acc[i][h], n[h]);
     }
 }
 
@@ -1298,10 +1276,9 @@ static void attention(RunState *s, const Config *c, int l, int pos0, int batch, 
 /* SwiGLU (Shazeer 2020, eq. 6) on n values of the projections: gate[i] = silu(gate[i]) * up[i]. */
 static void swiglu(float *gate, const float *up, int n) {
     for (int i = 0; i < n; i += VEC_WIDTH) {
-        int k = n - i < VEC_WIDTH ? n - i : VEC_WIDTH;
-        vecf g = load_upto(gate + i, k), one = vec_set1(1.0f);
+        vecf g = vec_load_upto(gate + i, n - i), one = vec_set1(1.0f);
         vecf sigmoid = vec_div(one, vec_add(one, vec_exp(vec_sub(vec_zero(), g))));
-        store_upto(gate + i, vec_mul(vec_mul(g, sigmoid), load_upto(up + i, k)), k);
+        vec_store_upto(gate + i, vec_mul(vec_mul(g, sigmoid), vec_load_upto(up + i, n - i)), n - i);
     }
 }
 

@@ -10,11 +10,6 @@
  * an add need not wait for the one before it; each lane's partial sum also stays smaller than a
  * running total would, so it rounds less. */
 
-/* x[i..i + VEC_WIDTH), or the n - i < VEC_WIDTH values left with zeros after them */
-static inline vecf load_upto(const float *x, int i, int n) {
-    return n - i >= VEC_WIDTH ? vec_load(x + i) : vec_load_partial(x + i, n - i);
-}
-
 /* sum_i x[i]^2 */
 static float sum_squares(const float *x, int dim) {
     vecf acc0 = vec_zero(), acc1 = vec_zero();
@@ -25,7 +20,7 @@ static float sum_squares(const float *x, int dim) {
         acc1 = vec_fmadd(b, b, acc1);
     }
     for (; i < dim; i += VEC_WIDTH) {
-        vecf a = load_upto(x, i, dim);
+        vecf a = vec_load_upto(x + i, dim - i);
         acc0 = vec_fmadd(a, a, acc0);
     }
     return vec_sum(vec_add(acc0, acc1));
@@ -39,7 +34,7 @@ static float sum(const float *x, int dim) {
         acc0 = vec_add(vec_load(x + i), acc0);
         acc1 = vec_add(vec_load(x + i + VEC_WIDTH), acc1);
     }
-    for (; i < dim; i += VEC_WIDTH) acc0 = vec_add(load_upto(x, i, dim), acc0);
+    for (; i < dim; i += VEC_WIDTH) acc0 = vec_add(vec_load_upto(x + i, dim - i), acc0);
     return vec_sum(vec_add(acc0, acc1));
 }
 
@@ -59,7 +54,8 @@ static void shifted_sums(const float *x, int dim, float shift, float *s1, float 
         add_shifted(vec_sub(vec_load(x + i), vshift), &a1, &a2);
         add_shifted(vec_sub(vec_load(x + i + VEC_WIDTH), vshift), &b1, &b2);
     }
-    for (; i < dim; i += VEC_WIDTH) add_shifted(vec_sub(load_upto(x, i, dim), vshift), &a1, &a2);
+    for (; i < dim; i += VEC_WIDTH)
+        add_shifted(vec_sub(vec_load_upto(x + i, dim - i), vshift), &a1, &a2);
     float pad = (float)(i - dim); /* lanes past the end of the row */
     *s1 = vec_sum(vec_add(a1, b1)) + pad * shift;
     *s2 = vec_sum(vec_add(a2, b2)) - pad * shift * shift;
@@ -74,13 +70,10 @@ static void write_normalized(float *out, const float *x, const float *weight, co
     vecf vcenter = vec_set1(center), vscale = vec_set1(scale);
     for (int i = 0; i < dim; i += VEC_WIDTH) {
         __builtin_prefetch(x + dim + i);
-        vecf normalized = vec_mul(vscale, vec_sub(load_upto(x, i, dim), vcenter));
-        vecf y = vec_mul(load_upto(weight, i, dim), normalized);
-        if (bias) y = vec_add(y, load_upto(bias, i, dim));
-        if (dim - i >= VEC_WIDTH)
-            vec_store(out + i, y);
-        else
-            vec_store_partial(out + i, y, dim - i);
+        vecf normalized = vec_mul(vscale, vec_sub(vec_load_upto(x + i, dim - i), vcenter));
+        vecf y = vec_mul(vec_load_upto(weight + i, dim - i), normalized);
+        if (bias) y = vec_add(y, vec_load_upto(bias + i, dim - i));
+        vec_store_upto(out + i, y, dim - i);
     }
 }
 

@@ -13,6 +13,8 @@
  *   vec_load(p), vec_store(p, v)   VEC_WIDTH floats at p, any alignment
  *   vec_load_partial(p, n),        n < VEC_WIDTH floats: the other lanes read as zero and are not
  *   vec_store_partial(p, v, n)     written; memory past p + n is never touched
+ *   vec_load_upto(p, n),           min(n, VEC_WIDTH) floats (n >= 0): a whole vector, or partial
+ *   vec_store_upto(p, v, n)
  *   vec_load_bf16(p)               VEC_WIDTH bf16 values (uint16 bits) widened to floats
  *   vec_sum4(a, b, c, d, out)      out[i] = the sum of the i-th vector's lanes, each vector's
  *                                  lanes added in the same tree whichever argument it is
@@ -267,6 +269,16 @@ static inline void vec_store_partial(float *p, vecf v, int n) {
     memcpy(p, pad, n * sizeof(float));
 }
 #endif
+
+static inline vecf vec_load_upto(const float *p, int n) {
+    return n >= VEC_WIDTH ? vec_load(p) : vec_load_partial(p, n);
+}
+static inline void vec_store_upto(float *p, vecf v, int n) {
+    if (n >= VEC_WIDTH)
+        vec_store(p, v);
+    else
+        vec_store_partial(p, v, n);
+}
 
 #if VEC_WIDTH > 1
 /* The sums of the lanes of a, b, c and d, as (sum a, sum b, sum c, sum d); each vector's lanes
