@@ -166,7 +166,7 @@ void model_prefill(Model *m, const int *tokens, int n, float *logits);
 
 /* In-place softmax over x (n >= 1): x[i] = exp(x[i] - max) / sum_j exp(x[j] - max), the max
  * subtracted so that no exp overflows, as llama2.c's softmax, which the attention weights and the
- * sampler both use; exp is simd.h's vec_exp (within 1 ulp of expf, the same in the portable
+ * sampler both use; exp is simd.h's vec_exp (within 1 ulp of expf; expf itself in the portable
  * build) and the sum goes in vector lanes, so that the weights may differ from llama2.c's in the
  * last bit. A NaN in x makes every x[i] NaN. */
 void softmax(float *x, int n);

@@ -20,7 +20,8 @@
  *                                  lanes added in the same tree whichever argument it is
  *   vec_sum(v)                     the sum of v's lanes, in vec_sum4's order
  *   vec_pow2i(n)                   2^n for integer-valued n in [-126, 127] (AVX2, AVX-512)
- *   vec_exp(v)                     e^v lane by lane (below), within about 1 ulp of expf
+ *   vec_exp(v)                     e^v lane by lane (below), within 1 ulp of expf (the portable
+ *                                  build: expf)
  * and for q8_0's integer dot products, vecw (2 * VEC_WIDTH int16) and veci (VEC_WIDTH int32):
  *   vecw_load_i8(p)                2 * VEC_WIDTH int8 values widened to int16
  *   vecw_set1_pair(p)              the int16 pair p[0], p[1] in every int32 lane
@@ -32,6 +33,7 @@
 #ifndef SIMD_H
 #define SIMD_H
 
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -322,7 +324,6 @@ static inline vecf vec_exp(vecf x) {
     return vec_mul(vec_mul(p, vec_pow2i(half)), vec_pow2i(vec_sub(n, half)));
 }
 #else
-#include <math.h>
 static inline vecf vec_exp(vecf x) {
     return expf(x);
 }
