@@ -592,6 +592,8 @@ static void run_perplexity(Model *m, const Tokenizer *t, const Options *o) {
     double nll = text_nll(m, tokens, n_tokens, &n_predicted, &n_chunks);
     double elapsed = now_seconds() - start;
     double mean = nll / n_predicted;
+    if (!isfinite(mean)) /* a NaN or infinite logit, as generation refuses them */
+        die("the model computed a non-finite log-likelihood of %s (corrupt weights?)", o->ppl_path);
     printf("%s: %d tokens predicted in %d chunks of up to %d, norm %s: mean NLL %.4f nats/token, "
            "perplexity %.4f\n",
            o->ppl_path, n_predicted, n_chunks, m->config.seq_len, norm_name(m->norm), mean,
@@ -605,26 +607,46 @@ static void run_perplexity(Model *m, const Tokenizer *t, const Options *o) {
 /* ----------------------------------------------------------------------------
  * --compare: one prompt under two norms */
 
-/* Writes a piece as the inside of a JSON string (json) or with newlines shown as \n (table).
- * Pieces that tokenizer_print_piece would drop (single raw control bytes) are dropped. */
-static void write_piece(FILE *f, const char *piece, int json) {
-    if (!piece || !piece[0]) return;
+/* Whether generation prints the piece: tokenizer_print_piece drops single raw control bytes. */
+static int printed_piece(const char *piece) {
+    if (!piece || !piece[0]) return 0;
     unsigned char b0 = (unsigned char)piece[0];
-    if (piece[1] == '\0' && !isprint(b0) && !isspace(b0)) return;
+    return !(piece[1] == '\0' && !isprint(b0) && !isspace(b0));
+}
+
+/* Writes a printed piece for the table, newlines shown as \n and control bytes as \xNN. */
+static void write_piece(FILE *f, const char *piece) {
+    if (!printed_piece(piece)) return;
     for (const unsigned char *p = (const unsigned char *)piece; *p; p++) {
         if (*p == '\n')
             fputs("\\n", f);
-        else if (json && (*p == '"' || *p == '\\'))
-            fprintf(f, "\\%c", *p);
         else if (*p < 0x20)
-            fprintf(f, json ? "\\u%04x" : "\\x%02x", *p);
+            fprintf(f, "\\x%02x", *p);
         else
             fputc(*p, f);
     }
 }
 
-static void write_text(FILE *f, const Tokenizer *t, const int *tokens, int n, int json) {
-    for (int i = 1; i < n; i++) write_piece(f, tokenizer_decode(t, tokens[i - 1], tokens[i]), json);
+static void write_text(FILE *f, const Tokenizer *t, const int *tokens, int n) {
+    for (int i = 1; i < n; i++) write_piece(f, tokenizer_decode(t, tokens[i - 1], tokens[i]));
+}
+
+/* The text generation printed for tokens[0..n), one string (malloc'd), so that a character
+ * spread over byte tokens is whole when the string is checked for UTF-8. */
+static char *printed_text(const Tokenizer *t, const int *tokens, int n) {
+    size_t len = 0;
+    for (int i = 1; i < n; i++) {
+        const char *piece = tokenizer_decode(t, tokens[i - 1], tokens[i]);
+        if (printed_piece(piece)) len += strlen(piece);
+    }
+    char *text = malloc(len + 1), *end = text;
+    if (!text) die("out of memory for the --compare text");
+    for (int i = 1; i < n; i++) {
+        const char *piece = tokenizer_decode(t, tokens[i - 1], tokens[i]);
+        if (printed_piece(piece)) end = stpcpy(end, piece);
+    }
+    *end = '\0';
+    return text;
 }
 
 /* Teacher-forced passes timed per norm; medians over them resist the shared machine's hiccups. */
@@ -760,16 +782,17 @@ static void run_compare(Model *m, const Tokenizer *t, Sampler *sampler, const in
     const char *name_a = norm_name(runs[0].norm), *name_b = norm_name(runs[1].norm);
 
     if (o->json) {
-        printf("{\n  \"model\": \"");
-        write_piece(stdout, o->model_path, 1);
-        printf("\",\n  \"norms\": [\"%s\", \"%s\"],\n", name_a, name_b);
+        printf("{\n  \"model\": ");
+        print_json_string(o->model_path);
+        printf(",\n  \"norms\": [\"%s\", \"%s\"],\n", name_a, name_b);
         printf("  \"temperature\": %g, \"topp\": %g, \"seed\": %llu, \"steps\": %d,\n",
                o->temperature, o->topp, seed, o->steps);
         printf("  \"n_prompt\": %d,\n  \"texts\": [", n_prompt);
         for (int k = 0; k < 2; k++) {
-            printf("%s\"", k ? ", " : "");
-            write_text(stdout, t, runs[k].tokens, runs[k].n_tokens, 1);
-            printf("\"");
+            char *text = printed_text(t, runs[k].tokens, runs[k].n_tokens);
+            printf("%s", k ? ", " : "");
+            print_json_string(text);
+            free(text);
         }
         printf("],\n  \"first_difference\": %d,\n", same ? -1 : split);
         printf("  \"positions\": [\n");
@@ -811,7 +834,7 @@ static void run_compare(Model *m, const Tokenizer *t, Sampler *sampler, const in
                o->temperature, o->topp, seed, o->steps);
         for (int k = 0; k < 2; k++) {
             printf("%c %-10s ", "AB"[k], norm_name(runs[k].norm));
-            write_text(stdout, t, runs[k].tokens, runs[k].n_tokens, 0);
+            write_text(stdout, t, runs[k].tokens, runs[k].n_tokens);
             printf("\n");
         }
         if (same) {
@@ -820,10 +843,10 @@ static void run_compare(Model *m, const Tokenizer *t, Sampler *sampler, const in
             printf("\nfirst difference at position %d (continuation token %d): A '", split,
                    split - n_prompt + 1);
             if (split < runs[0].n_tokens)
-                write_piece(stdout, tokenizer_decode(t, seq[split - 1], seq[split]), 0);
+                write_piece(stdout, tokenizer_decode(t, seq[split - 1], seq[split]));
             printf("', B '");
             if (split < runs[1].n_tokens)
-                write_piece(stdout, tokenizer_decode(t, seq[split - 1], runs[1].tokens[split]), 0);
+                write_piece(stdout, tokenizer_decode(t, seq[split - 1], runs[1].tokens[split]));
             printf("'%s\n", split < runs[0].n_tokens && split < runs[1].n_tokens ? "" : " (end)");
         }
         printf("\nteacher-forced along A's text (%d positions): next-token distributions\n", n);
@@ -833,7 +856,7 @@ static void run_compare(Model *m, const Tokenizer *t, Sampler *sampler, const in
             const char *piece = tokenizer_piece(t, seq[pos]);
             int pad = 12 - (int)strlen(piece);
             printf("%5d  '", pos);
-            write_piece(stdout, piece, 0);
+            write_piece(stdout, piece);
             printf("'%*s %12.4g %5s %12.4g\n", pad > 0 ? pad : 0, "", diffs[pos].kl,
                    diffs[pos].top1_agree ? "yes" : "no", diffs[pos].max_abs_diff);
         }
@@ -879,9 +902,9 @@ int main(int argc, char **argv) {
     if (model_load(&model, o.model_path, err, sizeof(err)) != 0) die("%s", err);
     const Config *c = &model.config;
     if (o.norm) model.norm = o.norm;
-    if (c->norm_bias && model.norm == rmsnorm)
-        fprintf(stderr, "run: the model was trained with %s; rmsnorm ignores its norm biases\n",
-                norm_name(c->trained_norm));
+    if (c->norm_bias && model.norm != layernorm) /* the RMSNorms have no shift */
+        fprintf(stderr, "run: the model was trained with %s; %s ignores its norm biases\n",
+                norm_name(c->trained_norm), norm_name(model.norm));
 
     char found[1024];
     const char *tokenizer_path = o.tokenizer_path;
@@ -907,16 +930,16 @@ int main(int argc, char **argv) {
         return 0;
     }
 
-    if (o.steps > c->seq_len) {
-        fprintf(stderr, "run: -n %d is more than seq_len %d; running %d positions\n", o.steps,
-                c->seq_len, c->seq_len);
-        o.steps = c->seq_len;
-    }
     int *prompt_tokens = malloc((strlen(prompt) + 3) * sizeof(int));
     if (!prompt_tokens) die("out of memory for the prompt");
     int n_prompt = tokenizer_encode(&tokenizer, prompt, 1, 0, prompt_tokens);
     if (n_prompt > c->seq_len)
         die("the prompt is %d tokens, longer than the model's seq_len %d", n_prompt, c->seq_len);
+    if (o.steps > c->seq_len) { /* after the prompt's check: an error is the only line */
+        fprintf(stderr, "run: -n %d is more than seq_len %d; running %d positions\n", o.steps,
+                c->seq_len, c->seq_len);
+        o.steps = c->seq_len;
+    }
     if (n_prompt > o.steps)
         die("the prompt is %d tokens, more than -n %d (which counts the prompt tokens)", n_prompt,
             o.steps);

@@ -416,8 +416,9 @@ def batched_prefill_gives_the_serial_logits_bit_for_bit_in_every_dtype():
 
 @test
 def nan_weight_stops_the_run_in_every_dtype():
-    """A NaN in final_norm's weight: every dtype stops with the one-line non-finite error (q8_0
-    quantizes its inputs to int16, which must not turn the NaN into a number)."""
+    """A NaN in final_norm's weight: every dtype stops with the one-line non-finite error, in
+    generation and in --ppl (q8_0 quantizes its inputs to int16, which must not turn the NaN into
+    a number)."""
     for dtype in ("f32", "bf16", "q8_0"):
         source = stories_nllm(dtype)
         data = bytearray(open(source, "rb").read())
@@ -428,6 +429,9 @@ def nan_weight_stops_the_run_in_every_dtype():
         open(path, "wb").write(data)
         code, _, err = run(path, "-z", "models/tok512.bin", "-n", "8", "Once upon a time")
         assert code == 1 and err.count("\n") == 1 and "non-finite logit" in err, (dtype, err)
+        code, out, err = run(path, "-z", "models/tok512.bin", "--ppl", "data/stories.txt")
+        assert code == 1 and out == "" and err.count("\n") == 1, (dtype, out, err)
+        assert "non-finite log-likelihood of data/stories.txt" in err, (dtype, err)
 
 
 @test
@@ -645,6 +649,8 @@ def layernorm_trained_model_uses_biases_by_default():
     no_bias = {k: v for k, v in w.items() if not k.endswith("_bias")}
     ref = forward(no_bias, c, ids, rope_interleaved, rmsnorm)
     assert np.abs(ref - rms_logits).max() < 1e-4
+    _, _, err = run_logits(path, PROMPT, extra=["--norm=rmsnorm_eps_outside"])
+    assert "layernorm; rmsnorm_eps_outside ignores its norm biases" in err, err
 
 
 # ----------------------------------------------------------------------------

@@ -348,6 +348,9 @@ Test(bad_input, prompt_longer_than_seq_len) {
     char prompt[1300] = "";
     for (int i = 0; i < 600; i++) strcat(prompt, " a");
     expect_error((const char *[]){MODEL, prompt, NULL}, "longer than the model's seq_len 512");
+    /* -n past seq_len is clamped with a notice, but an error is then the only line */
+    expect_error((const char *[]){MODEL, "-n", "600", prompt, NULL},
+                 "longer than the model's seq_len 512");
 }
 
 Test(bad_input, prompt_longer_than_steps) {
@@ -515,6 +518,23 @@ Test(run, compare_eps_placement_is_close) {
     cr_assert_eq(r.exit_code, 0, "stderr: %s", r.err);
     cr_assert(strstr(r.out, "\"first_difference\": -1"), "same greedy text: %s", r.out);
     cr_assert(strstr(r.out, "\"top1_agreement\": 1,"), "%s", r.out);
+    result_free(&r);
+}
+
+Test(run, compare_json_is_valid_utf8_for_a_model_path_that_is_not) {
+    /* a path is bytes: 0xFF in it becomes U+FFFD in the JSON string, not a raw byte */
+    make_scratch();
+    char *path = scratch_path("m\xff.bin");
+    size_t size;
+    char *bytes = read_file(MODEL, &size);
+    cr_assert_not_null(bytes);
+    cr_assert_eq(write_file(path, bytes, size), 0);
+    free(bytes);
+    RunResult r = run_program(
+        (const char *[]){path, "-z", TOKENIZER, "--compare", "--json", "-n", "12", "Hi", NULL});
+    cr_assert_eq(r.exit_code, 0, "stderr: %s", r.err);
+    cr_assert(strstr(r.out, "m\\ufffd.bin\","), "%s", r.out);
+    cr_assert_null(strchr(r.out, '\xff'), "no raw 0xFF byte in the JSON");
     result_free(&r);
 }
 
