@@ -21,6 +21,7 @@ and tqdm. Errors print one line "export.py: error: ..." and exit 1.
 """
 import argparse
 import json
+import numbers
 import os
 import struct
 import sys
@@ -43,6 +44,7 @@ SHAPES = {
     "1.1B": (2048, 5632, 22, 32, 4, 32000, 2048),  # TinyLlama-1.1B
 }
 NORM_CODES = {"rmsnorm": 0, "layernorm": 1}
+MAX_SIZE = 1 << 20  # run's bound on every size field of the header (model.c, check_config)
 
 
 class ExportError(Exception):
@@ -53,25 +55,54 @@ class ExportError(Exception):
 # Our file: config, tensor order, writer
 
 
+def size_field(name, value):
+    """A size of the header as run accepts it: an integer in 1..MAX_SIZE."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ExportError(f"{name} is {value!r}, not an integer")
+    if not 1 <= value <= MAX_SIZE:
+        raise ExportError(f"{name} is {value}, outside 1..{MAX_SIZE}")
+    return int(value)
+
+
+def float_field(name, value, low, high):
+    """A float32 of the header, strictly between low and high as run requires (NaN fails)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ExportError(f"{name} is {value!r}, not a number")
+    # run compares the stored float32: rounding can put a value just inside a bound onto it
+    if not (low < value < high and np.float32(low) < np.float32(value) < np.float32(high)):
+        raise ExportError(f"{name} is {value}, outside ({low:g}, {high:g})")
+    return float(np.float32(value))
+
+
 class Config:
-    """The header fields of docs/FORMAT.md."""
+    """The header fields of docs/FORMAT.md, refused here when run's loader would refuse them
+    (model.c, check_config), so that no file run cannot load is written."""
 
     def __init__(self, dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len,
                  rope_theta=10000.0, norm_eps=1e-5, norm="rmsnorm", norm_bias=False,
                  shared_classifier=False):
-        self.dim, self.hidden_dim, self.n_layers = int(dim), int(hidden_dim), int(n_layers)
-        self.n_heads, self.n_kv_heads = int(n_heads), int(n_kv_heads)
-        self.vocab_size, self.seq_len = int(vocab_size), int(seq_len)
-        self.rope_theta, self.norm_eps = float(rope_theta), float(norm_eps)
+        self.dim = size_field("dim", dim)
+        self.hidden_dim = size_field("hidden_dim", hidden_dim)
+        self.n_layers = size_field("n_layers", n_layers)
+        self.n_heads = size_field("n_heads", n_heads)
+        self.n_kv_heads = size_field("n_kv_heads", n_kv_heads)
+        self.vocab_size = size_field("vocab_size", vocab_size)
+        self.seq_len = size_field("seq_len", seq_len)
+        self.rope_theta = float_field("rope_theta", rope_theta, 1, 1e12)
+        self.norm_eps = float_field("norm_eps", norm_eps, 0, 1)
         self.norm, self.norm_bias = norm, bool(norm_bias)
         self.shared_classifier = bool(shared_classifier)
-
-    def check(self):
-        if self.dim % self.n_heads or (self.dim // self.n_heads) % 2:
-            raise ExportError(f"dim {self.dim} with n_heads {self.n_heads} gives no even head_size")
+        if self.vocab_size < 3:
+            raise ExportError(f"vocab_size {self.vocab_size} is too small: ids 0, 1, 2 are <unk>, "
+                              "<s>, </s>")
+        if self.dim % self.n_heads:
+            raise ExportError(f"dim {self.dim} is not a multiple of n_heads {self.n_heads}")
         if self.n_heads % self.n_kv_heads:
             raise ExportError(f"n_heads {self.n_heads} is not a multiple of n_kv_heads "
                               f"{self.n_kv_heads}")
+        if (self.dim // self.n_heads) % 2:
+            raise ExportError(f"head_size {self.dim // self.n_heads} (dim / n_heads) is odd; RoPE "
+                              "rotates pairs")
 
 
 def tensor_order(c):
@@ -103,6 +134,15 @@ def header_bytes(c, dtype="f32", group_size=0):
     return h + bytes(HEADER_BYTES - len(h))
 
 
+def open_output(path, name):
+    """open(path, "wb"), failing with a message that names the output `name` (--out), not the
+    input."""
+    try:
+        return open(path, "wb")
+    except OSError as e:
+        raise ExportError(f"cannot write {name}: {e.strerror}")
+
+
 def f32_to_bf16(a):
     """The upper 16 bits of each f32 (truncation toward zero), as uint16. Measured on
     stories260K: truncation keeps the greedy story of all 256 positions; round-to-nearest-even,
@@ -132,13 +172,12 @@ def write_model(path, c, get, dtype="f32", group_size=32, progress=True):
     `dtype` (q8_0: every layer's values, then every layer's scales); norms as f32."""
     from tqdm import tqdm
 
-    c.check()
     order = tensor_order(c)
     total = sum(c.n_layers if per_layer else 1 for _, per_layer, _ in order)
     tmp = path + ".tmp"  # renamed into place when complete: no half-written model at `path`
     try:
-        with open(tmp, "wb") as f, tqdm(total=total, desc="export", unit="tensor",
-                                         disable=None if progress else True) as bar:
+        with open_output(tmp, path) as f, tqdm(total=total, desc="export", unit="tensor",
+                                                disable=None if progress else True) as bar:
             f.write(header_bytes(c, dtype, group_size))
             for name, per_layer, shape in order:
                 f.write(bytes(-f.tell() % ALIGN))
@@ -146,9 +185,12 @@ def write_model(path, c, get, dtype="f32", group_size=32, progress=True):
                 scales = []
                 for layer in range(c.n_layers) if per_layer else [None]:
                     t = np.asarray(get(name, layer))
+                    where = name if layer is None else f"{name} of layer {layer}"
                     if tuple(t.shape) != shape:
-                        where = name if layer is None else f"{name} of layer {layer}"
                         raise ExportError(f"{where} has shape {tuple(t.shape)}, expected {shape}")
+                    # run stops on the first non-finite logit; q8_0 could not scale the group
+                    if not np.isfinite(t).all():
+                        raise ExportError(f"{where} has a NaN or infinite value")
                     if as_type == "bf16":
                         f.write(f32_to_bf16(t).tobytes())
                     elif as_type == "q8_0":
@@ -197,6 +239,8 @@ class SafetensorsFile:
                 self.header = json.loads(f.read(n))
             except ValueError as e:
                 raise ExportError(f"{path}: safetensors header is not JSON ({e})")
+        if not isinstance(self.header, dict):
+            raise ExportError(f"{path}: safetensors header is not a JSON object")
         self.header.pop("__metadata__", None)
         self.data_start = 8 + n
         self.size = size
@@ -209,23 +253,31 @@ class SafetensorsFile:
         dtype = SAFETENSORS_DTYPES.get(info["dtype"])
         if dtype is None:
             raise ExportError(f"{self.path}: tensor {name} has unsupported dtype {info['dtype']}")
-        begin, end = info["data_offsets"]
-        count = int(np.prod(info["shape"], dtype=np.int64))
-        if end - begin != count * np.dtype(dtype).itemsize or self.data_start + end > self.size:
+        shape, (begin, end) = info["shape"], info["data_offsets"]
+        if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
+            raise ExportError(f"{self.path}: tensor {name} has shape {shape}, not sizes >= 0")
+        count = int(np.prod(shape, dtype=np.int64))
+        if begin < 0 or end - begin != count * np.dtype(dtype).itemsize or \
+                self.data_start + end > self.size:
             raise ExportError(f"{self.path}: tensor {name}'s data_offsets do not fit its shape "
-                              f"{info['shape']} and the file")
+                              f"{shape} and the file")
         a = np.memmap(self.path, dtype=dtype, mode="r", offset=self.data_start + begin,
                       shape=(count,))
-        a = bf16_to_f32(a) if info["dtype"] == "BF16" else a.astype(np.float32)
-        return a.reshape(info["shape"])
+        with np.errstate(over="ignore"):  # F64 beyond float32 becomes inf, refused by write_model
+            a = bf16_to_f32(a) if info["dtype"] == "BF16" else a.astype(np.float32)
+        return a.reshape(shape)
 
 
 def read_json(path):
+    """A JSON object (every config and index file is one)."""
     try:
         with open(path) as f:
-            return json.load(f)
+            data = json.load(f)
     except ValueError as e:
         raise ExportError(f"{path}: not valid JSON ({e})")
+    if not isinstance(data, dict):
+        raise ExportError(f"{path}: not a JSON object")
+    return data
 
 
 def torch_load(path):
@@ -237,9 +289,14 @@ def torch_load(path):
         raise ExportError(f"{path}: cannot load with torch ({type(e).__name__}: {e})")
 
 
-def to_numpy(t):
+def to_numpy(t, where, name):
     import torch
 
+    if not isinstance(t, torch.Tensor):
+        raise ExportError(f"{where}: {name} is a {type(t).__name__}, not a tensor")
+    # to(float32) would drop a complex tensor's imaginary part with only a warning
+    if not t.is_floating_point():
+        raise ExportError(f"{where}: tensor {name} has dtype {t.dtype}, not real floating point")
     return t.detach().to(torch.float32).numpy()
 
 
@@ -257,6 +314,8 @@ class TensorSource:
                 names = reader.keys()
             else:
                 state = state if state is not None else torch_load(path)
+                if not isinstance(state, dict):
+                    raise ExportError(f"{path}: not a state dict (a {type(state).__name__})")
                 if "model" in state and isinstance(state["model"], dict):
                     state = state["model"]
                 state = {k[len("_orig_mod."):] if k.startswith("_orig_mod.") else k: v
@@ -275,7 +334,7 @@ class TensorSource:
             raise ExportError(f"missing tensor '{name}' in {self.where}")
         if isinstance(reader, SafetensorsFile):
             return reader.get(name)
-        return to_numpy(reader[name])
+        return to_numpy(reader[name], self.where, name)
 
 
 # ----------------------------------------------------------------------------
@@ -326,6 +385,8 @@ def load_llama2c(path, seq_len):
     if not isinstance(ckpt, dict) or "model_args" not in ckpt or "model" not in ckpt:
         raise ExportError(f"{path}: not a llama2.c checkpoint (needs 'model_args' and 'model')")
     args = ckpt["model_args"]
+    if not isinstance(args, dict):
+        raise ExportError(f"{path}: model_args is a {type(args).__name__}, not a dict")
     source = TensorSource(path, [path], ckpt)
     hidden_dim = shape_of(source, META_NAMES["w1"].format(0))[0]
     c = Config(args["dim"], hidden_dim, args["n_layers"], args["n_heads"],
@@ -397,17 +458,16 @@ def load_hf(path, seq_len):
         raise ExportError(f"{path}: unsupported rope_scaling {cfg['rope_scaling']}")
     if cfg.get("attention_bias") or cfg.get("mlp_bias"):
         raise ExportError(f"{path}: unsupported attention_bias/mlp_bias")
-    dim, n_heads = cfg["hidden_size"], cfg["num_attention_heads"]
-    n_kv_heads = cfg.get("num_key_value_heads") or n_heads
-    if cfg.get("head_dim") not in (None, dim // n_heads):
-        raise ExportError(f"{path}: unsupported head_dim {cfg['head_dim']} != hidden_size / heads")
+    n_heads = cfg["num_attention_heads"]
     source = TensorSource(path, hf_weight_files(path))
     shared = cfg.get("tie_word_embeddings", False) or not source.has(HF_NAMES["wcls"])
-    c = Config(dim, cfg["intermediate_size"], cfg["num_hidden_layers"], n_heads, n_kv_heads,
-               cfg["vocab_size"], seq_len or cfg.get("max_position_embeddings", 2048),
+    c = Config(cfg["hidden_size"], cfg["intermediate_size"], cfg["num_hidden_layers"], n_heads,
+               cfg.get("num_key_value_heads") or n_heads, cfg["vocab_size"],
+               seq_len or cfg.get("max_position_embeddings", 2048),
                rope_theta=cfg.get("rope_theta", 10000.0), norm_eps=cfg.get("rms_norm_eps", 1e-6),
                shared_classifier=shared)
-    c.check()
+    if cfg.get("head_dim") not in (None, c.dim // c.n_heads):
+        raise ExportError(f"{path}: unsupported head_dim {cfg['head_dim']} != hidden_size / heads")
 
     def fix(name, t):
         if name == "wq":
@@ -419,12 +479,13 @@ def load_hf(path, seq_len):
     return c, getter(source, HF_NAMES, fix)
 
 
-def load_random(shape, seed):
+def load_random(shape, seed, seq_len):
     """A random-weight model of a named shape (SHAPES), for benchmarks: matrices uniform in
     [-a, a] with a = 1 / sqrt(fan_in), norm weights 1, classifier shared with the embedding (so the
     file holds exactly the matrices decode streams per token). Its text is noise."""
-    dim, hidden, layers, heads, kv_heads, vocab, seq_len = SHAPES[shape]
-    c = Config(dim, hidden, layers, heads, kv_heads, vocab, seq_len, shared_classifier=True)
+    dim, hidden, layers, heads, kv_heads, vocab, default_seq_len = SHAPES[shape]
+    c = Config(dim, hidden, layers, heads, kv_heads, vocab, seq_len or default_seq_len,
+               shared_classifier=True)
     shapes = {name: shape for name, _, shape in tensor_order(c)}
     rng = np.random.default_rng(seed)
 
@@ -457,7 +518,7 @@ def export_tokenizer(path, out):
             t = "\n</s>\n"
         pieces.append(t.replace("\u2581", " ").encode("utf-8"))
         scores.append(sp.get_score(i))
-    with open(out, "wb") as f:
+    with open_output(out, out) as f:
         f.write(struct.pack("<i", max(len(p) for p in pieces)))
         for p, s in zip(pieces, scores):
             f.write(struct.pack("<fi", s, len(p)) + p)
@@ -476,8 +537,16 @@ def load(path, seq_len):
     return load_llama2c(path, seq_len)
 
 
+class ArgumentParser(argparse.ArgumentParser):
+    """Usage errors as every other error: one line and exit 1 (argparse prints its usage block
+    and exits 2)."""
+
+    def error(self, message):
+        self.exit(1, f"{self.prog}: error: {message}\n")
+
+
 def main(argv=None):
-    p = argparse.ArgumentParser(
+    p = ArgumentParser(
         prog="export.py", formatter_class=argparse.RawDescriptionHelpFormatter,
         description=__doc__.split("\n\n")[0],
         epilog=__doc__.split("\n", 2)[2] + "\nexamples:\n"
@@ -495,20 +564,23 @@ def main(argv=None):
     p.add_argument("--random", choices=sorted(SHAPES), metavar="SHAPE",
                    help="write a random-weight model of SHAPE (%(choices)s) instead of an input")
     p.add_argument("--seed", type=int, default=0, help="seed of --random (default 0)")
-    p.add_argument("--seq-len", type=int, default=0,
-                   help="kv cache length to record (default: the checkpoint's max_seq_len / "
-                   "max_position_embeddings; 2048 for Meta checkpoints, which do not store it)")
+    p.add_argument("--seq-len", type=int,
+                   help="kv cache length to record, 1..%d (default: the checkpoint's max_seq_len "
+                   "/ max_position_embeddings; 2048 for Meta checkpoints, which do not store it; "
+                   "the shape's for --random)" % MAX_SIZE)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     a = p.parse_args(argv)
     try:
-        if a.seq_len < 0:
+        if a.seq_len is not None and a.seq_len <= 0:
             raise ExportError(f"--seq-len must be positive, got {a.seq_len}")
+        if a.seed < 0:  # numpy's generators take no negative seed
+            raise ExportError(f"--seed must be 0 or more, got {a.seed}")
         if a.group_size not in GROUP_SIZES:
             raise ExportError(f"--group-size must be 32 or 64, got {a.group_size}")
         if (a.input is None) == (a.random is None):
             raise ExportError("give either an input or --random SHAPE")
         if a.random:
-            c, get = load_random(a.random, a.seed)
+            c, get = load_random(a.random, a.seed, a.seq_len)
             write_model(a.out, c, get, a.dtype, a.group_size, progress=not a.quiet)
         elif a.input.endswith(".model"):
             export_tokenizer(a.input, a.out)

@@ -697,6 +697,125 @@ def export_errors():
     assert not os.path.exists(out) and not os.path.exists(out + ".tmp")
 
 
+def pt_checkpoint(name, model_args=None, tensors=None):
+    """stories260K.pt with its model_args replaced and the given state-dict values (names without
+    the _orig_mod. prefix) put in; returns its path."""
+    ckpt = torch.load(PT, map_location="cpu")
+    ckpt["model"] = dict({k.replace("_orig_mod.", ""): v for k, v in ckpt["model"].items()},
+                         **(tensors or {}))
+    if model_args is not None:
+        ckpt["model_args"] = model_args
+    path = tmp(name + ".pt")
+    torch.save(ckpt, path)
+    return path
+
+
+@test
+def export_refuses_configs_run_refuses():
+    """Every limit of run's header check (model.c, check_config) is an export error, as are
+    fields of the wrong type and config files that are not JSON objects."""
+    args = torch.load(PT, map_location="cpu")["model_args"]
+    out = tmp("never.nllm")
+    for field, value, needle in [("n_layers", 0, "n_layers is 0, outside 1..1048576"),
+                                 ("n_heads", 0, "n_heads is 0, outside 1..1048576"),
+                                 ("max_seq_len", 0, "seq_len is 0, outside 1..1048576"),
+                                 ("max_seq_len", None, "seq_len is None, not an integer"),
+                                 ("dim", "abc", "dim is 'abc', not an integer"),
+                                 ("vocab_size", 2, "vocab_size 2 is too small"),
+                                 ("n_heads", 3, "dim 64 is not a multiple of n_heads 3"),
+                                 ("n_kv_heads", 3, "n_heads 8 is not a multiple of n_kv_heads 3"),
+                                 ("n_heads", 64, "head_size 1 (dim / n_heads) is odd"),
+                                 ("norm_eps", 0.0, "norm_eps is 0.0, outside (0, 1)"),
+                                 ("norm_eps", float("nan"), "norm_eps is nan, outside (0, 1)")]:
+        path = pt_checkpoint("bad-args", dict(args, **{field: value}))
+        expect_export_error([path, "--out", out], needle)
+    expect_export_error([pt_checkpoint("args-list", [1, 2]), "--out", out],
+                        "model_args is a list, not a dict")
+    for seq_len in ("2000000", "99999999999"):
+        expect_export_error([PT, "--out", out, "--seq-len", seq_len],
+                            f"seq_len is {seq_len}, outside 1..1048576")
+    path, cfg, _ = hf_checkpoint("bad-config", "safetensors", "F32", num_key_value_heads=2,
+                                 tie_word_embeddings=False)
+    cfg_path = os.path.join(path, "config.json")
+    for overrides, needle in [({"num_attention_heads": 0}, "n_heads is 0, outside 1..1048576"),
+                              ({"hidden_size": "8"}, "dim is '8', not an integer"),
+                              ({"rms_norm_eps": 0}, "norm_eps is 0, outside (0, 1)"),
+                              # a float32 of 1e12 (run's bound), though below it as a double
+                              ({"rope_theta": 999999999999.0},
+                               "rope_theta is 999999999999.0, outside (1, 1e+12)")]:
+        json.dump(dict(cfg, **overrides), open(cfg_path, "w"))
+        expect_export_error([path, "--out", out], needle)
+    json.dump([1, 2], open(cfg_path, "w"))
+    expect_export_error([path, "--out", out], "config.json: not a JSON object")
+    os.makedirs(tmp("meta-list"), exist_ok=True)
+    json.dump([], open(tmp("meta-list/params.json"), "w"))
+    expect_export_error([tmp("meta-list"), "--out", out], "params.json: not a JSON object")
+    assert not os.path.exists(out) and not os.path.exists(out + ".tmp")
+
+
+@test
+def export_refuses_bad_tensors():
+    """NaN or infinite weights in every dtype (no numpy warnings: one stderr line), values that
+    are not real float tensors, and malformed safetensors headers."""
+    out = tmp("never.nllm")
+    wq = torch.load(PT, map_location="cpu")["model"]["_orig_mod.layers.2.attention.wq.weight"]
+    wq = wq.clone()
+    wq[3, 4] = float("nan")
+    path = pt_checkpoint("nan", tensors={"layers.2.attention.wq.weight": wq})
+    for dtype in ("f32", "bf16", "q8_0"):
+        expect_export_error([path, "--out", out, "--dtype", dtype],
+                            "wq of layer 2 has a NaN or infinite value")
+    norm = torch.ones(64)
+    norm[5] = float("-inf")
+    expect_export_error([pt_checkpoint("inf", tensors={"norm.weight": norm}), "--out", out],
+                        "final_norm has a NaN or infinite value")
+    expect_export_error([pt_checkpoint("str", tensors={"norm.weight": "x"}), "--out", out],
+                        "norm.weight is a str, not a tensor")
+    expect_export_error([pt_checkpoint("complex", tensors={"norm.weight": torch.ones(64) * 1j}),
+                         "--out", out],
+                        "tensor norm.weight has dtype torch.complex64, not real floating point")
+    path, _, _ = hf_checkpoint("bad-safetensors", "safetensors", "F32", num_key_value_heads=2,
+                               tie_word_embeddings=False)
+    weights = os.path.join(path, "model.safetensors")
+    for header, needle in [([1, 2], "safetensors header is not a JSON object"),
+                           ({"model.embed_tokens.weight": {"dtype": "F32", "shape": [-512, 32],
+                                                           "data_offsets": [0, 0]}},
+                            "tensor model.embed_tokens.weight has shape [-512, 32], not sizes")]:
+        h = json.dumps(header).encode()
+        open(weights, "wb").write(struct.pack("<Q", len(h)) + h)
+        expect_export_error([path, "--out", out], needle)
+    assert not os.path.exists(out) and not os.path.exists(out + ".tmp")
+
+
+@test
+def export_option_errors():
+    """Usage errors are one line and exit 1 like the others; --out's problems name --out."""
+    out = tmp("never.nllm")
+    for seq_len in ("0", "-5"):
+        expect_export_error([PT, "--out", out, "--seq-len", seq_len],
+                            f"--seq-len must be positive, got {seq_len}")
+    expect_export_error(["--random", "15M", "--seed", "-1", "--out", out],
+                        "--seed must be 0 or more, got -1")
+    expect_export_error([PT, "--out", out, "--dtype", "f16"],
+                        "argument --dtype: invalid choice: 'f16'")
+    expect_export_error([PT, "--out", out, "--bogus"], "unrecognized arguments: --bogus")
+    expect_export_error([PT], "the following arguments are required: --out")
+    for source in (PT, TOK_MODEL):
+        missing = tmp("no-such-dir/x.out")
+        expect_export_error([source, "--out", missing],
+                            f"cannot write {missing}: No such file or directory")
+    assert not os.path.exists(out) and not os.path.exists(out + ".tmp")
+
+
+@test
+def random_model_records_seq_len():
+    out = tmp("random-15M-seq-len.nllm")
+    code, _, err = export_cli("--random", "15M", "--dtype", "q8_0", "--seq-len", "64", "--out", out)
+    assert code == 0, err
+    assert read_nllm(out)[0]["seq_len"] == 64
+    os.remove(out)
+
+
 @test
 def export_help_documents_inputs_and_options():
     code, out, _ = export_cli("--help")
