@@ -21,6 +21,7 @@ and tqdm. Errors print one line "export.py: error: ..." and exit 1.
 """
 import argparse
 import json
+import math
 import numbers
 import os
 import struct
@@ -76,33 +77,38 @@ def float_field(name, value, low, high):
 
 class Config:
     """The header fields of docs/FORMAT.md, refused here when run's loader would refuse them
-    (model.c, check_config), so that no file run cannot load is written."""
+    (model.c, check_config), so that no file run cannot load is written. keys: the input's own
+    name of each field it names otherwise (HF_KEYS), so that a message names what it holds."""
 
     def __init__(self, dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len,
                  rope_theta=10000.0, norm_eps=1e-5, norm="rmsnorm", norm_bias=False,
-                 shared_classifier=False):
-        self.dim = size_field("dim", dim)
-        self.hidden_dim = size_field("hidden_dim", hidden_dim)
-        self.n_layers = size_field("n_layers", n_layers)
-        self.n_heads = size_field("n_heads", n_heads)
-        self.n_kv_heads = size_field("n_kv_heads", n_kv_heads)
-        self.vocab_size = size_field("vocab_size", vocab_size)
-        self.seq_len = size_field("seq_len", seq_len)
-        self.rope_theta = float_field("rope_theta", rope_theta, 1, 1e12)
-        self.norm_eps = float_field("norm_eps", norm_eps, 0, 1)
+                 shared_classifier=False, keys=None):
+        def name(field):
+            return (keys or {}).get(field, field)
+
+        self.dim = size_field(name("dim"), dim)
+        self.hidden_dim = size_field(name("hidden_dim"), hidden_dim)
+        self.n_layers = size_field(name("n_layers"), n_layers)
+        self.n_heads = size_field(name("n_heads"), n_heads)
+        self.n_kv_heads = size_field(name("n_kv_heads"), n_kv_heads)
+        self.vocab_size = size_field(name("vocab_size"), vocab_size)
+        self.seq_len = size_field(name("seq_len"), seq_len)
+        self.rope_theta = float_field(name("rope_theta"), rope_theta, 1, 1e12)
+        self.norm_eps = float_field(name("norm_eps"), norm_eps, 0, 1)
         self.norm, self.norm_bias = norm, bool(norm_bias)
         self.shared_classifier = bool(shared_classifier)
         if self.vocab_size < 3:
-            raise ExportError(f"vocab_size {self.vocab_size} is too small: ids 0, 1, 2 are <unk>, "
-                              "<s>, </s>")
+            raise ExportError(f"{name('vocab_size')} {self.vocab_size} is too small: ids 0, 1, 2 "
+                              "are <unk>, <s>, </s>")
         if self.dim % self.n_heads:
-            raise ExportError(f"dim {self.dim} is not a multiple of n_heads {self.n_heads}")
+            raise ExportError(f"{name('dim')} {self.dim} is not a multiple of {name('n_heads')} "
+                              f"{self.n_heads}")
         if self.n_heads % self.n_kv_heads:
-            raise ExportError(f"n_heads {self.n_heads} is not a multiple of n_kv_heads "
-                              f"{self.n_kv_heads}")
+            raise ExportError(f"{name('n_heads')} {self.n_heads} is not a multiple of "
+                              f"{name('n_kv_heads')} {self.n_kv_heads}")
         if (self.dim // self.n_heads) % 2:
-            raise ExportError(f"head_size {self.dim // self.n_heads} (dim / n_heads) is odd; RoPE "
-                              "rotates pairs")
+            raise ExportError(f"head_size {self.dim // self.n_heads} ({name('dim')} / "
+                              f"{name('n_heads')}) is odd; RoPE rotates pairs")
 
 
 def tensor_order(c):
@@ -221,6 +227,12 @@ def bf16_to_f32(u16):
     return (u16.astype(np.uint32) << 16).view(np.float32)
 
 
+def sizes(value, n=None):
+    """Whether value is a JSON list of integers >= 0 (n of them if given); true is not one."""
+    return isinstance(value, list) and (n is None or len(value) == n) and \
+        all(type(v) is int and v >= 0 for v in value)
+
+
 class SafetensorsFile:
     """8-byte little-endian header length N, N bytes of JSON {name: {dtype, shape,
     data_offsets: [begin, end]}} (offsets relative to the data after the header), raw data."""
@@ -235,15 +247,28 @@ class SafetensorsFile:
             (n,) = struct.unpack("<Q", raw)
             if n > size - 8:
                 raise ExportError(f"{path}: header length {n} runs past the end of the file")
-            try:
-                self.header = json.loads(f.read(n))
-            except ValueError as e:
-                raise ExportError(f"{path}: safetensors header is not JSON ({e})")
-        if not isinstance(self.header, dict):
-            raise ExportError(f"{path}: safetensors header is not a JSON object")
+            self.header = parse_json(f"{path}: safetensors header", f.read(n))
         self.header.pop("__metadata__", None)
         self.data_start = 8 + n
-        self.size = size
+        for name, info in self.header.items():
+            self.check_entry(name, info, size - self.data_start)
+
+    def check_entry(self, name, info, data_size):
+        """Every entry is checked before any tensor is read: get trusts the types and ranges."""
+        where = f"{self.path}: tensor {name}"
+        if not isinstance(info, dict):
+            raise ExportError(f"{where}'s entry is {info!r}, not a JSON object")
+        for key in ("dtype", "shape", "data_offsets"):
+            if key not in info:
+                raise ExportError(f"{where} has no {key}")
+        if not isinstance(info["dtype"], str):
+            raise ExportError(f"{where} has dtype {info['dtype']!r}, not a string")
+        if not sizes(info["shape"]):
+            raise ExportError(f"{where} has shape {info['shape']!r}, not sizes >= 0")
+        offsets = info["data_offsets"]
+        if not sizes(offsets, 2) or not offsets[0] <= offsets[1] <= data_size:
+            raise ExportError(f"{where} has data_offsets {offsets!r}, not [begin, end] with "
+                              f"0 <= begin <= end <= {data_size} (the size of the data)")
 
     def keys(self):
         return self.header.keys()
@@ -254,13 +279,11 @@ class SafetensorsFile:
         if dtype is None:
             raise ExportError(f"{self.path}: tensor {name} has unsupported dtype {info['dtype']}")
         shape, (begin, end) = info["shape"], info["data_offsets"]
-        if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
-            raise ExportError(f"{self.path}: tensor {name} has shape {shape}, not sizes >= 0")
-        count = int(np.prod(shape, dtype=np.int64))
-        if begin < 0 or end - begin != count * np.dtype(dtype).itemsize or \
-                self.data_start + end > self.size:
-            raise ExportError(f"{self.path}: tensor {name}'s data_offsets do not fit its shape "
-                              f"{shape} and the file")
+        count = math.prod(shape)
+        if end - begin != count * np.dtype(dtype).itemsize:
+            raise ExportError(f"{self.path}: tensor {name} has data_offsets [{begin}, {end}], "
+                              f"{end - begin} bytes; its shape {shape} of {info['dtype']} needs "
+                              f"{count * np.dtype(dtype).itemsize}")
         a = np.memmap(self.path, dtype=dtype, mode="r", offset=self.data_start + begin,
                       shape=(count,))
         with np.errstate(over="ignore"):  # F64 beyond float32 becomes inf, refused by write_model
@@ -268,16 +291,37 @@ class SafetensorsFile:
         return a.reshape(shape)
 
 
-def read_json(path):
-    """A JSON object (every config and index file is one)."""
+def parse_json(where, text):
+    """A JSON object (every config, index and safetensors header is one), from str or bytes."""
     try:
-        with open(path) as f:
-            data = json.load(f)
-    except ValueError as e:
-        raise ExportError(f"{path}: not valid JSON ({e})")
+        data = json.loads(text)
+    # RecursionError: nesting deeper than Python's stack, e.g. 100000 "["
+    except (ValueError, RecursionError) as e:
+        raise ExportError(f"{where}: not valid JSON ({e})")
     if not isinstance(data, dict):
-        raise ExportError(f"{path}: not a JSON object")
+        raise ExportError(f"{where}: not a JSON object")
     return data
+
+
+def read_json(path):
+    with open(path, "rb") as f:
+        return parse_json(path, f.read())
+
+
+JSON_KINDS = {dict: "an object", list: "a list", bool: "true or false"}
+
+
+def field(where, data, key, kind, default=None):
+    """data[key] if it is a `kind` (JSON_KINDS); when absent or null, `default`, and without
+    one an error."""
+    value = data.get(key)
+    if value is None and default is None:
+        raise ExportError(f"{where}: no {key}")
+    if value is None:
+        return default
+    if not isinstance(value, kind):
+        raise ExportError(f"{where}: {key} is {value!r}, not {JSON_KINDS[kind]}")
+    return value
 
 
 def torch_load(path):
@@ -297,6 +341,8 @@ def to_numpy(t, where, name):
     # to(float32) would drop a complex tensor's imaginary part with only a warning
     if not t.is_floating_point():
         raise ExportError(f"{where}: tensor {name} has dtype {t.dtype}, not real floating point")
+    if t.layout != torch.strided:  # numpy() takes dense tensors only
+        raise ExportError(f"{where}: tensor {name} has layout {t.layout}, not dense")
     return t.detach().to(torch.float32).numpy()
 
 
@@ -306,8 +352,7 @@ class TensorSource:
     def __init__(self, where, files, state=None):
         """files: safetensors or torch files; state: an already loaded torch checkpoint."""
         self.where = where
-        self.files = {}  # tensor name -> reader of its file
-        self.readers = {}
+        self.files = {}  # tensor name -> (path, reader) of its file
         for path in files:
             if path.endswith(".safetensors"):
                 reader = SafetensorsFile(path)
@@ -318,20 +363,25 @@ class TensorSource:
                     raise ExportError(f"{path}: not a state dict (a {type(state).__name__})")
                 if "model" in state and isinstance(state["model"], dict):
                     state = state["model"]
-                state = {k[len("_orig_mod."):] if k.startswith("_orig_mod.") else k: v
+                # a key that is not a string names no tensor we read: kept as it is
+                state = {k[len("_orig_mod."):]
+                         if isinstance(k, str) and k.startswith("_orig_mod.") else k: v
                          for k, v in state.items()}
                 reader = state
                 names = state.keys()
             for name in names:
-                self.files[name] = reader
+                if name in self.files:  # the same tensor in two shards: which one is meant?
+                    raise ExportError(f"{where}: tensor {name} is in both {self.files[name][0]} "
+                                      f"and {path}")
+                self.files[name] = (path, reader)
 
     def has(self, name):
         return name in self.files
 
     def get(self, name):
-        reader = self.files.get(name)
-        if reader is None:
+        if name not in self.files:
             raise ExportError(f"missing tensor '{name}' in {self.where}")
+        _, reader = self.files[name]
         if isinstance(reader, SafetensorsFile):
             return reader.get(name)
         return to_numpy(reader[name], self.where, name)
@@ -361,6 +411,11 @@ HF_NAMES = {
     "wcls": "lm_head.weight",
 }
 
+# config.json's keys of the header fields it names otherwise, for Config's messages
+HF_KEYS = {"dim": "hidden_size", "hidden_dim": "intermediate_size", "n_layers": "num_hidden_layers",
+           "n_heads": "num_attention_heads", "n_kv_heads": "num_key_value_heads",
+           "seq_len": "max_position_embeddings", "norm_eps": "rms_norm_eps"}
+
 
 def getter(source, names, fix=None):
     def get(name, layer):
@@ -369,8 +424,12 @@ def getter(source, names, fix=None):
     return get
 
 
-def shape_of(source, name):
-    return source.get(name).shape
+def rows_of(source, name):
+    """The rows of a matrix: hidden_dim and vocab_size where the config does not give them."""
+    shape = source.get(name).shape
+    if len(shape) != 2:
+        raise ExportError(f"{source.where}: tensor {name} has shape {shape}, not a matrix's")
+    return shape[0]
 
 
 def classifier_shared(source, names):
@@ -388,11 +447,12 @@ def load_llama2c(path, seq_len):
     if not isinstance(args, dict):
         raise ExportError(f"{path}: model_args is a {type(args).__name__}, not a dict")
     source = TensorSource(path, [path], ckpt)
-    hidden_dim = shape_of(source, META_NAMES["w1"].format(0))[0]
+    hidden_dim = rows_of(source, META_NAMES["w1"].format(0))
     c = Config(args["dim"], hidden_dim, args["n_layers"], args["n_heads"],
                args.get("n_kv_heads") or args["n_heads"], args["vocab_size"],
                seq_len or args["max_seq_len"], norm_eps=args.get("norm_eps", 1e-5),
-               shared_classifier=classifier_shared(source, META_NAMES))
+               shared_classifier=classifier_shared(source, META_NAMES),
+               keys={"seq_len": "max_seq_len"})
     return c, getter(source, META_NAMES)
 
 
@@ -408,30 +468,42 @@ def load_meta(path, seq_len):
     along_1 = ("tok_embeddings.weight", "attention.wo.weight", "feed_forward.w2.weight")
 
     class Merged:
+        where = path
+
         def has(self, name):
             return states[0].has(name)
 
         def get(self, name):
             parts = [s.get(name) for s in states]
-            if len(parts) == 1 or parts[0].ndim == 1:
+            # model parallelism splits evenly: other shapes would not concatenate, or wrongly
+            if any(p.shape != parts[0].shape for p in parts):
+                shapes = ", ".join(str(p.shape) for p in parts)
+                raise ExportError(f"{path}: tensor {name} has shapes {shapes} in "
+                                  f"{', '.join(shards)}")
+            if len(parts) == 1 or parts[0].ndim < 2:
                 return parts[0]
             return np.concatenate(parts, axis=1 if name.endswith(along_1) else 0)
 
     source = Merged()
-    emb_shape = shape_of(source, META_NAMES["token_embedding"])
-    hidden_dim = shape_of(source, META_NAMES["w1"].format(0))[0]
+    vocab_size = rows_of(source, META_NAMES["token_embedding"])
+    hidden_dim = rows_of(source, META_NAMES["w1"].format(0))
     c = Config(params["dim"], hidden_dim, params["n_layers"], params["n_heads"],
-               params.get("n_kv_heads") or params["n_heads"], emb_shape[0], seq_len or 2048,
+               params.get("n_kv_heads") or params["n_heads"], vocab_size, seq_len or 2048,
                rope_theta=params.get("rope_theta", 10000.0), norm_eps=params.get("norm_eps", 1e-5),
                shared_classifier=classifier_shared(source, META_NAMES))
     return c, getter(source, META_NAMES)
 
 
 def hf_weight_files(path):
-    for index in ("model.safetensors.index.json", "pytorch_model.bin.index.json"):
-        if os.path.exists(os.path.join(path, index)):
-            files = sorted(set(read_json(os.path.join(path, index))["weight_map"].values()))
-            return [os.path.join(path, p) for p in files]
+    for index in (os.path.join(path, "model.safetensors.index.json"),
+                  os.path.join(path, "pytorch_model.bin.index.json")):
+        if os.path.exists(index):
+            weight_map = field(index, read_json(index), "weight_map", dict)
+            for name, file in weight_map.items():
+                if not isinstance(file, str) or not os.path.isfile(os.path.join(path, file)):
+                    raise ExportError(f"{index}: weight_map puts {name} in {file!r}, not a file "
+                                      f"in {path}")
+            return [os.path.join(path, file) for file in sorted(set(weight_map.values()))]
     for single in ("model.safetensors", "pytorch_model.bin"):
         if os.path.exists(os.path.join(path, single)):
             return [os.path.join(path, single)]
@@ -448,32 +520,35 @@ def unpermute(w, n_heads):
 
 
 def load_hf(path, seq_len):
-    cfg = read_json(os.path.join(path, "config.json"))
-    arch = (cfg.get("architectures") or [cfg.get("model_type", "?")])[0]
+    where = os.path.join(path, "config.json")
+    cfg = read_json(where)
+    arch = (field(where, cfg, "architectures", list, []) or [cfg.get("model_type", "?")])[0]
     if arch != "LlamaForCausalLM" and cfg.get("model_type") != "llama":
         raise ExportError(f"{path}: unsupported architecture {arch} (only LlamaForCausalLM)")
     if cfg.get("hidden_act", "silu") != "silu":
         raise ExportError(f"{path}: unsupported hidden_act {cfg['hidden_act']} (only silu)")
     if cfg.get("rope_scaling"):
         raise ExportError(f"{path}: unsupported rope_scaling {cfg['rope_scaling']}")
-    if cfg.get("attention_bias") or cfg.get("mlp_bias"):
+    if any(field(where, cfg, key, bool, False) for key in ("attention_bias", "mlp_bias")):
         raise ExportError(f"{path}: unsupported attention_bias/mlp_bias")
     n_heads = cfg["num_attention_heads"]
     source = TensorSource(path, hf_weight_files(path))
-    shared = cfg.get("tie_word_embeddings", False) or not source.has(HF_NAMES["wcls"])
+    shared = field(where, cfg, "tie_word_embeddings", bool, False) or \
+        not source.has(HF_NAMES["wcls"])
     c = Config(cfg["hidden_size"], cfg["intermediate_size"], cfg["num_hidden_layers"], n_heads,
                cfg.get("num_key_value_heads") or n_heads, cfg["vocab_size"],
                seq_len or cfg.get("max_position_embeddings", 2048),
                rope_theta=cfg.get("rope_theta", 10000.0), norm_eps=cfg.get("rms_norm_eps", 1e-6),
-               shared_classifier=shared)
+               shared_classifier=shared, keys=HF_KEYS)
     if cfg.get("head_dim") not in (None, c.dim // c.n_heads):
         raise ExportError(f"{path}: unsupported head_dim {cfg['head_dim']} != hidden_size / heads")
 
+    shapes = {name: shape for name, _, shape in tensor_order(c)}
+
     def fix(name, t):
-        if name == "wq":
-            return unpermute(t, c.n_heads)
-        if name == "wk":
-            return unpermute(t, c.n_kv_heads)
+        # a tensor of another shape is left for write_model to refuse by name
+        if name in ("wq", "wk") and t.shape == shapes[name]:
+            return unpermute(t, c.n_heads if name == "wq" else c.n_kv_heads)
         return t
 
     return c, getter(source, HF_NAMES, fix)
@@ -507,11 +582,12 @@ def export_tokenizer(path, out):
 
     try:
         sp = spm.SentencePieceProcessor(model_file=path)
+        # a corrupt model can load and hold a piece that is not UTF-8, which id_to_piece refuses
+        texts = [sp.id_to_piece(i) for i in range(sp.vocab_size())]
     except Exception as e:
         raise ExportError(f"{path}: not a SentencePiece model ({e})")
     pieces, scores = [], []
-    for i in range(sp.vocab_size()):
-        t = sp.id_to_piece(i)
+    for i, t in enumerate(texts):
         if i == sp.bos_id():
             t = "\n<s>\n"
         elif i == sp.eos_id():
@@ -571,8 +647,9 @@ def main(argv=None):
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     a = p.parse_args(argv)
     try:
-        if a.seq_len is not None and a.seq_len <= 0:
-            raise ExportError(f"--seq-len must be positive, got {a.seq_len}")
+        # here rather than in Config, whose message would name the checkpoint's field
+        if a.seq_len is not None and not 1 <= a.seq_len <= MAX_SIZE:
+            raise ExportError(f"--seq-len must be in 1..{MAX_SIZE}, got {a.seq_len}")
         if a.seed < 0:  # numpy's generators take no negative seed
             raise ExportError(f"--seed must be 0 or more, got {a.seed}")
         if a.group_size not in GROUP_SIZES:

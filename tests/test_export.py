@@ -690,6 +690,12 @@ def export_errors():
     expect_export_error([TOK_BIN, "--out", out], "cannot load with torch")
     open(tmp("bad.model"), "wb").write(b"not a model")
     expect_export_error([tmp("bad.model"), "--out", out], "not a SentencePiece model")
+    # SentencePiece loads a model whose first U+2581 lost its last byte, then cannot decode it
+    data = open(TOK_MODEL, "rb").read()
+    at = data.find("\u2581".encode()) + 2
+    open(tmp("bad.model"), "wb").write(data[:at] + b"\xc2" + data[at + 1:])
+    expect_export_error([tmp("bad.model"), "--out", out],
+                        "not a SentencePiece model ('utf-8' codec can't decode")
     expect_export_error([PT, "--out", out, "--dtype", "q8_0", "--group-size", "48"],
                         "--group-size must be 32 or 64, got 48")
     expect_export_error(["--out", out], "give either an input or --random SHAPE")
@@ -701,8 +707,8 @@ def pt_checkpoint(name, model_args=None, tensors=None):
     """stories260K.pt with its model_args replaced and the given state-dict values (names without
     the _orig_mod. prefix) put in; returns its path."""
     ckpt = torch.load(PT, map_location="cpu")
-    ckpt["model"] = dict({k.replace("_orig_mod.", ""): v for k, v in ckpt["model"].items()},
-                         **(tensors or {}))
+    ckpt["model"] = {**{k.replace("_orig_mod.", ""): v for k, v in ckpt["model"].items()},
+                     **(tensors or {})}
     if model_args is not None:
         ckpt["model_args"] = model_args
     path = tmp(name + ".pt")
@@ -731,22 +737,33 @@ def export_refuses_configs_run_refuses():
         expect_export_error([path, "--out", out], needle)
     expect_export_error([pt_checkpoint("args-list", [1, 2]), "--out", out],
                         "model_args is a list, not a dict")
-    for seq_len in ("2000000", "99999999999"):
-        expect_export_error([PT, "--out", out, "--seq-len", seq_len],
-                            f"seq_len is {seq_len}, outside 1..1048576")
     path, cfg, _ = hf_checkpoint("bad-config", "safetensors", "F32", num_key_value_heads=2,
                                  tie_word_embeddings=False)
     cfg_path = os.path.join(path, "config.json")
-    for overrides, needle in [({"num_attention_heads": 0}, "n_heads is 0, outside 1..1048576"),
-                              ({"hidden_size": "8"}, "dim is '8', not an integer"),
-                              ({"rms_norm_eps": 0}, "norm_eps is 0, outside (0, 1)"),
+    # config.json's messages name its keys, not the header's fields
+    for overrides, needle in [({"num_attention_heads": 0},
+                               "num_attention_heads is 0, outside 1..1048576"),
+                              ({"hidden_size": "8"}, "hidden_size is '8', not an integer"),
+                              ({"num_key_value_heads": 3}, "num_attention_heads 4 is not a "
+                               "multiple of num_key_value_heads 3"),
+                              ({"num_attention_heads": 32}, "head_size 1 (hidden_size / "
+                               "num_attention_heads) is odd"),
+                              ({"max_position_embeddings": 0},
+                               "max_position_embeddings is 0, outside 1..1048576"),
+                              ({"rms_norm_eps": 0}, "rms_norm_eps is 0, outside (0, 1)"),
                               # a float32 of 1e12 (run's bound), though below it as a double
                               ({"rope_theta": 999999999999.0},
-                               "rope_theta is 999999999999.0, outside (1, 1e+12)")]:
+                               "rope_theta is 999999999999.0, outside (1, 1e+12)"),
+                              ({"architectures": "LlamaForCausalLM"},
+                               "architectures is 'LlamaForCausalLM', not a list"),
+                              ({"tie_word_embeddings": "false"},
+                               "tie_word_embeddings is 'false', not true or false")]:
         json.dump(dict(cfg, **overrides), open(cfg_path, "w"))
         expect_export_error([path, "--out", out], needle)
-    json.dump([1, 2], open(cfg_path, "w"))
-    expect_export_error([path, "--out", out], "config.json: not a JSON object")
+    for text, needle in [("[1, 2]", "config.json: not a JSON object"),
+                         ("[" * 100000, "config.json: not valid JSON (maximum recursion depth")]:
+        open(cfg_path, "w").write(text)
+        expect_export_error([path, "--out", out], needle)
     os.makedirs(tmp("meta-list"), exist_ok=True)
     json.dump([], open(tmp("meta-list/params.json"), "w"))
     expect_export_error([tmp("meta-list"), "--out", out], "params.json: not a JSON object")
@@ -756,7 +773,7 @@ def export_refuses_configs_run_refuses():
 @test
 def export_refuses_bad_tensors():
     """NaN or infinite weights in every dtype (no numpy warnings: one stderr line), values that
-    are not real float tensors, and malformed safetensors headers."""
+    are not real dense float tensors, and tensors of shapes the loaders cannot take."""
     out = tmp("never.nllm")
     wq = torch.load(PT, map_location="cpu")["model"]["_orig_mod.layers.2.attention.wq.weight"]
     wq = wq.clone()
@@ -771,19 +788,100 @@ def export_refuses_bad_tensors():
                         "final_norm has a NaN or infinite value")
     expect_export_error([pt_checkpoint("str", tensors={"norm.weight": "x"}), "--out", out],
                         "norm.weight is a str, not a tensor")
-    expect_export_error([pt_checkpoint("complex", tensors={"norm.weight": torch.ones(64) * 1j}),
-                         "--out", out],
-                        "tensor norm.weight has dtype torch.complex64, not real floating point")
+    for tensors, needle in [
+            ({"norm.weight": torch.ones(64) * 1j},
+             "tensor norm.weight has dtype torch.complex64, not real floating point"),
+            ({"norm.weight": torch.ones(64).to_sparse()},
+             "tensor norm.weight has layout torch.sparse_coo, not dense"),
+            # the key that is not a string is passed over, not a traceback
+            ({5: torch.ones(1), "layers.0.feed_forward.w1.weight": torch.ones(())},
+             "tensor layers.0.feed_forward.w1.weight has shape (), not a matrix's")]:
+        expect_export_error([pt_checkpoint("odd", tensors=tensors), "--out", out], needle)
+    # q_proj's rows are permuted back per head: first its shape is checked
+    path, cfg, _ = hf_checkpoint("bad-q", "safetensors", "F32", num_key_value_heads=2,
+                                 tie_word_embeddings=False)
+    for shape in ((30, 32), (2, 16, 32)):
+        w = dict(hf_weights(cfg, 0),
+                 **{"model.layers.0.self_attn.q_proj.weight": torch.ones(shape)})
+        write_safetensors(os.path.join(path, "model.safetensors"), w, "F32")
+        expect_export_error([path, "--out", out], f"wq of layer 0 has shape {shape}, expected "
+                            "(32, 32)")
+    assert not os.path.exists(out) and not os.path.exists(out + ".tmp")
+
+
+@test
+def export_refuses_malformed_safetensors():
+    """Each problem of a safetensors header has its own line: the header checked against the
+    spec before any tensor is read, a tensor's bytes against its shape when it is read."""
     path, _, _ = hf_checkpoint("bad-safetensors", "safetensors", "F32", num_key_value_heads=2,
                                tie_word_embeddings=False)
-    weights = os.path.join(path, "model.safetensors")
-    for header, needle in [([1, 2], "safetensors header is not a JSON object"),
-                           ({"model.embed_tokens.weight": {"dtype": "F32", "shape": [-512, 32],
-                                                           "data_offsets": [0, 0]}},
-                            "tensor model.embed_tokens.weight has shape [-512, 32], not sizes")]:
-        h = json.dumps(header).encode()
-        open(weights, "wb").write(struct.pack("<Q", len(h)) + h)
+    out = tmp("never.nllm")
+    name = "model.embed_tokens.weight"
+    entry = {"dtype": "F32", "shape": [2, 4], "data_offsets": [0, 32]}
+    for header, needle in [
+            (b"{", "safetensors header: not valid JSON"),
+            (b"[" * 100000, "safetensors header: not valid JSON (maximum recursion depth"),
+            ([1, 2], "safetensors header: not a JSON object"),
+            ({name: 5}, f"tensor {name}'s entry is 5, not a JSON object"),
+            ({name: [1]}, f"tensor {name}'s entry is [1], not a JSON object"),
+            *[({name: {k: v for k, v in entry.items() if k != key}}, f"tensor {name} has no {key}")
+              for key in entry],
+            ({name: dict(entry, dtype=["F32"])}, f"tensor {name} has dtype ['F32'], not a string"),
+            ({name: dict(entry, dtype="I64")}, f"tensor {name} has unsupported dtype I64"),
+            ({name: dict(entry, shape=[-512, 32])},
+             f"tensor {name} has shape [-512, 32], not sizes >= 0"),
+            ({name: dict(entry, shape="2x4")}, f"tensor {name} has shape '2x4', not sizes >= 0"),
+            ({name: dict(entry, shape=[True])}, f"tensor {name} has shape [True], not sizes >= 0"),
+            *[({name: dict(entry, data_offsets=offsets)},
+               f"tensor {name} has data_offsets {offsets!r}, not [begin, end] with 0 <= begin <= "
+               "end <= 64 (the size of the data)")
+              for offsets in ([0], [0, 32, 64], [-4, 28], [32, 0], [0, 68], ["0", 32], [0, 1.5])],
+            ({name: dict(entry, data_offsets=[0, 28])}, f"tensor {name} has data_offsets "
+             "[0, 28], 28 bytes; its shape [2, 4] of F32 needs 32")]:
+        h = header if isinstance(header, bytes) else json.dumps(header).encode()
+        open(os.path.join(path, "model.safetensors"), "wb").write(
+            struct.pack("<Q", len(h)) + h + bytes(64))
         expect_export_error([path, "--out", out], needle)
+    assert not os.path.exists(out) and not os.path.exists(out + ".tmp")
+
+
+@test
+def export_refuses_bad_shards():
+    """Sharded checkpoints: index files that are not JSON, or whose weight_map is missing, not an
+    object, or names a file that is not there; a tensor in two shards; Meta shards that do not
+    split a tensor evenly."""
+    path, cfg, _ = hf_checkpoint("bad-index", "sharded", "F32", num_key_value_heads=2,
+                                 tie_word_embeddings=False)
+    index = os.path.join(path, "model.safetensors.index.json")
+    good = json.load(open(index))
+    out = tmp("never.nllm")
+    norm = "model.norm.weight"
+    for text, needle in [
+            ("{not json", "model.safetensors.index.json: not valid JSON"),
+            ("[]", "model.safetensors.index.json: not a JSON object"),
+            ("{}", "model.safetensors.index.json: no weight_map"),
+            ('{"weight_map": [1]}', "weight_map is [1], not an object"),
+            *[(json.dumps({"weight_map": dict(good["weight_map"], **{norm: file})}),
+               f"weight_map puts {norm} in {file!r}, not a file in {path}")
+              for file in (5, None, "model-00003-of-00002.safetensors", ".")]]:
+        open(index, "w").write(text)
+        expect_export_error([path, "--out", out], needle)
+    json.dump(good, open(index, "w"))
+    shards = sorted(set(good["weight_map"].values()))
+    w = hf_weights(cfg, 0)
+    second = [k for k, f in good["weight_map"].items() if f == shards[1]]
+    write_safetensors(os.path.join(path, shards[1]), {k: w[k] for k in second + [norm]}, "F32")
+    expect_export_error([path, "--out", out], f"tensor {norm} is in both {path}/{shards[0]} and "
+                        f"{path}/{shards[1]}")
+    meta = tmp("meta-uneven")
+    os.makedirs(meta, exist_ok=True)
+    json.dump({"dim": 32, "n_layers": 1, "n_heads": 4},
+              open(os.path.join(meta, "params.json"), "w"))
+    for i, cols in enumerate((16, 12)):
+        torch.save({"tok_embeddings.weight": torch.ones(512, cols)},
+                   os.path.join(meta, f"consolidated.0{i}.pth"))
+    expect_export_error([meta, "--out", out], "tensor tok_embeddings.weight has shapes (512, 16), "
+                        "(512, 12) in consolidated.00.pth, consolidated.01.pth")
     assert not os.path.exists(out) and not os.path.exists(out + ".tmp")
 
 
@@ -791,9 +889,10 @@ def export_refuses_bad_tensors():
 def export_option_errors():
     """Usage errors are one line and exit 1 like the others; --out's problems name --out."""
     out = tmp("never.nllm")
-    for seq_len in ("0", "-5"):
+    # refused as the option: in Config the message would name the checkpoint's field
+    for seq_len in ("0", "-5", "2000000", "99999999999"):
         expect_export_error([PT, "--out", out, "--seq-len", seq_len],
-                            f"--seq-len must be positive, got {seq_len}")
+                            f"--seq-len must be in 1..1048576, got {seq_len}")
     expect_export_error(["--random", "15M", "--seed", "-1", "--out", out],
                         "--seed must be 0 or more, got -1")
     expect_export_error([PT, "--out", out, "--dtype", "f16"],
