@@ -644,24 +644,48 @@ static void *zeroed(size_t bytes) {
 static int batch_positions(const Config *c, size_t file_bytes) {
     size_t widest = c->dim > c->hidden_dim ? c->dim : c->hidden_dim;
     size_t per_position = sizeof(float) * (4 * (size_t)c->dim + 2 * (size_t)c->hidden_dim) +
-                          sizeof(int16_t) * widest; /* alloc_state's rows */
+                          sizeof(int16_t) * widest; /* alloc_batch's rows */
     size_t batch = file_bytes / 100 / per_position / 64 * 64;
     batch = batch < 64 ? 64 : batch > 256 ? 256 : batch;
     return c->seq_len < (int)batch ? c->seq_len : (int)batch;
 }
 
-static int alloc_state(RunState *s, const Config *c, size_t file_bytes) {
-    size_t head_size = c->dim / c->n_heads;
-    size_t kv_dim = c->n_kv_heads * head_size;
-    size_t cache = (size_t)c->n_layers * c->seq_len * kv_dim;
-    s->batch = batch_positions(c, file_bytes);
-    size_t rows = s->batch;
+/* The buffers that grow with the batch (RunState's x to q, xq and xq_scale) for `batch`
+ * positions, zeroed. Returns -1 when out of memory; what did fit is left for free_batch. */
+static int alloc_batch(RunState *s, const Config *c, int batch) {
+    size_t rows = batch;
+    int widest = c->dim > c->hidden_dim ? c->dim : c->hidden_dim;
+    s->batch = batch;
     s->x = zeroed(rows * c->dim * sizeof(float));
     s->xb = zeroed(rows * c->dim * sizeof(float));
     s->xb2 = zeroed(rows * c->dim * sizeof(float));
     s->hb = zeroed(rows * c->hidden_dim * sizeof(float));
     s->hb2 = zeroed(rows * c->hidden_dim * sizeof(float));
     s->q = zeroed(rows * c->dim * sizeof(float));
+    s->xq_stride = (widest + 63) / 64 * 64;
+    s->xq = zeroed(rows * s->xq_stride * sizeof(int16_t));
+    s->xq_scale = zeroed(rows * sizeof(float));
+    if (!s->x || !s->xb || !s->xb2 || !s->hb || !s->hb2 || !s->q || !s->xq || !s->xq_scale)
+        return -1;
+    return 0;
+}
+
+static void free_batch(RunState *s) {
+    free(s->x);
+    free(s->xb);
+    free(s->xb2);
+    free(s->hb);
+    free(s->hb2);
+    free(s->q);
+    free(s->xq);
+    free(s->xq_scale);
+}
+
+static int alloc_state(RunState *s, const Config *c, size_t file_bytes) {
+    size_t head_size = c->dim / c->n_heads;
+    size_t kv_dim = c->n_kv_heads * head_size;
+    size_t cache = (size_t)c->n_layers * c->seq_len * kv_dim;
+    if (alloc_batch(s, c, batch_positions(c, file_bytes)) != 0) return -1;
     s->att = zeroed((size_t)c->n_heads * 4 * c->seq_len * sizeof(float));
     s->logits = zeroed(c->vocab_size * sizeof(float));
     /* each position is written before it is read; faulted in now, as llama.cpp clears its cache
@@ -672,25 +696,12 @@ static int alloc_state(RunState *s, const Config *c, size_t file_bytes) {
     if (s->key_cache) fault_in((char *)s->key_cache, cache * sizeof(float));
     if (s->value_cache) fault_in((char *)s->value_cache, cache * sizeof(float));
     s->inv_freq = zeroed((head_size / 2) * sizeof(float));
-    int widest = c->dim > c->hidden_dim ? c->dim : c->hidden_dim;
-    s->xq_stride = (widest + 63) / 64 * 64;
-    s->xq = zeroed(rows * s->xq_stride * sizeof(int16_t));
-    s->xq_scale = zeroed(rows * sizeof(float));
-    if (!s->x || !s->xb || !s->xb2 || !s->hb || !s->hb2 || !s->q || !s->att || !s->logits ||
-        !s->key_cache || !s->value_cache || !s->inv_freq || !s->xq || !s->xq_scale)
-        return -1;
+    if (!s->att || !s->logits || !s->key_cache || !s->value_cache || !s->inv_freq) return -1;
     return 0;
 }
 
 static void free_state(RunState *s) {
-    free(s->x);
-    free(s->xq);
-    free(s->xq_scale);
-    free(s->xb);
-    free(s->xb2);
-    free(s->hb);
-    free(s->hb2);
-    free(s->q);
+    free_batch(s);
     free(s->att);
     free(s->logits);
     free(s->key_cache);
@@ -793,6 +804,25 @@ int model_load(Model *m, const char *path, char *err, size_t errlen) {
         return fail(err, errlen, path, "out of memory for the run state and kv cache");
     }
     init_rope(&m->state, &m->config);
+    return 0;
+}
+
+int model_set_batch(Model *m, int batch, char *err, size_t errlen) {
+    if (batch < 1 || batch > m->config.seq_len) {
+        snprintf(err, errlen, "batch %d is not in 1..%d (the model's seq_len)", batch,
+                 m->config.seq_len);
+        return -1;
+    }
+    /* the new buffers first, so that the model keeps its batch when they do not fit */
+    RunState fresh = m->state;
+    if (alloc_batch(&fresh, &m->config, batch) != 0) {
+        free_batch(&fresh);
+        snprintf(err, errlen, "out of memory for the activations of a batch of %d positions",
+                 batch);
+        return -1;
+    }
+    free_batch(&m->state);
+    m->state = fresh;
     return 0;
 }
 

@@ -83,7 +83,8 @@ typedef struct {
 /* Activations of up to `batch` positions run together (one in decode, a batch of the prompt in
  * prefill), row b for position pos0 + b; and the kv cache of all positions so far. */
 typedef struct {
-    int batch;          /* 64 to 256 positions by the model's size, at most seq_len */
+    int batch;          /* model_load's 64 to 256 by the model's size (at most seq_len), or
+                           model_set_batch's */
     float *x;           /* (batch, dim) residual stream */
     float *xb;          /* (batch, dim) normed input of a block; attention output before wo */
     float *xb2;         /* (batch, dim) output of a block before the residual add */
@@ -132,6 +133,15 @@ typedef struct {
  * returns -1, leaves `m` empty and writes a one-line message naming the file and the problem into
  * err[errlen]. */
 int model_load(Model *m, const char *path, char *err, size_t errlen);
+
+/* Sets the positions per prefill batch, m->state.batch (model_load picks 64 to 256 by the
+ * model's size, at most seq_len), to `batch`: the batch's activations (RunState's x to q, xq and
+ * xq_scale: batch * (4 dim + 2 hidden_dim) floats and batch * xq_stride int16 values) are
+ * reallocated for `batch` positions, the new buffers before the old ones are freed. Prefill's
+ * logits are the same bit for bit at any batch; its speed and memory change. Requires a loaded
+ * model. Returns 0 on success; a batch outside 1..seq_len, or out of memory, returns -1, leaves
+ * the model as it was (its old batch) and writes a one-line message into err[errlen]. */
+int model_set_batch(Model *m, int batch, char *err, size_t errlen);
 
 /* Unmaps the checkpoint, frees the packed weights and the run state; safe on an empty or
  * already-freed model. */

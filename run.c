@@ -146,6 +146,7 @@ typedef struct {
     int compare;               /* --compare[=A,B]: compare mode */
     NormFn compare_with[2];
     int serial_prompt; /* --prefill=serial: the prompt one position at a time, not in batches */
+    int batch;         /* --batch: positions per prefill batch; 0: the model's default */
 } Options;
 
 static void usage(FILE *f) {
@@ -172,6 +173,8 @@ static void usage(FILE *f) {
             "  --threads=N       OpenMP threads, >= 1 (default: all cores)\n"
             "  --prefill=MODE    batch: the prompt goes through the model in batches of\n"
             "                    positions (default); serial: one position at a time\n"
+            "  -b, --batch=N     positions per prefill batch, 1..seq_len (default: 64 to 256\n"
+            "                    by the model's size); the batch's activations grow with N\n"
             "  --tokenize TEXT   print the ids of TEXT (BOS first), one per line with its piece\n"
             "  --tokenize-file FILE  print the number of tokens of FILE and the encoding speed\n"
             "  --profile         after generating, print the time per operation class\n"
@@ -301,6 +304,11 @@ static Options parse_args(int argc, char **argv) {
             if (strcmp(mode, "batch") != 0 && strcmp(mode, "serial") != 0)
                 die("unknown --prefill '%s' (expected batch or serial)", mode);
             o.serial_prompt = strcmp(mode, "serial") == 0;
+        } else if (strcmp(flag, "-b") == 0 || strcmp(flag, "--batch") == 0) {
+            long long batch = parse_int(flag, option_value(argc, argv, &i, flag));
+            /* the upper bound, the model's seq_len, is checked once it is loaded */
+            if (batch < 1 || batch > INT_MAX) die("--batch must be in 1..seq_len, got %lld", batch);
+            o.batch = (int)batch;
         } else if (strcmp(flag, "--threads") == 0) {
             long long threads = parse_int(flag, option_value(argc, argv, &i, flag));
             if (threads < 1 || threads > 1024)
@@ -328,6 +336,11 @@ static Options parse_args(int argc, char **argv) {
     if (o.ppl_path && o.prompt) die("--ppl reads its text from FILE; drop the prompt");
     if (o.logits_path && (o.compare || o.ppl_path || o.tokenize_text || o.tokenize_file))
         die("--logits goes with generation, not with --compare, --ppl or --tokenize");
+    if (o.batch && o.serial_prompt)
+        die("--batch sets the size of --prefill=batch's batches; it conflicts with "
+            "--prefill=serial");
+    if (o.batch && (o.compare || o.ppl_path || o.tokenize_text || o.tokenize_file))
+        die("--batch goes with generation's prefill, not with --compare, --ppl or --tokenize");
     return o;
 }
 
@@ -902,6 +915,9 @@ int main(int argc, char **argv) {
     if (model_load(&model, o.model_path, err, sizeof(err)) != 0) die("%s", err);
     const Config *c = &model.config;
     if (o.norm) model.norm = o.norm;
+    if (o.batch > c->seq_len)
+        die("--batch must be in 1..%d (the model's seq_len), got %d", c->seq_len, o.batch);
+    if (o.batch && model_set_batch(&model, o.batch, err, sizeof(err)) != 0) die("%s", err);
     if (c->norm_bias && model.norm != layernorm) /* the RMSNorms have no shift */
         fprintf(stderr, "run: the model was trained with %s; %s ignores its norm biases\n",
                 norm_name(c->trained_norm), norm_name(model.norm));

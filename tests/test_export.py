@@ -397,21 +397,26 @@ def q8_0_greedy_story_agrees_with_f32_for_100_tokens():
 
 
 @test
-def batched_prefill_gives_the_serial_logits_bit_for_bit_in_every_dtype():
-    """Prompts of 145 to 152 tokens: prefill batches of 64, 64 and 16 to 23 positions, whose last
-    batch leaves every remainder (1 to 7) to the tiles of 4, 2 and 1 inputs after whole tiles of
-    8 (AVX-512 f32 and bf16), 6 (AVX2 f32 and bf16) or 4 (q8_0) inputs."""
-    text = " ".join(["Once upon a time, there was a little girl named Lily."] * 11)
+def batched_prefill_gives_the_serial_logits_bit_for_bit_in_every_dtype_and_batch():
+    """Prompts of 297 to 304 tokens (296 to 303 prefilled positions) in batches of the default
+    (64 here), 1, 7, 100, 128 and 256 positions: whole batches of 7 = 6 + 1, 100 = 16 * 6 + 4,
+    128 = 21 * 6 + 2 and 256 = 42 * 6 + 4 inputs (AVX2's f32 and bf16 tiles of 6; AVX-512's are
+    8, q8_0's 4), and last batches of 40 to 47 positions (64, 128, 256), 96 to 100 and 1 to 3
+    (100), 1 to 7 (7), which leave every remainder (1 to 7) to the tiles of 4, 2 and 1 inputs."""
+    text = " ".join(["Once upon a time, there was a little girl named Lily."] * 21)
     prompts = {}  # the first prefix of text with each number of tokens, BOS included
     for end in range(len(text)):
         prompts.setdefault(1 + len(SP.encode(text[:end])), text[:end])
+    batches = [("--prefill=batch",), ("--batch=1",), ("--batch=7",), ("-b", "100"),
+               ("--batch=128",), ("--batch=256",)]
     for dtype, group_size in [("f32", 32), ("bf16", 32), ("q8_0", 32), ("q8_0", 64)]:
         model = stories_nllm(dtype, group_size)
-        for n in range(145, 153):
-            ids, batch, _ = run_logits(model, prompts[n], extra=("--prefill=batch",))
-            _, serial, _ = run_logits(model, prompts[n], extra=("--prefill=serial",))
-            assert len(ids) == n and batch.shape[0] == n, (n, len(ids), batch.shape)
-            assert batch.tobytes() == serial.tobytes(), (dtype, group_size, n)
+        for n in range(297, 305):
+            ids, serial, _ = run_logits(model, prompts[n], extra=("--prefill=serial",))
+            assert len(ids) == n and serial.shape[0] == n, (n, len(ids), serial.shape)
+            for batch in batches:
+                _, batched, _ = run_logits(model, prompts[n], extra=batch)
+                assert batched.tobytes() == serial.tobytes(), (dtype, group_size, n, batch)
 
 
 @test

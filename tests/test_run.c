@@ -40,6 +40,23 @@ Test(run, seeded_topp_sample_matches_llama2c) {
     free(expected);
 }
 
+Test(run, batch_at_either_end_of_its_range_gives_the_greedy_text) {
+    /* the 4 prefilled positions of the prompt in batches of 1 (as decode runs them), and in one
+     * batch of a seq_len-sized (512) buffer */
+    char *expected = read_file("tests/fixtures/stories260K_greedy_once_upon_a_time.txt", NULL);
+    cr_assert_not_null(expected);
+    const char *batches[][2] = {{"-b", "1"}, {"--batch=1", NULL}, {"--batch", "512"}};
+    for (size_t k = 0; k < sizeof(batches) / sizeof(batches[0]); k++) {
+        /* batches[k][1] ends the arguments when it is NULL */
+        RunResult r = run_program((const char *[]){
+            MODEL, "-t", "0", "-n", "256", "Once upon a time", batches[k][0], batches[k][1], NULL});
+        cr_assert_eq(r.exit_code, 0, "%s: %s", batches[k][0], r.err);
+        cr_assert_str_eq(r.out, expected, "%s %s", batches[k][0], batches[k][1]);
+        result_free(&r);
+    }
+    free(expected);
+}
+
 Test(run, positional_prompt_equals_dash_i) {
     RunResult a =
         run_program((const char *[]){MODEL, "Once upon a time", "-t", "0", "-n", "40", NULL});
@@ -341,6 +358,32 @@ Test(bad_input, options) {
     expect_error((const char *[]){MODEL, "-t=-1", NULL}, "-t (temperature) must be >= 0");
     expect_error((const char *[]){MODEL, "--compare", "--logits", "/tmp/x", NULL},
                  "--logits goes with generation");
+}
+
+Test(bad_input, batch_values) {
+    const struct {
+        const char *args[4]; /* after MODEL, up to the first NULL */
+        const char *needle;
+    } cases[] = {
+        {{"--batch=0"}, "run: --batch must be in 1..seq_len, got 0"},
+        {{"-b", "-3"}, "run: --batch must be in 1..seq_len, got -3"},
+        {{"--batch=4294967297"}, "run: --batch must be in 1..seq_len, got 4294967297"},
+        {{"--batch=513"}, "run: --batch must be in 1..512 (the model's seq_len), got 513"},
+        {{"--batch=12x"}, "run: --batch needs an integer, got '12x'"},
+        {{"-b", "seven"}, "run: -b needs an integer, got 'seven'"},
+        {{"--batch="}, "run: --batch needs an integer, got ''"},
+        {{"-b"}, "run: -b needs a value"},
+        {{"--batch=8", "--prefill=serial"}, "it conflicts with --prefill=serial"},
+        {{"--prefill=serial", "-b", "8"}, "it conflicts with --prefill=serial"},
+        {{"--batch=8", "--ppl", "data/stories.txt"}, "--batch goes with generation's prefill"},
+        {{"--batch=8", "--compare"}, "--batch goes with generation's prefill"},
+        {{"--batch=8", "--tokenize", "Hi"}, "--batch goes with generation's prefill"},
+    };
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        const char *args[6] = {MODEL};
+        memcpy(args + 1, cases[k].args, sizeof(cases[k].args));
+        expect_error(args, cases[k].needle);
+    }
 }
 
 Test(bad_input, prompt_longer_than_seq_len) {
