@@ -30,6 +30,11 @@
 #define Q8_HEADER_OFF 64 /* normllama: uint32 group_size of q8_0 weights, 0 for other dtypes */
 static const char *const dtype_names[] = {"f32", "bf16", "q8_0"};
 
+/* The q8_0 group sizes the kernels are built for (tile). */
+static int q8_group_size_ok(uint64_t group_size) {
+    return group_size == 32 || group_size == 64;
+}
+
 /* Trained-norm codes of the normllama header, in norm.c's naming. */
 static const char *const norm_codes[] = {"rmsnorm", "layernorm"};
 
@@ -87,9 +92,10 @@ static int check_config(const Config *c, char *err, size_t errlen) {
 typedef enum {
     TENSOR_F32,
     TENSOR_BF16,
-    TENSOR_I8,      /* q8_0 values; their scales follow as a TENSOR_F32 */
-    TENSOR_Q8_AK42, /* llama2.c version 2: int8 and scales, dequantized at load */
-    TENSOR_SKIP,    /* float32 data run does not use */
+    TENSOR_I8,       /* q8_0 values; their scales follow as a TENSOR_F32 */
+    TENSOR_AK42_Q8,  /* llama2.c version 2, groups within rows: copied at load as q8_0 */
+    TENSOR_AK42_F32, /* llama2.c version 2, groups across rows: dequantized at load */
+    TENSOR_SKIP,     /* float32 data run does not use */
 } TensorKind;
 typedef struct {
     const char *name;
@@ -97,18 +103,19 @@ typedef struct {
     const void **mat;  /* where a matrix's values pointer goes, or NULL */
     uint64_t numel;
     TensorKind kind;
-    /* TENSOR_Q8_AK42: stored as `parts` equal pieces (one per layer), each its int8 values
-     * followed by one fp32 scale per group_size values of that piece */
+    /* TENSOR_AK42_*: stored as `parts` equal pieces (one per layer), each its int8 values
+     * followed by one fp32 scale per group_size values of that piece (the scales not
+     * float-aligned in general) */
     uint64_t parts;
 } TensorSpec;
 
-/* A matrix as the file stores it, row-major, until model_load packs it into `matrix`. */
+/* A matrix row-major, in the map or copied (version 2), until model_load packs it into `matrix`. */
 typedef struct {
     Matrix *matrix;
     const void *values;  /* (layers * rows, cols): float, uint16_t (bf16) or int8_t (q8_0) */
     const float *scales; /* q8_0: (layers * rows, ceil(cols / group_size)); else NULL */
     int layers;
-    int in_map; /* 1: values and scales point into the file map; 0: into dequantized copies */
+    int in_map; /* 1: values and scales point into the file map; 0: into copies (version 2) */
 } Source;
 
 typedef struct {
@@ -118,7 +125,7 @@ typedef struct {
     int n_sources;
     uint64_t start;      /* file offset of the first tensor */
     uint64_t align;      /* every tensor starts at a multiple of this (1: packed) */
-    uint64_t group_size; /* TENSOR_Q8_AK42 only */
+    uint64_t group_size; /* TENSOR_AK42_* only */
 } Layout;
 
 static void add_vector(Layout *l, const char *name, const float **dst, uint64_t numel) {
@@ -130,19 +137,22 @@ static void skip(Layout *l, const char *name, uint64_t numel) {
 }
 
 /* A stacked matrix (layers, rows, cols) stored as `kind`; q8_0 (TENSOR_I8) values are followed
- * by their scales tensor (layers * rows, ceil(cols / group_size)). Sets m's shape and dtype (f32
- * for llama2.c's int8, dequantized at load) and adds it to the sources to pack. */
+ * by their scales tensor (layers * rows, ceil(cols / group_size)). Sets m's shape and dtype (q8_0
+ * for TENSOR_AK42_Q8 too, f32 for TENSOR_AK42_F32) and adds it to the sources to pack. */
 static void add_matrix(Layout *l, const char *name, Matrix *m, uint64_t layers, int rows, int cols,
                        TensorKind kind, int group_size) {
-    m->dtype = kind == TENSOR_BF16 ? DTYPE_BF16 : kind == TENSOR_I8 ? DTYPE_Q8_0 : DTYPE_F32;
+    int q8 = kind == TENSOR_I8 || kind == TENSOR_AK42_Q8;
+    int ak42 = kind == TENSOR_AK42_Q8 || kind == TENSOR_AK42_F32;
+    m->dtype = kind == TENSOR_BF16 ? DTYPE_BF16 : q8 ? DTYPE_Q8_0 : DTYPE_F32;
     m->rows = rows;
     m->cols = cols;
-    m->group_size = kind == TENSOR_I8 ? group_size : 0;
+    m->group_size = q8 ? group_size : 0;
     Source *src = &l->sources[l->n_sources++];
-    *src = (Source){m, NULL, NULL, (int)layers, kind != TENSOR_Q8_AK42};
+    *src = (Source){m, NULL, NULL, (int)layers, !ak42};
     uint64_t stacked_rows = layers * (uint64_t)rows;
+    const float **scales = kind == TENSOR_AK42_Q8 ? &src->scales : NULL; /* set by its copy */
     l->tensors[l->n++] =
-        (TensorSpec){name, NULL, &src->values, stacked_rows * (uint64_t)cols, kind, layers};
+        (TensorSpec){name, scales, &src->values, stacked_rows * (uint64_t)cols, kind, layers};
     if (kind == TENSOR_I8) {
         uint64_t n_groups = ((uint64_t)cols + group_size - 1) / group_size;
         l->tensors[l->n++] =
@@ -160,7 +170,8 @@ static uint64_t tensor_bytes(const TensorSpec *t, uint64_t group_size) {
         return t->numel * sizeof(uint16_t);
     case TENSOR_I8:
         return t->numel;
-    case TENSOR_Q8_AK42:
+    case TENSOR_AK42_Q8:
+    case TENSOR_AK42_F32:
         return t->numel + t->numel / group_size * sizeof(float);
     default:
         return t->numel * sizeof(float);
@@ -176,19 +187,47 @@ static uint64_t layout_end(const Layout *l) {
     return off <= (1ull << 62) ? off : UINT64_MAX;
 }
 
-/* Number of floats the TENSOR_Q8_AK42 tensors dequantize to. */
-static uint64_t layout_q8_numel(const Layout *l) {
+/* Bytes a tensor takes in memory of its own once layout_place has converted it: llama2.c version
+ * 2's as q8_0 as many as in the file (values, then scales), dequantized 4 per value; 0 for the
+ * tensors read in place from the map. A multiple of 4 (q8_0's numel is one of 32 or 64), so that
+ * the floats of each copy after another stay aligned. */
+static uint64_t owned_bytes(const TensorSpec *t, uint64_t group_size) {
+    if (t->kind == TENSOR_AK42_Q8) return tensor_bytes(t, group_size);
+    return t->kind == TENSOR_AK42_F32 ? t->numel * sizeof(float) : 0;
+}
+
+static uint64_t layout_owned_bytes(const Layout *l) {
     uint64_t n = 0;
-    for (int i = 0; i < l->n; i++)
-        if (l->tensors[i].kind == TENSOR_Q8_AK42) n += l->tensors[i].numel;
+    for (int i = 0; i < l->n; i++) n += owned_bytes(&l->tensors[i], l->group_size);
     return n;
 }
 
-/* llama2.c version 2: each piece's int8 values, then one scale per group_size of them, into
- * `owned`. */
+/* Bytes of a llama2.c version 2 piece of n values: the int8 values, then their scales. */
+static uint64_t ak42_piece_bytes(uint64_t n, uint64_t group_size) {
+    return n + n / group_size * sizeof(float);
+}
+
+/* A TENSOR_AK42_Q8's pieces into `owned` in q8_0's layout (Source): every layer's int8 values,
+ * then every layer's scales, now float-aligned (numel is a multiple of the group size, 32 or 64).
+ * Its groups lie within rows, so a piece's scales in order are its rows' groups in order, (rows,
+ * cols / group_size) as q8_0's. Points the matrix's values and scales there. */
+static void copy_ak42_q8(const TensorSpec *t, const char *piece, uint64_t gs, char *owned) {
+    uint64_t n = t->numel / t->parts, n_scales = n / gs;
+    float *scales = (float *)(owned + t->numel);
+    for (uint64_t p = 0; p < t->parts; p++, piece += ak42_piece_bytes(n, gs)) {
+        memcpy(owned + p * n, piece, n);
+        memcpy(scales + p * n_scales, piece + n, n_scales * sizeof(float));
+    }
+    *t->mat = owned;
+    *t->vec = scales;
+}
+
+/* A TENSOR_AK42_F32's pieces dequantized into `owned`: value j of a piece times the scale of
+ * its group j / group_size. Points the matrix's values there. */
 static void dequantize_ak42(const TensorSpec *t, const char *piece, uint64_t gs, float *owned) {
     uint64_t n = t->numel / t->parts;
-    for (uint64_t p = 0; p < t->parts; p++, piece += n + n / gs * sizeof(float)) {
+    *t->mat = owned;
+    for (uint64_t p = 0; p < t->parts; p++, piece += ak42_piece_bytes(n, gs)) {
         const int8_t *q = (const int8_t *)piece;
         const char *scales = piece + n; /* not float-aligned in general */
         for (uint64_t g = 0; g < n / gs; g++) {
@@ -200,22 +239,46 @@ static void dequantize_ak42(const TensorSpec *t, const char *piece, uint64_t gs,
     }
 }
 
-/* Sets every tensor's pointer: into the map, or into `owned` (dequantized) for llama2.c's int8.
- * Only called once layout_end has matched the file size, so every read is inside the map. */
-static void layout_place(const Layout *l, const char *map, float *owned) {
+/* How far the pages of a tensor in the file map have been given back. */
+typedef struct {
+    const char *released; /* pages before this are given back */
+    int in_map;
+} Release;
+
+/* Gives the whole pages of the map before `consumed` (everything read of this tensor so far)
+ * back to the OS: the page cache still holds them, but they leave this process's resident memory,
+ * which would otherwise peak at the weights twice. */
+static void release_pages(Release *r, const void *consumed) {
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t from = ((uintptr_t)r->released + page - 1) / page * page;
+    uintptr_t to = (uintptr_t)consumed / page * page;
+    if (!r->in_map || to <= from) return;
+    madvise((void *)from, to - from, MADV_DONTNEED);
+    r->released = (const char *)to;
+}
+
+/* Sets every tensor's pointer: into the map, or for llama2.c version 2's int8 into `owned`
+ * (owned_bytes each), converted there. Only called once layout_end has matched the file size, so
+ * every read is inside the map. */
+static void layout_place(const Layout *l, const char *map, char *owned) {
     uint64_t off = l->start;
     for (int i = 0; i < l->n; i++) {
         const TensorSpec *t = &l->tensors[i];
         off = align_up(off, l->align);
-        const void *data = map + off;
-        if (t->kind == TENSOR_Q8_AK42) {
-            dequantize_ak42(t, map + off, l->group_size, owned);
-            data = owned;
-            owned += t->numel;
+        const char *data = map + off;
+        uint64_t bytes = tensor_bytes(t, l->group_size);
+        if (t->kind == TENSOR_AK42_Q8 || t->kind == TENSOR_AK42_F32) {
+            if (t->kind == TENSOR_AK42_Q8)
+                copy_ak42_q8(t, data, l->group_size, owned);
+            else
+                dequantize_ak42(t, data, l->group_size, (float *)owned);
+            release_pages(&(Release){data, 1}, data + bytes); /* packing reads the copy */
+            owned += owned_bytes(t, l->group_size);
+        } else {
+            if (t->vec) *t->vec = (const float *)data;
+            if (t->mat) *t->mat = data;
         }
-        if (t->vec) *t->vec = data;
-        if (t->mat) *t->mat = data;
-        off += tensor_bytes(t, l->group_size);
+        off += bytes;
     }
 }
 
@@ -241,25 +304,38 @@ static void legacy_layout(Layout *l, Weights *w, const Config *c) {
     if (!c->shared_classifier) add_matrix(l, "wcls", &w->wcls, 1, c->vocab_size, dim, k, 0);
 }
 
+/* How a llama2.c version 2 matrix of `cols` columns is loaded: as q8_0 when its rows hold whole
+ * groups of the flattened tensor and the q8_0 kernels take the group size, the file's groups then
+ * being exactly q8_0's row groups; otherwise groups straddle rows (stories260K's w2: rows of 172,
+ * groups of 64), which q8_0 cannot express, and it is dequantized to f32. */
+static TensorKind ak42_kind(int cols, uint64_t group_size) {
+    return q8_group_size_ok(group_size) && cols % group_size == 0 ? TENSOR_AK42_Q8
+                                                                  : TENSOR_AK42_F32;
+}
+
 /* llama2.c version 1 (fp32) and 2 (int8 groups, norms kept fp32): norms first, then embedding,
- * attention and feed-forward matrices, classifier when not shared. */
+ * attention and feed-forward matrices, classifier when not shared. A version 2 matrix's dtype
+ * depends on its cols alone, so the matrices matmul_batch multiplies together (wq, wk, wv; w1,
+ * w3: all dim columns) share one, as do the embedding and the classifier. */
 static void ak42_layout(Layout *l, Weights *w, const Config *c, int version, uint64_t group_size) {
-    TensorKind k = version == 2 ? TENSOR_Q8_AK42 : TENSOR_F32;
     int dim = c->dim, hidden = c->hidden_dim, kv_dim = c->n_kv_heads * (dim / c->n_heads);
+    TensorKind k = version == 2 ? ak42_kind(dim, group_size) : TENSOR_F32; /* cols = dim */
+    TensorKind k_w2 = version == 2 ? ak42_kind(hidden, group_size) : TENSOR_F32;
+    int gs = (int)group_size;
     uint64_t layers = c->n_layers;
     *l = (Layout){.start = FIXED_HEADER, .align = 1, .group_size = group_size};
     add_vector(l, "attn_norm", &w->attn_norm, layers * dim);
     add_vector(l, "ffn_norm", &w->ffn_norm, layers * dim);
     add_vector(l, "final_norm", &w->final_norm, dim);
-    add_matrix(l, "token_embedding", &w->token_embedding, 1, c->vocab_size, dim, k, 0);
-    add_matrix(l, "wq", &w->wq, layers, dim, dim, k, 0);
-    add_matrix(l, "wk", &w->wk, layers, kv_dim, dim, k, 0);
-    add_matrix(l, "wv", &w->wv, layers, kv_dim, dim, k, 0);
-    add_matrix(l, "wo", &w->wo, layers, dim, dim, k, 0);
-    add_matrix(l, "w1", &w->w1, layers, hidden, dim, k, 0);
-    add_matrix(l, "w2", &w->w2, layers, dim, hidden, k, 0);
-    add_matrix(l, "w3", &w->w3, layers, hidden, dim, k, 0);
-    if (!c->shared_classifier) add_matrix(l, "wcls", &w->wcls, 1, c->vocab_size, dim, k, 0);
+    add_matrix(l, "token_embedding", &w->token_embedding, 1, c->vocab_size, dim, k, gs);
+    add_matrix(l, "wq", &w->wq, layers, dim, dim, k, gs);
+    add_matrix(l, "wk", &w->wk, layers, kv_dim, dim, k, gs);
+    add_matrix(l, "wv", &w->wv, layers, kv_dim, dim, k, gs);
+    add_matrix(l, "wo", &w->wo, layers, dim, dim, k, gs);
+    add_matrix(l, "w1", &w->w1, layers, hidden, dim, k, gs);
+    add_matrix(l, "w2", &w->w2, layers, dim, hidden, k_w2, gs);
+    add_matrix(l, "w3", &w->w3, layers, hidden, dim, k, gs);
+    if (!c->shared_classifier) add_matrix(l, "wcls", &w->wcls, 1, c->vocab_size, dim, k, gs);
 }
 
 /* normllama: legacy order without the RoPE tables, each norm followed by its bias when the file
@@ -371,14 +447,15 @@ static int read_ak42(Model *m, const char *map, Layout *l, char *err, size_t err
     ak42_layout(l, &m->weights, c, version, (uint64_t)group_size);
     for (int i = 0; i < l->n; i++) {
         const TensorSpec *t = &l->tensors[i];
-        if (t->kind == TENSOR_Q8_AK42 && t->numel / t->parts % group_size != 0) {
+        int ak42 = t->kind == TENSOR_AK42_Q8 || t->kind == TENSOR_AK42_F32;
+        if (ak42 && t->numel / t->parts % group_size != 0) {
             snprintf(err, errlen, "%s has %llu values%s, not a multiple of group_size %d", t->name,
                      (unsigned long long)(t->numel / t->parts), t->parts > 1 ? " per layer" : "",
                      group_size);
             return -1;
         }
     }
-    m->format = version == 1 ? "llama2.c version 1" : "llama2.c version 2 (int8, dequantized)";
+    m->format = version == 1 ? "llama2.c version 1" : "llama2.c version 2 (int8)";
     return 0;
 }
 
@@ -410,7 +487,7 @@ static int read_normllama(Model *m, const char *map, Layout *l, char *err, size_
         return -1;
     }
     uint32_t group_size = read_u32(map + Q8_HEADER_OFF);
-    if (dtype == DTYPE_Q8_0 && group_size != 32 && group_size != 64) {
+    if (dtype == DTYPE_Q8_0 && !q8_group_size_ok(group_size)) {
         snprintf(err, errlen, "q8_0 group_size is %u, not 32 or 64", group_size);
         return -1;
     }
@@ -511,24 +588,6 @@ static void fault_in(char *p, size_t bytes) {
 #pragma omp parallel for schedule(static, 1)
     for (size_t off = 0; off < whole; off += HUGE_PAGE) p[off] = 0;
     for (size_t off = whole; off < bytes; off += page) p[off] = 0;
-}
-
-/* How far packing has given back a source tensor's pages of the file map. */
-typedef struct {
-    const char *released; /* pages before this are given back */
-    int in_map;
-} Release;
-
-/* Gives the whole pages of the map before `consumed` (everything packing has read of this
- * tensor) back to the OS: the page cache still holds them, but they leave this process's
- * resident memory, which would otherwise peak at the weights twice. */
-static void release_pages(Release *r, const void *consumed) {
-    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    uintptr_t from = ((uintptr_t)r->released + page - 1) / page * page;
-    uintptr_t to = (uintptr_t)consumed / page * page;
-    if (!r->in_map || to <= from) return;
-    madvise((void *)from, to - from, MADV_DONTNEED);
-    r->released = (const char *)to;
 }
 
 /* A panel of the stack: rows first .. first + n_rows - 1 of the row-major source, f32 or bf16
@@ -746,11 +805,11 @@ static int load_weights(Model *m, const char *map, size_t size, char *what, size
                  (unsigned long long)expected);
         return -1;
     }
-    uint64_t q8 = layout_q8_numel(&l);
-    float *owned = NULL;
-    if (q8 > 0 && !(owned = malloc(q8 * sizeof(float)))) {
-        snprintf(what, whatlen, "out of memory for %llu dequantized weights",
-                 (unsigned long long)q8);
+    uint64_t owned_size = layout_owned_bytes(&l);
+    char *owned = NULL;
+    if (owned_size > 0 && !(owned = malloc(owned_size))) {
+        snprintf(what, whatlen, "out of memory for %llu bytes of converted weights",
+                 (unsigned long long)owned_size);
         return -1;
     }
     layout_place(&l, map, owned);

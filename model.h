@@ -6,9 +6,9 @@
  *   - llama2.c "version 2" (magic "ak42", version 2): int8 with one fp32 scale per group;
  *   - llama2.c's legacy layout (no magic: the file starts with dim).
  * docs/FORMAT.md lists the header and tensor order of each. Norm weights and biases are fp32,
- * read in place from the memory map; the matrices are f32, bf16 or q8_0 (normllama files), copied
- * at load into the panel layout of Matrix. A matrix (d, n) maps an n-vector to a d-vector:
- * out[i] = sum_j w(i, j) * x[j].
+ * read in place from the memory map; the matrices are f32, bf16 or q8_0 (normllama files; a version
+ * 2 file's int8 as q8_0, see model_load), copied at load into the panel layout of Matrix. A matrix
+ * (d, n) maps an n-vector to a d-vector: out[i] = sum_j w(i, j) * x[j].
  */
 #ifndef MODEL_H
 #define MODEL_H
@@ -119,11 +119,14 @@ typedef struct {
  * this file), checks its header against itself and the whole tensor layout against the file size
  * before reading any tensor, then points the norms into the map and copies every matrix into
  * panels (Matrix) in one allocation, asked to be backed by 2 MiB pages (the kernels' loads then
- * miss the TLB far less than through the map's 4 KiB pages); llama2.c version 2 matrices are
- * first dequantized (w[i] = q[i] * scale[i / group_size] over each flattened tensor, as llama2.c's
- * export.py quantized them) and packed as f32. The map's pages are given back as they are copied,
- * so that peak memory holds the weights once (not for version 2 files, whose dequantized copy
- * and packed copy meet: twice the f32 weights). Allocates the run state (64-byte aligned; the kv
+ * miss the TLB far less than through the map's 4 KiB pages). llama2.c version 2 matrices (w[i] =
+ * q[i] * scale[i / group_size] over each layer's flattened tensor, as llama2.c's export.py
+ * quantized them) are first copied out of the file's per-layer pieces: as q8_0 with the file's
+ * group size when their rows hold whole groups and that size is 32 or 64 (the same values and
+ * scales, the q8_0 kernels), otherwise dequantized to f32 (groups straddling rows, which q8_0
+ * cannot express: stories260K's w2). The map's pages are given back as they are copied, so that
+ * peak memory holds the weights once (version 2 files: twice, the copy and the panels; the f32
+ * ones at 4 bytes a weight). Allocates the run state (64-byte aligned; the kv
  * cache in 2 MiB pages, all resident from the start: memory grows with the header's seq_len) and
  * sets m->norm to the trained norm. Returns 0 on success. On failure (missing, unreadable, empty or
  * truncated file; unknown version or weight dtype; q8_0 group_size other than 32 or 64, a

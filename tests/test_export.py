@@ -622,6 +622,61 @@ def hf_reference_tells_the_rope_conventions_apart():
     assert np.abs(wrong - logits).max() > 1e-2
 
 
+# ----------------------------------------------------------------------------
+# llama2.c version 2 (int8) files written here from our q8_0 files
+
+
+def q8_0_as_llama2c_v2(src, out):
+    """Rewrites our q8_0 file `src` as llama2.c's version 2 (llama2.c export.py's version2_export,
+    read by its runq.c) with the same int8 values and scales: a 256-byte header (magic, version
+    2, the 7 sizes, uint8 shared_classifier, int32 group_size at 37), the f32 norms (attn, ffn,
+    final), then each matrix per layer (the embedding and wcls whole) as its int8 values followed
+    by its f32 scales, one per group_size values of the flattened piece. Those are q8_0's row
+    groups only when every row holds whole groups, which it asserts."""
+    raw = {}
+    h, t = read_nllm(src, raw)
+    gs, layers = h["group_size"], h["n_layers"]
+    assert h["dtype"] == 2 and h["norm"] == 0 and not h["norm_bias"]  # all version 2 can say
+    assert h["rope_theta"] == 10000 and np.float32(h["norm_eps"]) == np.float32(1e-5)
+    sizes = [h[k] for k in ("dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads",
+                            "vocab_size", "seq_len")]
+    header = struct.pack("<Ii7iBi", 0x616B3432, 2, *sizes, h["shared"], gs)
+    blobs = [header + bytes(256 - len(header))]
+    blobs += [t[name].astype("<f4").tobytes() for name in ("attn_norm", "ffn_norm", "final_norm")]
+    names = ["token_embedding", "wq", "wk", "wv", "wo", "w1", "w2", "w3"]
+    for name in names + ([] if h["shared"] else ["wcls"]):
+        q, scales = raw[name]  # (stacked rows, cols) and (stacked rows, cols / gs)
+        assert q.shape[1] % gs == 0, (name, q.shape, gs)
+        pieces = 1 if name in ("token_embedding", "wcls") else layers
+        for q_piece, s_piece in zip(np.split(q, pieces), np.split(scales, pieces)):
+            blobs += [q_piece.tobytes(), s_piece.astype("<f4").tobytes()]
+    open(out, "wb").write(b"".join(blobs))
+
+
+@test
+def llama2c_v2_with_whole_groups_per_row_runs_as_q8_0_bit_for_bit():
+    """Every matrix's rows hold whole groups (dim 64, hidden_dim 128; groups of 32 and 64; tied
+    and separate classifier; GQA): run loads the version 2 file's int8 values and scales as q8_0
+    and multiplies them with the q8_0 kernels, so its logits equal the q8_0 file's bit for bit
+    over a prompt (prefill) and generated positions (decode). Dequantized to f32, as run did
+    before, they differ (by 2e-3 here)."""
+    for gs, tied in ((32, True), (64, False)):
+        name = f"v2-{gs}-{'tied' if tied else 'separate'}"
+        path, _, _ = hf_checkpoint(name, "safetensors", seed=gs, hidden_size=64,
+                                   intermediate_size=128, num_key_value_heads=2,
+                                   tie_word_embeddings=tied, rms_norm_eps=1e-5, rope_theta=10000.0)
+        q8 = tmp(name + ".nllm")
+        code, _, err = export_cli(path, "--out", q8, "--dtype", "q8_0", "--group-size", str(gs))
+        assert code == 0, err
+        v2 = tmp(name + ".bin")
+        q8_0_as_llama2c_v2(q8, v2)
+        ids, want, _ = run_logits(q8, PROMPT, steps=48)
+        _, got, _ = run_logits(v2, PROMPT, steps=48)
+        assert want.shape == (48, 512) and len(ids) < 48, (want.shape, len(ids))
+        diff = np.abs(got - want).max()
+        assert got.tobytes() == want.tobytes(), (name, diff)
+
+
 @test
 def layernorm_trained_model_uses_biases_by_default():
     """A file written by export.write_model with trained norm layernorm and biases: run's default

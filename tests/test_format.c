@@ -336,7 +336,7 @@ Test(llama2c_versions, corrupt_headers) {
                       "token_embedding has 32768 values, not a multiple of "
                       "group_size 48");
     put_u32(b.data + 37, 64);
-    expect_load_error(&b, n - 1, "llama2.c version 2 (int8, dequantized) header");
+    expect_load_error(&b, n - 1, "llama2.c version 2 (int8) header");
     expect_load_error(&b, 200, "shorter than its 256-byte header");
     free(v2);
 }
