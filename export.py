@@ -56,22 +56,29 @@ class ExportError(Exception):
 # Our file: config, tensor order, writer
 
 
+def shown(value):
+    """value for a message: Python refuses to print an integer of more than 4300 digits."""
+    if isinstance(value, numbers.Integral) and int(value).bit_length() > 128:
+        return f"a {int(value).bit_length()}-bit integer"
+    return repr(value)
+
+
 def size_field(name, value):
     """A size of the header as run accepts it: an integer in 1..MAX_SIZE."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ExportError(f"{name} is {value!r}, not an integer")
+        raise ExportError(f"{name} is {shown(value)}, not an integer")
     if not 1 <= value <= MAX_SIZE:
-        raise ExportError(f"{name} is {value}, outside 1..{MAX_SIZE}")
+        raise ExportError(f"{name} is {shown(value)}, outside 1..{MAX_SIZE}")
     return int(value)
 
 
 def float_field(name, value, low, high):
     """A float32 of the header, strictly between low and high as run requires (NaN fails)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ExportError(f"{name} is {value!r}, not a number")
+        raise ExportError(f"{name} is {shown(value)}, not a number")
     # run compares the stored float32: rounding can put a value just inside a bound onto it
     if not (low < value < high and np.float32(low) < np.float32(value) < np.float32(high)):
-        raise ExportError(f"{name} is {value}, outside ({low:g}, {high:g})")
+        raise ExportError(f"{name} is {shown(value)}, outside ({low:g}, {high:g})")
     return float(np.float32(value))
 
 
@@ -180,7 +187,13 @@ def write_model(path, c, get, dtype="f32", group_size=32, progress=True):
 
     order = tensor_order(c)
     total = sum(c.n_layers if per_layer else 1 for _, per_layer, _ in order)
-    tmp = path + ".tmp"  # renamed into place when complete: no half-written model at `path`
+    # written to path.tmp and renamed into place when complete: no half-written model at path.
+    # A symlink is followed (the rename would replace the link); a device or a directory refused
+    # (the rename would replace a device node with a regular file).
+    target = os.path.realpath(path)
+    if os.path.exists(target) and not os.path.isfile(target):
+        raise ExportError(f"--out {path} is not a regular file")
+    tmp = target + ".tmp"
     try:
         with open_output(tmp, path) as f, tqdm(total=total, desc="export", unit="tensor",
                                                 disable=None if progress else True) as bar:
@@ -210,7 +223,7 @@ def write_model(path, c, get, dtype="f32", group_size=32, progress=True):
                     f.write(bytes(-f.tell() % ALIGN))
                     for s in scales:
                         f.write(s.tobytes())
-        os.replace(tmp, path)
+        os.replace(tmp, target)
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
@@ -343,6 +356,8 @@ def to_numpy(t, where, name):
         raise ExportError(f"{where}: tensor {name} has dtype {t.dtype}, not real floating point")
     if t.layout != torch.strided:  # numpy() takes dense tensors only
         raise ExportError(f"{where}: tensor {name} has layout {t.layout}, not dense")
+    if t.is_meta:  # a shape without data
+        raise ExportError(f"{where}: tensor {name} is on the meta device: it holds no values")
     return t.detach().to(torch.float32).numpy()
 
 
@@ -580,6 +595,9 @@ def export_tokenizer(path, out):
     llama2.c's tokenizer.py does."""
     import sentencepiece as spm
 
+    # SentencePiece aborts the process (a C++ exception) on a directory
+    if not os.path.isfile(path):
+        raise ExportError(f"{path}: not a regular file")
     try:
         sp = spm.SentencePieceProcessor(model_file=path)
         # a corrupt model can load and hold a piece that is not UTF-8, which id_to_piece refuses

@@ -402,6 +402,16 @@ static char *read_text(const char *path) {
     return buf;
 }
 
+/* Dies when the --logits file `logits_path` is the file at `path` (same device and inode), the
+ * model or the tokenizer: opening it for writing would empty a file run reads (the model stays
+ * mapped, and reading a truncated map faults). */
+static void refuse_logits_over(const char *logits_path, const char *path, const char *what) {
+    struct stat a, b;
+    if (stat(logits_path, &a) == 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev &&
+        a.st_ino == b.st_ino)
+        die("--logits file %s is the %s; writing it would destroy it", logits_path, what);
+}
+
 static double now_seconds(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -969,6 +979,10 @@ int main(int argc, char **argv) {
     };
     if (!sampler.candidates) die("out of memory for the sampler");
     FILE *logits_file = NULL;
+    if (o.logits_path) {
+        refuse_logits_over(o.logits_path, o.model_path, "model file");
+        refuse_logits_over(o.logits_path, tokenizer_path, "tokenizer file");
+    }
     if (o.logits_path && !(logits_file = fopen(o.logits_path, "wb")))
         die("cannot open --logits file %s: %s", o.logits_path, strerror(errno));
 

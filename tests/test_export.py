@@ -787,6 +787,8 @@ def export_refuses_configs_run_refuses():
                                  ("max_seq_len", 0, "seq_len is 0, outside 1..1048576"),
                                  ("max_seq_len", None, "seq_len is None, not an integer"),
                                  ("dim", "abc", "dim is 'abc', not an integer"),
+                                 # too long for Python to print: its size is named instead
+                                 ("dim", 10**5000, "dim is a 16610-bit integer, outside"),
                                  ("vocab_size", 2, "vocab_size 2 is too small"),
                                  ("n_heads", 3, "dim 64 is not a multiple of n_heads 3"),
                                  ("n_kv_heads", 3, "n_heads 8 is not a multiple of n_kv_heads 3"),
@@ -853,6 +855,8 @@ def export_refuses_bad_tensors():
              "tensor norm.weight has dtype torch.complex64, not real floating point"),
             ({"norm.weight": torch.ones(64).to_sparse()},
              "tensor norm.weight has layout torch.sparse_coo, not dense"),
+            ({"norm.weight": torch.empty(64, device="meta")},
+             "tensor norm.weight is on the meta device: it holds no values"),
             # the key that is not a string is passed over, not a traceback
             ({5: torch.ones(1), "layers.0.feed_forward.w1.weight": torch.ones(())},
              "tensor layers.0.feed_forward.w1.weight has shape (), not a matrix's")]:
@@ -963,7 +967,32 @@ def export_option_errors():
         missing = tmp("no-such-dir/x.out")
         expect_export_error([source, "--out", missing],
                             f"cannot write {missing}: No such file or directory")
+    # the finished model is renamed onto --out, which would replace a directory or device node
+    directory = tmp("out-dir")
+    os.makedirs(directory, exist_ok=True)
+    expect_export_error([PT, "--out", directory], f"--out {directory} is not a regular file")
+    assert os.path.isdir(directory)
+    # SentencePiece would abort the process on a directory
+    model_dir = tmp("dir.model")
+    os.makedirs(model_dir, exist_ok=True)
+    expect_export_error([model_dir, "--out", out], f"{model_dir}: not a regular file")
     assert not os.path.exists(out) and not os.path.exists(out + ".tmp")
+
+
+@test
+def export_writes_through_a_symlinked_out():
+    """--out a symlink: the model goes to the file it names, and the link stays a link."""
+    target, link = tmp("link-target.nllm"), tmp("link.nllm")
+    for path in (target, link):
+        if os.path.lexists(path):
+            os.remove(path)
+    os.symlink(target, link)
+    code, _, err = export_cli(PT, "--out", link, "--quiet")
+    assert code == 0, err
+    assert os.path.islink(link) and os.path.isfile(target)
+    assert read_nllm(target)[0]["dim"] == 64
+    os.remove(link)
+    os.remove(target)
 
 
 @test

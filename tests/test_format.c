@@ -360,6 +360,44 @@ Test(logits_option, rows_per_position_and_bad_path) {
     result_free(&r);
 }
 
+/* --logits naming the model (which stays mapped) or the tokenizer: refused before anything is
+ * written, both files left whole. */
+Test(logits_option, refuses_the_model_and_tokenizer_files) {
+    size_t model_size, tokenizer_size;
+    char *model = read_file(LEGACY, &model_size),
+         *tokenizer = read_file(TOKENIZER, &tokenizer_size);
+    cr_assert(model && tokenizer);
+    char model_copy[64], tokenizer_copy[64];
+    temp_path(model_copy);
+    temp_path(tokenizer_copy);
+    cr_assert_eq(write_file(model_copy, model, model_size), 0);
+    cr_assert_eq(write_file(tokenizer_copy, tokenizer, tokenizer_size), 0);
+    const char *cases[2][2] = {{model_copy, "model file"}, {tokenizer_copy, "tokenizer file"}};
+    for (int i = 0; i < 2; i++) {
+        RunResult r = run_program((const char *[]){model_copy, "-z", tokenizer_copy, "--logits",
+                                                   cases[i][0], "-n", "8", "Hi", NULL});
+        char expected[128];
+        snprintf(expected, sizeof(expected), "run: --logits file %s is the %s;", cases[i][0],
+                 cases[i][1]);
+        cr_assert_eq(r.exit_code, 1, "%s", r.err);
+        cr_assert_eq(count_lines(r.err), 1, "%s", r.err);
+        cr_assert(strstr(r.err, expected), "%s", r.err);
+        result_free(&r);
+    }
+    size_t size;
+    char *after = read_file(model_copy, &size);
+    cr_assert(size == model_size && memcmp(after, model, size) == 0, "the model file changed");
+    free(after);
+    after = read_file(tokenizer_copy, &size);
+    cr_assert(size == tokenizer_size && memcmp(after, tokenizer, size) == 0,
+              "the tokenizer file changed");
+    free(after);
+    free(model);
+    free(tokenizer);
+    unlink(model_copy);
+    unlink(tokenizer_copy);
+}
+
 /* ----------------------------------------------------------------------------
  * Batched prefill: the prompt as batches of 64 positions gives the logits of one position at a
  * time, bit for bit (same kernels in the same order), across batch boundaries. */
