@@ -147,13 +147,31 @@ def header_bytes(c, dtype="f32", group_size=0):
     return h + bytes(HEADER_BYTES - len(h))
 
 
-def open_output(path, name):
-    """open(path, "wb"), failing with a message that names the output `name` (--out), not the
-    input."""
-    try:
-        return open(path, "wb")
-    except OSError as e:
-        raise ExportError(f"cannot write {name}: {e.strerror}")
+class Output:
+    """path opened for writing, whose errors (opening, a full disk, a file size limit) name the
+    output `name` (--out), not the input."""
+
+    def __init__(self, path, name):
+        self.name = name
+        self.file = self.attempt(open, path, "wb")
+
+    def attempt(self, fn, *args):
+        try:
+            return fn(*args)
+        except OSError as e:
+            raise ExportError(f"cannot write {self.name}: {e.strerror}")
+
+    def write(self, data):
+        self.attempt(self.file.write, data)
+
+    def tell(self):
+        return self.file.tell()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.attempt(self.file.close)  # flushes: a full disk can show here
 
 
 def f32_to_bf16(a):
@@ -195,7 +213,7 @@ def write_model(path, c, get, dtype="f32", group_size=32, progress=True):
         raise ExportError(f"--out {path} is not a regular file")
     tmp = target + ".tmp"
     try:
-        with open_output(tmp, path) as f, tqdm(total=total, desc="export", unit="tensor",
+        with Output(tmp, path) as f, tqdm(total=total, desc="export", unit="tensor",
                                                 disable=None if progress else True) as bar:
             f.write(header_bytes(c, dtype, group_size))
             for name, per_layer, shape in order:
@@ -612,7 +630,7 @@ def export_tokenizer(path, out):
             t = "\n</s>\n"
         pieces.append(t.replace("\u2581", " ").encode("utf-8"))
         scores.append(sp.get_score(i))
-    with open_output(out, out) as f:
+    with Output(out, out) as f:
         f.write(struct.pack("<i", max(len(p) for p in pieces)))
         for p, s in zip(pieces, scores):
             f.write(struct.pack("<fi", s, len(p)) + p)

@@ -5,7 +5,9 @@ input. Run from the repository root with /usr/bin/python3 (make test does); the 
 test is $NORMLLAMA_RUN (default ./run). Prints one line per test and "N passed, M failed"."""
 import json
 import os
+import resource
 import shutil
+import signal
 import struct
 import subprocess
 import sys
@@ -972,6 +974,18 @@ def export_option_errors():
     os.makedirs(directory, exist_ok=True)
     expect_export_error([PT, "--out", directory], f"--out {directory} is not a regular file")
     assert os.path.isdir(directory)
+    # a full disk or a file size limit while writing names --out, not the input
+    if os.path.exists("/dev/full"):
+        expect_export_error([TOK_MODEL, "--out", "/dev/full"],
+                            "cannot write /dev/full: No space left on device")
+
+    def limit_file_size():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # write fails with EFBIG instead
+        resource.setrlimit(resource.RLIMIT_FSIZE, (100000, 100000))
+    p = subprocess.run([sys.executable, "export.py", PT, "--out", out, "--quiet"],
+                       preexec_fn=limit_file_size, capture_output=True, text=True)
+    assert (p.returncode, p.stderr) == (1, f"export.py: error: cannot write {out}: File too "
+                                           "large\n"), p.stderr
     # SentencePiece would abort the process on a directory
     model_dir = tmp("dir.model")
     os.makedirs(model_dir, exist_ok=True)
