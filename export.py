@@ -57,8 +57,9 @@ class ExportError(Exception):
 
 
 def shown(value):
-    """value for a message: Python refuses to print an integer of more than 4300 digits."""
-    if isinstance(value, numbers.Integral) and int(value).bit_length() > 128:
+    """value for a message. Python refuses to print an integer of more than 4300 digits; one past
+    64 bits is no size of any header field, so its length is named instead."""
+    if isinstance(value, numbers.Integral) and int(value).bit_length() > 64:
         return f"a {int(value).bit_length()}-bit integer"
     return repr(value)
 
@@ -148,18 +149,27 @@ def header_bytes(c, dtype="f32", group_size=0):
 
 
 class Output:
-    """path opened for writing, whose errors (opening, a full disk, a file size limit) name the
-    output `name` (--out), not the input."""
+    """The file --out `path` is written through: into path.tmp, renamed onto path when complete,
+    so that no half-written file is ever at path (nor the old one truncated), and removed after an
+    error. A symlink is followed (the rename would replace the link); a directory or a device is
+    refused (the rename would replace a device node with a regular file). Errors opening, writing
+    (a full disk, a file size limit) and closing name path, not the input."""
 
-    def __init__(self, path, name):
-        self.name = name
-        self.file = self.attempt(open, path, "wb")
+    def __init__(self, path):
+        self.path = path
+        if path.endswith(os.sep):
+            raise ExportError(f"--out {path} names a directory, not a file")
+        self.target = os.path.realpath(path)
+        if os.path.exists(self.target) and not os.path.isfile(self.target):
+            raise ExportError(f"--out {path} is not a regular file")
+        self.tmp = self.target + ".tmp"
+        self.file = None
 
     def attempt(self, fn, *args):
         try:
             return fn(*args)
         except OSError as e:
-            raise ExportError(f"cannot write {self.name}: {e.strerror}")
+            raise ExportError(f"cannot write {self.path}: {e.strerror}")
 
     def write(self, data):
         self.attempt(self.file.write, data)
@@ -168,10 +178,17 @@ class Output:
         return self.file.tell()
 
     def __enter__(self):
+        self.file = self.attempt(open, self.tmp, "wb")
         return self
 
-    def __exit__(self, *exc):
-        self.attempt(self.file.close)  # flushes: a full disk can show here
+    def __exit__(self, error, *_):
+        try:
+            self.attempt(self.file.close)  # flushes: a full disk can show here
+            if error is None:
+                self.attempt(os.replace, self.tmp, self.target)
+        finally:
+            if os.path.isfile(self.tmp):
+                os.remove(self.tmp)
 
 
 def f32_to_bf16(a):
@@ -205,46 +222,34 @@ def write_model(path, c, get, dtype="f32", group_size=32, progress=True):
 
     order = tensor_order(c)
     total = sum(c.n_layers if per_layer else 1 for _, per_layer, _ in order)
-    # written to path.tmp and renamed into place when complete: no half-written model at path.
-    # A symlink is followed (the rename would replace the link); a device or a directory refused
-    # (the rename would replace a device node with a regular file).
-    target = os.path.realpath(path)
-    if os.path.exists(target) and not os.path.isfile(target):
-        raise ExportError(f"--out {path} is not a regular file")
-    tmp = target + ".tmp"
-    try:
-        with Output(tmp, path) as f, tqdm(total=total, desc="export", unit="tensor",
-                                                disable=None if progress else True) as bar:
-            f.write(header_bytes(c, dtype, group_size))
-            for name, per_layer, shape in order:
+    with Output(path) as f, tqdm(total=total, desc="export", unit="tensor",
+                                 disable=None if progress else True) as bar:
+        f.write(header_bytes(c, dtype, group_size))
+        for name, per_layer, shape in order:
+            f.write(bytes(-f.tell() % ALIGN))
+            as_type = dtype if name in MATRICES else "f32"
+            scales = []
+            for layer in range(c.n_layers) if per_layer else [None]:
+                t = np.asarray(get(name, layer))
+                where = name if layer is None else f"{name} of layer {layer}"
+                if tuple(t.shape) != shape:
+                    raise ExportError(f"{where} has shape {tuple(t.shape)}, expected {shape}")
+                # run stops on the first non-finite logit; q8_0 could not scale the group
+                if not np.isfinite(t).all():
+                    raise ExportError(f"{where} has a NaN or infinite value")
+                if as_type == "bf16":
+                    f.write(f32_to_bf16(t).tobytes())
+                elif as_type == "q8_0":
+                    q, s = quantize_q8_0(np.asarray(t, np.float32), group_size)
+                    f.write(q.tobytes())
+                    scales.append(s)
+                else:
+                    f.write(np.ascontiguousarray(t, dtype="<f4").tobytes())
+                bar.update(1)
+            if scales:
                 f.write(bytes(-f.tell() % ALIGN))
-                as_type = dtype if name in MATRICES else "f32"
-                scales = []
-                for layer in range(c.n_layers) if per_layer else [None]:
-                    t = np.asarray(get(name, layer))
-                    where = name if layer is None else f"{name} of layer {layer}"
-                    if tuple(t.shape) != shape:
-                        raise ExportError(f"{where} has shape {tuple(t.shape)}, expected {shape}")
-                    # run stops on the first non-finite logit; q8_0 could not scale the group
-                    if not np.isfinite(t).all():
-                        raise ExportError(f"{where} has a NaN or infinite value")
-                    if as_type == "bf16":
-                        f.write(f32_to_bf16(t).tobytes())
-                    elif as_type == "q8_0":
-                        q, s = quantize_q8_0(np.asarray(t, np.float32), group_size)
-                        f.write(q.tobytes())
-                        scales.append(s)
-                    else:
-                        f.write(np.ascontiguousarray(t, dtype="<f4").tobytes())
-                    bar.update(1)
-                if scales:
-                    f.write(bytes(-f.tell() % ALIGN))
-                    for s in scales:
-                        f.write(s.tobytes())
-        os.replace(tmp, target)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+                for s in scales:
+                    f.write(s.tobytes())
 
 
 # ----------------------------------------------------------------------------
@@ -315,6 +320,8 @@ class SafetensorsFile:
             raise ExportError(f"{self.path}: tensor {name} has data_offsets [{begin}, {end}], "
                               f"{end - begin} bytes; its shape {shape} of {info['dtype']} needs "
                               f"{count * np.dtype(dtype).itemsize}")
+        if count == 0:  # np.memmap refuses an empty map, and one at the file's end
+            return np.zeros(shape, np.float32)
         a = np.memmap(self.path, dtype=dtype, mode="r", offset=self.data_start + begin,
                       shape=(count,))
         with np.errstate(over="ignore"):  # F64 beyond float32 becomes inf, refused by write_model
@@ -630,7 +637,7 @@ def export_tokenizer(path, out):
             t = "\n</s>\n"
         pieces.append(t.replace("\u2581", " ").encode("utf-8"))
         scores.append(sp.get_score(i))
-    with Output(out, out) as f:
+    with Output(out) as f:
         f.write(struct.pack("<i", max(len(p) for p in pieces)))
         for p, s in zip(pieces, scores):
             f.write(struct.pack("<fi", s, len(p)) + p)

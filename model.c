@@ -136,19 +136,28 @@ static void skip(Layout *l, const char *name, uint64_t numel) {
     l->tensors[l->n++] = (TensorSpec){name, NULL, NULL, numel, TENSOR_SKIP, 1};
 }
 
+/* Whether a tensor is llama2.c version 2's int8, copied or dequantized at load. */
+static int is_ak42(TensorKind kind) {
+    return kind == TENSOR_AK42_Q8 || kind == TENSOR_AK42_F32;
+}
+
+/* Bytes of a llama2.c version 2 piece of n values: the int8 values, then their scales. */
+static uint64_t ak42_piece_bytes(uint64_t n, uint64_t group_size) {
+    return n + n / group_size * sizeof(float);
+}
+
 /* A stacked matrix (layers, rows, cols) stored as `kind`; q8_0 (TENSOR_I8) values are followed
  * by their scales tensor (layers * rows, ceil(cols / group_size)). Sets m's shape and dtype (q8_0
  * for TENSOR_AK42_Q8 too, f32 for TENSOR_AK42_F32) and adds it to the sources to pack. */
 static void add_matrix(Layout *l, const char *name, Matrix *m, uint64_t layers, int rows, int cols,
                        TensorKind kind, int group_size) {
     int q8 = kind == TENSOR_I8 || kind == TENSOR_AK42_Q8;
-    int ak42 = kind == TENSOR_AK42_Q8 || kind == TENSOR_AK42_F32;
     m->dtype = kind == TENSOR_BF16 ? DTYPE_BF16 : q8 ? DTYPE_Q8_0 : DTYPE_F32;
     m->rows = rows;
     m->cols = cols;
     m->group_size = q8 ? group_size : 0;
     Source *src = &l->sources[l->n_sources++];
-    *src = (Source){m, NULL, NULL, (int)layers, !ak42};
+    *src = (Source){m, NULL, NULL, (int)layers, !is_ak42(kind)};
     uint64_t stacked_rows = layers * (uint64_t)rows;
     const float **scales = kind == TENSOR_AK42_Q8 ? &src->scales : NULL; /* set by its copy */
     l->tensors[l->n++] =
@@ -172,7 +181,7 @@ static uint64_t tensor_bytes(const TensorSpec *t, uint64_t group_size) {
         return t->numel;
     case TENSOR_AK42_Q8:
     case TENSOR_AK42_F32:
-        return t->numel + t->numel / group_size * sizeof(float);
+        return ak42_piece_bytes(t->numel, group_size);
     default:
         return t->numel * sizeof(float);
     }
@@ -187,10 +196,11 @@ static uint64_t layout_end(const Layout *l) {
     return off <= (1ull << 62) ? off : UINT64_MAX;
 }
 
-/* Bytes a tensor takes in memory of its own once layout_place has converted it: llama2.c version
- * 2's as q8_0 as many as in the file (values, then scales), dequantized 4 per value; 0 for the
- * tensors read in place from the map. A multiple of 4 (q8_0's numel is one of 32 or 64), so that
- * the floats of each copy after another stay aligned. */
+/* Bytes a tensor takes in memory of its own once layout_place has converted it: a llama2.c
+ * version 2 tensor copied as q8_0 as many as in the file (values, then scales), one dequantized 4
+ * per value; 0 for the tensors read in place from the map. A multiple of 4 (a q8_0 copy's numel
+ * is a multiple of its group size, 32 or 64), so that the floats of each copy after another stay
+ * aligned. */
 static uint64_t owned_bytes(const TensorSpec *t, uint64_t group_size) {
     if (t->kind == TENSOR_AK42_Q8) return tensor_bytes(t, group_size);
     return t->kind == TENSOR_AK42_F32 ? t->numel * sizeof(float) : 0;
@@ -200,11 +210,6 @@ static uint64_t layout_owned_bytes(const Layout *l) {
     uint64_t n = 0;
     for (int i = 0; i < l->n; i++) n += owned_bytes(&l->tensors[i], l->group_size);
     return n;
-}
-
-/* Bytes of a llama2.c version 2 piece of n values: the int8 values, then their scales. */
-static uint64_t ak42_piece_bytes(uint64_t n, uint64_t group_size) {
-    return n + n / group_size * sizeof(float);
 }
 
 /* A TENSOR_AK42_Q8's pieces into `owned` in q8_0's layout (Source): every layer's int8 values,
@@ -267,7 +272,7 @@ static void layout_place(const Layout *l, const char *map, char *owned) {
         off = align_up(off, l->align);
         const char *data = map + off;
         uint64_t bytes = tensor_bytes(t, l->group_size);
-        if (t->kind == TENSOR_AK42_Q8 || t->kind == TENSOR_AK42_F32) {
+        if (is_ak42(t->kind)) {
             if (t->kind == TENSOR_AK42_Q8)
                 copy_ak42_q8(t, data, l->group_size, owned);
             else
@@ -447,8 +452,7 @@ static int read_ak42(Model *m, const char *map, Layout *l, char *err, size_t err
     ak42_layout(l, &m->weights, c, version, (uint64_t)group_size);
     for (int i = 0; i < l->n; i++) {
         const TensorSpec *t = &l->tensors[i];
-        int ak42 = t->kind == TENSOR_AK42_Q8 || t->kind == TENSOR_AK42_F32;
-        if (ak42 && t->numel / t->parts % group_size != 0) {
+        if (is_ak42(t->kind) && t->numel / t->parts % group_size != 0) {
             snprintf(err, errlen, "%s has %llu values%s, not a multiple of group_size %d", t->name,
                      (unsigned long long)(t->numel / t->parts), t->parts > 1 ? " per layer" : "",
                      group_size);
@@ -578,10 +582,10 @@ static void *huge_pages(size_t bytes) {
     return p;
 }
 
-/* Writes a zero into each page of a huge_pages buffer, the threads taking turns over its 2 MiB
- * pages: the first write to a page has the kernel zero all of it, the slow part of allocating
- * (about 1.5 GB/s on one thread on the VMs measured here), now done in parallel at load rather
- * than in the first forward passes. */
+/* Writes a zero at the start of each 2 MiB of a huge_pages buffer, the threads taking turns, and
+ * into each 4 KiB page of its last part short of 2 MiB: the first write to a page has the kernel
+ * zero all of it, the slow part of allocating (about 1.5 GB/s on one thread on the VMs measured
+ * here), now done in parallel at load rather than in the first forward passes. */
 static void fault_in(char *p, size_t bytes) {
     size_t whole = bytes / HUGE_PAGE * HUGE_PAGE;
     size_t page = (size_t)sysconf(_SC_PAGESIZE);

@@ -110,7 +110,8 @@ typedef struct {
     NormFn norm; /* applied at every norm site; config.trained_norm after model_load */
     void *map;   /* the read-only memory map of the checkpoint: the norms' weights and biases */
     size_t map_size;
-    void *packed;       /* every matrix, in panels (Matrix), in 2 MiB pages where the OS allows */
+    void *packed;       /* every matrix, in panels (Matrix), in 2 MiB pages where the OS allows
+                           (the last part short of 2 MiB in 4 KiB pages) */
     const char *format; /* name of the file layout read, e.g. "normllama v1" */
     Profile *profile;   /* NULL (model_load's choice): no timing, one untaken branch per lap */
 } Model;
@@ -118,8 +119,9 @@ typedef struct {
 /* Memory-maps the checkpoint at `path` read-only, tells its layout by its magic (see the top of
  * this file), checks its header against itself and the whole tensor layout against the file size
  * before reading any tensor, then points the norms into the map and copies every matrix into
- * panels (Matrix) in one allocation, asked to be backed by 2 MiB pages (the kernels' loads then
- * miss the TLB far less than through the map's 4 KiB pages). llama2.c version 2 matrices (w[i] =
+ * panels (Matrix) in one allocation, asked to be backed by 2 MiB pages but for its last part
+ * short of 2 MiB (the kernels' loads then miss the TLB far less than through the map's 4 KiB
+ * pages). llama2.c version 2 matrices (w[i] =
  * q[i] * scale[i / group_size] over each layer's flattened tensor, as llama2.c's export.py
  * quantized them) are first copied out of the file's per-layer pieces: as q8_0 with the file's
  * group size when their rows hold whole groups and that size is 32 or 64 (the same values and
@@ -127,19 +129,20 @@ typedef struct {
  * cannot express: stories260K's w2). The map's pages are given back as they are copied, so that
  * peak memory holds the weights once (version 2 files: twice, the copy and the panels; the f32
  * ones at 4 bytes a weight). Allocates the run state (64-byte aligned; the kv
- * cache in 2 MiB pages, all resident from the start: memory grows with the header's seq_len) and
- * sets m->norm to the trained norm. Returns 0 on success. On failure (missing, unreadable, empty or
- * truncated file; unknown version or weight dtype; q8_0 group_size other than 32 or 64, a
- * group_size with another dtype; impossible header such as non-positive sizes, dim % n_heads !=
- * 0, n_heads % n_kv_heads != 0, odd head_size, a flag other than 0/1, non-positive eps or RoPE
- * base, alignment not a power of two; file size other than the header implies; out of memory)
- * returns -1, leaves `m` empty and writes a one-line message naming the file and the problem into
- * err[errlen]. */
+ * cache in 2 MiB pages as the weights, all resident from the start: memory grows with the header's
+ * seq_len) and sets m->norm to the trained norm. Returns 0 on success. On failure (missing,
+ * unreadable, empty or truncated file; unknown version or weight dtype; q8_0 group_size other than
+ * 32 or 64, a group_size with another dtype; impossible header such as non-positive sizes, dim %
+ * n_heads != 0, n_heads % n_kv_heads != 0, odd head_size, a flag other than 0/1, non-positive eps
+ * or RoPE base, alignment not a power of two; file size other than the header implies; out of
+ * memory) returns -1, leaves `m` empty and writes a one-line message naming the file and the
+ * problem into err[errlen]. */
 int model_load(Model *m, const char *path, char *err, size_t errlen);
 
 /* Sets the positions per prefill batch, m->state.batch (model_load picks 64 to 256 by the
  * model's size, at most seq_len), to `batch`: the batch's activations (RunState's x to q, xq and
- * xq_scale: batch * (4 dim + 2 hidden_dim) floats and batch * xq_stride int16 values) are
+ * xq_scale: batch * (4 dim + 2 hidden_dim + 1) floats and batch * xq_stride int16 values,
+ * xq_stride = max(dim, hidden_dim) rounded up to a multiple of 64) are
  * reallocated for `batch` positions, the new buffers before the old ones are freed. Prefill's
  * logits are the same bit for bit at any batch; its speed and memory change. Requires a loaded
  * model. Returns 0 on success; a batch outside 1..seq_len, or out of memory, returns -1, leaves

@@ -925,9 +925,7 @@ int main(int argc, char **argv) {
     if (model_load(&model, o.model_path, err, sizeof(err)) != 0) die("%s", err);
     const Config *c = &model.config;
     if (o.norm) model.norm = o.norm;
-    if (o.batch > c->seq_len)
-        die("--batch must be in 1..%d (the model's seq_len), got %d", c->seq_len, o.batch);
-    if (o.batch && model_set_batch(&model, o.batch, err, sizeof(err)) != 0) die("%s", err);
+    if (o.batch && model_set_batch(&model, o.batch, err, sizeof(err)) != 0) die("--batch: %s", err);
     if (c->norm_bias && model.norm != layernorm) /* the RMSNorms have no shift */
         fprintf(stderr, "run: the model was trained with %s; %s ignores its norm biases\n",
                 norm_name(c->trained_norm), norm_name(model.norm));

@@ -660,8 +660,8 @@ def llama2c_v2_with_whole_groups_per_row_runs_as_q8_0_bit_for_bit():
     """Every matrix's rows hold whole groups (dim 64, hidden_dim 128; groups of 32 and 64; tied
     and separate classifier; GQA): run loads the version 2 file's int8 values and scales as q8_0
     and multiplies them with the q8_0 kernels, so its logits equal the q8_0 file's bit for bit
-    over a prompt (prefill) and generated positions (decode). Dequantized to f32, as run did
-    before, they differ (by 2e-3 here)."""
+    over a prompt (prefill) and generated positions (decode). (Dequantized to f32, as run did
+    before, they differed by 2e-3.)"""
     for gs, tied in ((32, True), (64, False)):
         name = f"v2-{gs}-{'tied' if tied else 'separate'}"
         path, _, _ = hf_checkpoint(name, "safetensors", seed=gs, hidden_size=64,
@@ -903,8 +903,12 @@ def export_refuses_malformed_safetensors():
                "end <= 64 (the size of the data)")
               for offsets in ([0], [0, 32, 64], [-4, 28], [32, 0], [0, 68], ["0", 32], [0, 1.5])],
             ({name: dict(entry, data_offsets=[0, 28])}, f"tensor {name} has data_offsets "
-             "[0, 28], 28 bytes; its shape [2, 4] of F32 needs 32")]:
+             "[0, 28], 28 bytes; its shape [2, 4] of F32 needs 32"),
+            # no bytes at the data's end: read without a map (np.memmap refuses one)
+            ({name: dict(entry, shape=[0, 4], data_offsets=[64, 64])},
+             "token_embedding has shape (0, 4), expected (512, 32)")]:
         h = header if isinstance(header, bytes) else json.dumps(header).encode()
+        h += b" " * (-(8 + len(h) + 64) % 4096)  # the file ends on a page: see the last case
         open(os.path.join(path, "model.safetensors"), "wb").write(
             struct.pack("<Q", len(h)) + h + bytes(64))
         expect_export_error([path, "--out", out], needle)
@@ -972,20 +976,27 @@ def export_option_errors():
     # the finished model is renamed onto --out, which would replace a directory or device node
     directory = tmp("out-dir")
     os.makedirs(directory, exist_ok=True)
-    expect_export_error([PT, "--out", directory], f"--out {directory} is not a regular file")
-    assert os.path.isdir(directory)
-    # a full disk or a file size limit while writing names --out, not the input
-    if os.path.exists("/dev/full"):
-        expect_export_error([TOK_MODEL, "--out", "/dev/full"],
-                            "cannot write /dev/full: No space left on device")
+    for source in (PT, TOK_MODEL):
+        expect_export_error([source, "--out", directory],
+                            f"--out {directory} is not a regular file")
+        if os.path.exists("/dev/full"):
+            expect_export_error([source, "--out", "/dev/full"],
+                                "--out /dev/full is not a regular file")
+        expect_export_error([source, "--out", directory + "/new/"],
+                            f"--out {directory}/new/ names a directory, not a file")
+    assert os.path.isdir(directory) and not os.path.exists(directory + "/new")
+    # a file size limit (or a full disk) while writing names --out, not the input, and leaves no
+    # file at --out, also for a tokenizer
 
     def limit_file_size():
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # write fails with EFBIG instead
         resource.setrlimit(resource.RLIMIT_FSIZE, (100000, 100000))
-    p = subprocess.run([sys.executable, "export.py", PT, "--out", out, "--quiet"],
-                       preexec_fn=limit_file_size, capture_output=True, text=True)
-    assert (p.returncode, p.stderr) == (1, f"export.py: error: cannot write {out}: File too "
-                                           "large\n"), p.stderr
+    for source in (PT, "models/tokenizer.model"):  # the Llama 2 vocabulary: 434 KB written
+        p = subprocess.run([sys.executable, "export.py", source, "--out", out, "--quiet"],
+                           preexec_fn=limit_file_size, capture_output=True, text=True)
+        assert (p.returncode, p.stderr) == (1, f"export.py: error: cannot write {out}: File too "
+                                               "large\n"), p.stderr
+        assert not os.path.exists(out) and not os.path.exists(out + ".tmp")
     # SentencePiece would abort the process on a directory
     model_dir = tmp("dir.model")
     os.makedirs(model_dir, exist_ok=True)
