@@ -1237,17 +1237,34 @@ static void rope(float *q, int dim, float *k, int kv_dim, int head_size, int pos
     }
 }
 
-void softmax(float *x, int n) {
+/* The largest of x[0..n-1] (n >= 1): whole vectors by lanes, then the lanes and the rest. A NaN
+ * may or may not come out (max picks by position), but any NaN in x makes softmax all NaN. */
+static float max_of(const float *x, int n) {
     float max = x[0];
-    for (int i = 1; i < n; i++)
+    int i = 0;
+    if (n >= VEC_WIDTH) {
+        vecf m = vec_load(x);
+        for (i = VEC_WIDTH; i + VEC_WIDTH <= n; i += VEC_WIDTH) m = vec_max(m, vec_load(x + i));
+        float lanes[VEC_WIDTH];
+        vec_store(lanes, m);
+        for (int j = 0; j < VEC_WIDTH; j++)
+            if (lanes[j] > max) max = lanes[j];
+    }
+    for (; i < n; i++)
         if (x[i] > max) max = x[i];
+    return max;
+}
+
+void softmax(float *x, int n) {
+    float max = max_of(x, n);
     vecf sum = vec_zero();
     for (int i = 0; i < n; i += VEC_WIDTH) {
         vec_store_upto(x + i, vec_exp(vec_sub(vec_load_upto(x + i, n - i), vec_set1(max))), n - i);
         sum = vec_add(sum, vec_load_upto(x + i, n - i)); /* the stored lanes only */
     }
-    float total = vec_sum(sum);
-    for (int i = 0; i < n; i++) x[i] /= total;
+    vecf total = vec_set1(vec_sum(sum));
+    for (int i = 0; i < n; i += VEC_WIDTH) /* divided lane by lane: the bits of x[i] / total */
+        vec_store_upto(x + i, vec_div(vec_load_upto(x + i, n - i), total), n - i);
 }
 
 /* out[i] = a[i] . b[i] over n values for i < 4: four query-key pairs, four queries with one key
@@ -1276,11 +1293,27 @@ typedef struct {
     int kv_dim, head_size;
 } HeadCache;
 
+/* acc[i][h] += weights[i * stride + t] * vector h of value t (at v, n[h] floats, the second may
+ * be empty) for the queries i from first_query to nq - 1: those that attend to position t. */
+static ALWAYS_INLINE void mix_position(vecf acc[4][2], const float *v, const int n[2],
+                                       const float *weights, int stride, int t, int first_query,
+                                       int nq) {
+    vecf value[2] = {vec_load_upto(v, n[0]),
+                     n[1] > 0 ? vec_load_upto(v + VEC_WIDTH, n[1]) : vec_zero()};
+    for (int i = 0; i < nq; i++) { /* from 0, so that every acc[i] is a register, not memory */
+        if (i < first_query) continue;
+        vecf weight = vec_set1(weights[(size_t)i * stride + t]);
+        for (int h = 0; h < 2; h++) acc[i][h] = vec_fmadd(weight, value[h], acc[i][h]);
+    }
+}
+
 /* out[i] = the sum over t <= first_pos + i of weights[i * stride + t] * value t (head_size each),
  * for the nq (1 or 4, a constant once inlined) queries: two vectors of the head at a time (the
  * second may be short or empty), the 2 * nq sums in registers, independent chains that keep the
- * multiply-adds busy, and each value vector loaded once for all queries. Each sum adds its terms
- * in the order of t, as one query alone does: the same bits in decode and prefill. */
+ * multiply-adds busy, and each value vector loaded once for all queries. Every query attends to
+ * the positions up to first_pos, and query i to the next i (causal): two loops, so that the first,
+ * nearly all of the work, tests no position. Each sum adds its terms in the order of t, as one
+ * query alone does: the same bits in decode and prefill. */
 static ALWAYS_INLINE void mix_values(const HeadCache *hc, const float *weights, int stride, int nq,
                                      int first_pos, float *const out[4]) {
     for (int c = 0; c < hc->head_size; c += 2 * VEC_WIDTH) {
@@ -1288,16 +1321,12 @@ static ALWAYS_INLINE void mix_values(const HeadCache *hc, const float *weights, 
         const float *values = hc->values + c;
         vecf acc[4][2];
         for (int i = 0; i < nq; i++) acc[i][0] = acc[i][1] = vec_zero();
-        for (int t = 0; t <= first_pos + nq - 1; t++) {
-            const float *v = values + (size_t)t * hc->kv_dim;
-            vecf value[2] = {vec_load_upto(v, n[0]),
-                             n[1] > 0 ? vec_load_upto(v + VEC_WIDTH, n[1]) : vec_zero()};
-            for (int i = 0; i < nq; i++) { /* query i stops at its own position */
-                if (t > first_pos + i) continue;
-                vecf weight = vec_set1(weights[(size_t)i * stride + t]);
-                for (int h = 0; h < 2; h++) acc[i][h] = vec_fmadd(weight, value[h], acc[i][h]);
-            }
-        }
+        int t = 0;
+        for (; t <= first_pos; t++)
+            mix_position(acc, values + (size_t)t * hc->kv_dim, n, weights, stride, t, 0, nq);
+        for (; t <= first_pos + nq - 1; t++)
+            mix_position(acc, values + (size_t)t * hc->kv_dim, n, weights, stride, t, t - first_pos,
+                         nq);
         for (int i = 0; i < nq; i++)
             for (int h = 0; h < 2 && n[h] > 0; h++)
                 vec_store_upto(out[i] + c + h * VEC_WIDTH, acc[i][h], n[h]);
