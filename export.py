@@ -24,8 +24,10 @@ import json
 import math
 import numbers
 import os
+import signal
 import struct
 import sys
+import tempfile
 
 import numpy as np
 
@@ -149,25 +151,28 @@ def header_bytes(c, dtype="f32", group_size=0):
 
 
 class Output:
-    """The file --out `path` is written through: into path.tmp, renamed onto path when complete,
-    so that no half-written file is ever at path (nor the old one truncated), and removed after an
-    error. A symlink is followed (the rename would replace the link); a directory or a device is
-    refused (the rename would replace a device node with a regular file). Errors opening, writing
-    (a full disk, a file size limit) and closing name path, not the input."""
+    """The file --out `path` is written through: into a new temporary file beside it (a unique
+    name, created exclusively: no other file or link is written through, and two exports never
+    share one), renamed onto path when complete, so that no half-written file is ever at path (nor
+    the old one truncated), and removed after an error. A symlink is followed (the rename would
+    replace the link); a directory, a device or a symlink loop is refused (the rename would replace
+    a device node with a regular file). An existing file keeps its permissions. Errors opening,
+    writing (a full disk, a file size limit) and closing name path, not the input."""
 
     def __init__(self, path):
         self.path = path
-        if path.endswith(os.sep):
-            raise ExportError(f"--out {path} names a directory, not a file")
+        if path == "" or path.endswith(os.sep):
+            raise ExportError(f"--out '{path}' names a directory, not a file")
         self.target = os.path.realpath(path)
+        if os.path.islink(self.target):  # realpath stops inside a loop
+            raise ExportError(f"--out {path}: too many levels of symbolic links")
         if os.path.exists(self.target) and not os.path.isfile(self.target):
             raise ExportError(f"--out {path} is not a regular file")
-        self.tmp = self.target + ".tmp"
-        self.file = None
+        self.tmp = self.file = None
 
-    def attempt(self, fn, *args):
+    def attempt(self, fn, *args, **kwargs):
         try:
-            return fn(*args)
+            return fn(*args, **kwargs)
         except OSError as e:
             raise ExportError(f"cannot write {self.path}: {e.strerror}")
 
@@ -178,7 +183,16 @@ class Output:
         return self.file.tell()
 
     def __enter__(self):
-        self.file = self.attempt(open, self.tmp, "wb")
+        if os.path.exists(self.target):
+            mode = os.stat(self.target).st_mode & 0o7777
+        else:  # what open() would give a new file
+            umask = os.umask(0)
+            os.umask(umask)
+            mode = 0o666 & ~umask
+        fd, self.tmp = self.attempt(tempfile.mkstemp, dir=os.path.dirname(self.target),
+                                    prefix=".export-", suffix=".tmp")
+        self.file = os.fdopen(fd, "wb")
+        self.attempt(os.chmod, self.tmp, mode)
         return self
 
     def __exit__(self, error, *_):
@@ -187,8 +201,20 @@ class Output:
             if error is None:
                 self.attempt(os.replace, self.tmp, self.target)
         finally:
-            if os.path.isfile(self.tmp):
+            if os.path.exists(self.tmp):
                 os.remove(self.tmp)
+
+
+def refuse_input_as_output(inp, out):
+    """--out must not be the input, nor a file of an input directory: the export reads the input
+    while it writes, and the rename would replace it."""
+    target = os.path.realpath(out)
+    source = os.path.realpath(inp)
+    if not (os.path.exists(target) and os.path.exists(source)):
+        return
+    if os.path.samefile(source, target) or (os.path.isdir(source) and
+                                            os.path.dirname(target) == source):
+        raise ExportError(f"--out {out} is the input {inp} or one of its files")
 
 
 def f32_to_bf16(a):
@@ -689,6 +715,8 @@ def main(argv=None):
                    "the shape's for --random)" % MAX_SIZE)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     a = p.parse_args(argv)
+    # a SIGTERM (kill, timeout) unwinds like an error, so that no temporary file is left
+    signal.signal(signal.SIGTERM, lambda signum, _: sys.exit(128 + signum))
     try:
         # here rather than in Config, whose message would name the checkpoint's field
         if a.seq_len is not None and not 1 <= a.seq_len <= MAX_SIZE:
@@ -699,6 +727,8 @@ def main(argv=None):
             raise ExportError(f"--group-size must be 32 or 64, got {a.group_size}")
         if (a.input is None) == (a.random is None):
             raise ExportError("give either an input or --random SHAPE")
+        if a.input is not None:
+            refuse_input_as_output(a.input, a.out)
         if a.random:
             c, get = load_random(a.random, a.seed, a.seq_len)
             write_model(a.out, c, get, a.dtype, a.group_size, progress=not a.quiet)

@@ -12,6 +12,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import time
 import traceback
 
 import numpy as np
@@ -762,7 +763,7 @@ def export_errors():
                         "--group-size must be 32 or 64, got 48")
     expect_export_error(["--out", out], "give either an input or --random SHAPE")
     expect_export_error([PT, "--random", "15M", "--out", out], "give either an input or --random")
-    assert not os.path.exists(out) and not os.path.exists(out + ".tmp")
+    assert_nothing_written(out)
 
 
 def pt_checkpoint(name, model_args=None, tensors=None):
@@ -831,7 +832,7 @@ def export_refuses_configs_run_refuses():
     os.makedirs(tmp("meta-list"), exist_ok=True)
     json.dump([], open(tmp("meta-list/params.json"), "w"))
     expect_export_error([tmp("meta-list"), "--out", out], "params.json: not a JSON object")
-    assert not os.path.exists(out) and not os.path.exists(out + ".tmp")
+    assert_nothing_written(out)
 
 
 @test
@@ -872,7 +873,7 @@ def export_refuses_bad_tensors():
         write_safetensors(os.path.join(path, "model.safetensors"), w, "F32")
         expect_export_error([path, "--out", out], f"wq of layer 0 has shape {shape}, expected "
                             "(32, 32)")
-    assert not os.path.exists(out) and not os.path.exists(out + ".tmp")
+    assert_nothing_written(out)
 
 
 @test
@@ -912,7 +913,7 @@ def export_refuses_malformed_safetensors():
         open(os.path.join(path, "model.safetensors"), "wb").write(
             struct.pack("<Q", len(h)) + h + bytes(64))
         expect_export_error([path, "--out", out], needle)
-    assert not os.path.exists(out) and not os.path.exists(out + ".tmp")
+    assert_nothing_written(out)
 
 
 @test
@@ -952,7 +953,7 @@ def export_refuses_bad_shards():
                    os.path.join(meta, f"consolidated.0{i}.pth"))
     expect_export_error([meta, "--out", out], "tensor tok_embeddings.weight has shapes (512, 16), "
                         "(512, 12) in consolidated.00.pth, consolidated.01.pth")
-    assert not os.path.exists(out) and not os.path.exists(out + ".tmp")
+    assert_nothing_written(out)
 
 
 @test
@@ -983,7 +984,7 @@ def export_option_errors():
             expect_export_error([source, "--out", "/dev/full"],
                                 "--out /dev/full is not a regular file")
         expect_export_error([source, "--out", directory + "/new/"],
-                            f"--out {directory}/new/ names a directory, not a file")
+                            f"--out '{directory}/new/' names a directory, not a file")
     assert os.path.isdir(directory) and not os.path.exists(directory + "/new")
     # a file size limit (or a full disk) while writing names --out, not the input, and leaves no
     # file at --out, also for a tokenizer
@@ -996,12 +997,19 @@ def export_option_errors():
                            preexec_fn=limit_file_size, capture_output=True, text=True)
         assert (p.returncode, p.stderr) == (1, f"export.py: error: cannot write {out}: File too "
                                                "large\n"), p.stderr
-        assert not os.path.exists(out) and not os.path.exists(out + ".tmp")
+        assert_nothing_written(out)
     # SentencePiece would abort the process on a directory
     model_dir = tmp("dir.model")
     os.makedirs(model_dir, exist_ok=True)
     expect_export_error([model_dir, "--out", out], f"{model_dir}: not a regular file")
-    assert not os.path.exists(out) and not os.path.exists(out + ".tmp")
+    assert_nothing_written(out)
+
+
+def assert_nothing_written(out):
+    """No file at out, and no temporary file of export.py's left beside it."""
+    assert not os.path.exists(out)
+    directory = os.path.dirname(os.path.realpath(out))
+    assert not [f for f in os.listdir(directory) if f.startswith(".export-")], directory
 
 
 @test
@@ -1018,6 +1026,59 @@ def export_writes_through_a_symlinked_out():
     assert read_nllm(target)[0]["dim"] == 64
     os.remove(link)
     os.remove(target)
+
+
+@test
+def export_never_writes_over_its_input_or_through_other_files():
+    """--out that is the input (or a link to it) is refused; a file or link already named like a
+    temporary file is never written through; a symlink loop is refused; a name of 250 characters
+    works; an existing --out keeps its permissions; a SIGTERM leaves no temporary file."""
+    d = tmp("out-cases")
+    os.makedirs(d, exist_ok=True)
+    pt, model = os.path.join(d, "in.pt"), os.path.join(d, "in.model")
+    shutil.copy(PT, pt)
+    shutil.copy(TOK_MODEL, model)
+    alias = os.path.join(d, "alias.nllm")
+    if not os.path.lexists(alias):
+        os.symlink(pt, alias)
+    for source, out in ((pt, pt), (model, model), (pt, alias)):
+        expect_export_error([source, "--out", out], f"--out {out} is the input {source}")
+    assert open(pt, "rb").read() == open(PT, "rb").read()
+    assert open(model, "rb").read() == open(TOK_MODEL, "rb").read()
+    precious, out = os.path.join(d, "precious.txt"), os.path.join(d, "a.nllm")
+    open(precious, "w").write("precious")
+    for name in (out + ".tmp", os.path.join(d, ".export-x.tmp")):
+        if not os.path.lexists(name):
+            os.symlink(precious, name)
+    code, _, err = export_cli(pt, "--out", out)
+    assert code == 0, err
+    assert open(precious).read() == "precious" and not os.path.islink(out)
+    assert read_nllm(out)[0]["dim"] == 64
+    for name in (out + ".tmp", os.path.join(d, ".export-x.tmp")):
+        os.remove(name)
+    loop = os.path.join(d, "loop1")
+    if not os.path.lexists(loop):
+        os.symlink(os.path.join(d, "loop2"), loop)
+        os.symlink(loop, os.path.join(d, "loop2"))
+    expect_export_error([pt, "--out", loop], f"--out {loop}: too many levels of symbolic links")
+    long_name = os.path.join(d, "x" * 246 + ".bin")
+    code, _, err = export_cli(model, "--out", long_name)
+    assert code == 0 and os.path.getsize(long_name) == os.path.getsize(TOK_BIN), err
+    os.chmod(out, 0o600)
+    code, _, err = export_cli(pt, "--out", out)
+    assert code == 0 and os.stat(out).st_mode & 0o777 == 0o600, err
+    # SIGTERM while writing (the 1.1B shape takes seconds), once the temporary file is there
+    big = os.path.join(d, "big.nllm")
+    p = subprocess.Popen([sys.executable, "export.py", "--random", "1.1B", "--out", big, "--quiet"],
+                         stderr=subprocess.PIPE)
+    for _ in range(600):
+        if [f for f in os.listdir(d) if f.startswith(".export-") and f.endswith(".tmp")]:
+            break
+        time.sleep(0.05)
+    p.terminate()
+    assert p.wait() == 128 + signal.SIGTERM
+    assert_nothing_written(big)
+    shutil.rmtree(d)
 
 
 @test
