@@ -146,7 +146,8 @@ int model_load(Model *m, const char *path, char *err, size_t errlen);
  * reallocated for `batch` positions, the new buffers before the old ones are freed. Prefill's
  * logits are the same bit for bit at any batch; its speed and memory change. Requires a loaded
  * model. Returns 0 on success; a batch outside 1..seq_len, or out of memory, returns -1, leaves
- * the model as it was (its old batch) and writes a one-line message into err[errlen]. */
+ * the model as it was (its old batch) and writes a one-line message into err[errlen]. The knob
+ * of llama.cpp's -b/--batch-size (positions per decode call), for prefill only. */
 int model_set_batch(Model *m, int batch, char *err, size_t errlen);
 
 /* Unmaps the checkpoint, frees the packed weights and the run state; safe on an empty or
