@@ -520,18 +520,25 @@ static void print_summary(int n_prompt, int n_generated, int n_forward, double p
     fprintf(stderr, "norm %s\n", norm);
 }
 
+/* The --logits file: its stream and its name, for the error messages. */
+typedef struct {
+    FILE *file;
+    const char *path;
+} LogitsOut;
+
 /* Runs positions 0..steps-1 from the prompt (n_prompt >= 1 ids, prompt[0] = BOS): position pos
  * feeds a token and predicts the one at pos + 1, forced from the prompt while there is one,
  * sampled after. BOS (id 1) ends the text, as in llama2.c. Writes the fed and predicted tokens
  * (at most steps + 1) into tokens, the number of forward passes into *n_forward, and returns the
- * number of tokens. print: stream the text to stdout. logits_out (or NULL): gets every position's
- * logits, vocab_size float32 each. With m->profile set, sampling is timed. batch_prompt: the
- * prompt's positions but the last (their next tokens are forced) go through model_prefill first,
- * which computes their logits only for logits_out. prompt_done (or NULL) gets the now_seconds()
- * at which the forward pass of the prompt's last position ended, or at which the run ended if
- * that was earlier: it splits prompt from generation speed. */
+ * number of tokens. print: stream the text to stdout. logits_out (or NULL): its file gets every
+ * position's logits, vocab_size float32 each; a failed write dies naming it. With m->profile set,
+ * sampling is timed. batch_prompt: the prompt's positions but the last (their next tokens are
+ * forced) go through model_prefill first, which computes their logits only for logits_out.
+ * prompt_done (or NULL) gets the now_seconds() at which the forward pass of the prompt's last
+ * position ended, or at which the run ended if that was earlier: it splits prompt from generation
+ * speed. */
 static int generate(Model *m, Sampler *sampler, const Tokenizer *t, const int *prompt, int n_prompt,
-                    int steps, int *tokens, int *n_forward, int print, FILE *logits_out,
+                    int steps, int *tokens, int *n_forward, int print, const LogitsOut *logits_out,
                     int batch_prompt, double *prompt_done) {
     int vocab_size = m->config.vocab_size;
     int n_prefill = batch_prompt ? (n_prompt - 1 < steps ? n_prompt - 1 : steps) : 0;
@@ -548,8 +555,8 @@ static int generate(Model *m, Sampler *sampler, const Tokenizer *t, const int *p
                         : prefill_logits ? prefill_logits + (size_t)pos * vocab_size
                                          : NULL; /* not needed: the next token is forced */
         if (logits_out &&
-            fwrite(logits, sizeof(float), vocab_size, logits_out) != (size_t)vocab_size)
-            die("cannot write the --logits file: %s", strerror(errno));
+            fwrite(logits, sizeof(float), vocab_size, logits_out->file) != (size_t)vocab_size)
+            die("cannot write --logits file %s: %s", logits_out->path, strerror(errno));
         for (int i = 0; logits && i < vocab_size; i++)
             if (!isfinite(logits[i]))
                 die("the model computed a non-finite logit at position %d (corrupt weights?)", pos);
@@ -976,12 +983,12 @@ int main(int argc, char **argv) {
         .candidates = malloc(c->vocab_size * sizeof(ProbIndex)),
     };
     if (!sampler.candidates) die("out of memory for the sampler");
-    FILE *logits_file = NULL;
+    LogitsOut logits_out = {NULL, o.logits_path};
     if (o.logits_path) {
         refuse_logits_over(o.logits_path, o.model_path, "model file");
         refuse_logits_over(o.logits_path, tokenizer_path, "tokenizer file");
     }
-    if (o.logits_path && !(logits_file = fopen(o.logits_path, "wb")))
+    if (o.logits_path && !(logits_out.file = fopen(o.logits_path, "wb")))
         die("cannot open --logits file %s: %s", o.logits_path, strerror(errno));
 
     if (o.compare) {
@@ -993,11 +1000,12 @@ int main(int argc, char **argv) {
         if (!tokens) die("out of memory for the tokens");
         double start = now_seconds(), prompt_done = start;
         int pos;
-        int n_tokens = generate(&model, &sampler, &tokenizer, prompt_tokens, n_prompt, o.steps,
-                                tokens, &pos, 1, logits_file, !o.serial_prompt, &prompt_done);
+        int n_tokens =
+            generate(&model, &sampler, &tokenizer, prompt_tokens, n_prompt, o.steps, tokens, &pos,
+                     1, o.logits_path ? &logits_out : NULL, !o.serial_prompt, &prompt_done);
         printf("\n");
         fflush(stdout); /* the summary on stderr comes after the text, also in a shared log */
-        if (logits_file && fclose(logits_file) != 0)
+        if (logits_out.file && fclose(logits_out.file) != 0)
             die("cannot write --logits file %s: %s", o.logits_path, strerror(errno));
         double end = now_seconds(), elapsed = end - start;
         print_summary(n_prompt, n_tokens - n_prompt, pos, prompt_done - start, end - prompt_done,

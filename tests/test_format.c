@@ -360,6 +360,24 @@ Test(logits_option, rows_per_position_and_bad_path) {
     result_free(&r);
 }
 
+/* A --logits file that cannot take the writes (/dev/full): a write that fails mid-run (the
+ * stream's buffer fills within the second position) and one only the final flush finds (one
+ * position, inside the buffer) both end the run with one line naming the file. */
+Test(logits_option, write_errors_name_the_file) {
+    if (access("/dev/full", W_OK) != 0) cr_skip_test("no writable /dev/full on this machine");
+    const char *steps[] = {"64", "1"};
+    for (int i = 0; i < 2; i++) {
+        RunResult r =
+            run_program((const char *[]){LEGACY, "--logits", "/dev/full", "-n", steps[i], NULL});
+        cr_assert_eq(r.exit_code, 1, "-n %s: %s", steps[i], r.err);
+        cr_assert_eq(count_lines(r.err), 1, "-n %s: %s", steps[i], r.err);
+        cr_assert(
+            strstr(r.err, "run: cannot write --logits file /dev/full: No space left on device"),
+            "-n %s: %s", steps[i], r.err);
+        result_free(&r);
+    }
+}
+
 /* --logits naming the model (which stays mapped) or the tokenizer: refused before anything is
  * written, both files left whole. */
 Test(logits_option, refuses_the_model_and_tokenizer_files) {
