@@ -88,10 +88,16 @@ Test(run, steps_are_clamped_to_seq_len) {
     result_free(&r);
 }
 
+/* --help exits 0 and fits an 80-column terminal */
 Test(run, help_exits_zero) {
     RunResult r = run_program((const char *[]){"--help", NULL});
     cr_assert_eq(r.exit_code, 0);
     cr_assert(strstr(r.out, "--norm"));
+    for (const char *line = r.out; *line;) {
+        size_t len = strcspn(line, "\n");
+        cr_assert_leq(len, 80, "a help line of %zu columns: %.*s", len, (int)len, line);
+        line += len + (line[len] == '\n');
+    }
     result_free(&r);
 }
 
