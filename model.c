@@ -788,8 +788,10 @@ static int fail(char *err, size_t errlen, const char *path, const char *what) {
     return -1;
 }
 
-/* Checks the header and the layout against the file size, then sets the weights. */
-static int load_weights(Model *m, const char *map, size_t size, char *what, size_t whatlen) {
+/* Reads the header into m->config and m->format and the tensors' layout into l, and checks the
+ * layout against the file size; reads no tensor. */
+static int read_layout(Model *m, const char *map, size_t size, Layout *l, char *what,
+                       size_t whatlen) {
     uint32_t magic = read_u32(map);
     size_t header = magic == NLLM_MAGIC || magic == AK42_MAGIC ? FIXED_HEADER : LEGACY_HEADER;
     if (size < header) {
@@ -797,13 +799,12 @@ static int load_weights(Model *m, const char *map, size_t size, char *what, size
                  header);
         return -1;
     }
-    Layout l;
-    int rc = magic == NLLM_MAGIC   ? read_normllama(m, map, &l, what, whatlen)
-             : magic == AK42_MAGIC ? read_ak42(m, map, &l, what, whatlen)
-                                   : read_legacy(m, map, &l, what, whatlen);
+    int rc = magic == NLLM_MAGIC   ? read_normllama(m, map, l, what, whatlen)
+             : magic == AK42_MAGIC ? read_ak42(m, map, l, what, whatlen)
+                                   : read_legacy(m, map, l, what, whatlen);
     if (rc != 0) return -1;
     const Config *c = &m->config;
-    uint64_t expected = layout_end(&l);
+    uint64_t expected = layout_end(l);
     if (expected != size) {
         snprintf(what, whatlen,
                  "file is %zu bytes but its %s header (dim %d, hidden_dim %d, n_layers %d, "
@@ -812,6 +813,13 @@ static int load_weights(Model *m, const char *map, size_t size, char *what, size
                  (unsigned long long)expected);
         return -1;
     }
+    return 0;
+}
+
+/* Reads the header and the layout (read_layout), then sets the weights. */
+static int load_weights(Model *m, const char *map, size_t size, char *what, size_t whatlen) {
+    Layout l;
+    if (read_layout(m, map, size, &l, what, whatlen) != 0) return -1;
     uint64_t owned_size = layout_owned_bytes(&l);
     char *owned = NULL;
     if (owned_size > 0 && !(owned = malloc(owned_size))) {
@@ -820,18 +828,18 @@ static int load_weights(Model *m, const char *map, size_t size, char *what, size
         return -1;
     }
     layout_place(&l, map, owned);
-    rc = pack_weights(m, &l);
+    int rc = pack_weights(m, &l);
     free(owned);
     if (rc != 0) {
         snprintf(what, whatlen, "out of memory for the weights");
         return -1;
     }
-    if (c->shared_classifier) m->weights.wcls = m->weights.token_embedding;
+    if (m->config.shared_classifier) m->weights.wcls = m->weights.token_embedding;
     return 0;
 }
 
-int model_load(Model *m, const char *path, char *err, size_t errlen) {
-    memset(m, 0, sizeof(*m));
+/* Maps the checkpoint at path read-only into m->map and m->map_size. */
+static int map_file(Model *m, const char *path, char *err, size_t errlen) {
     char what[256];
     int fd = open(path, O_RDONLY | O_NONBLOCK); /* a FIFO must not block before the check below */
     if (fd < 0) {
@@ -860,12 +868,33 @@ int model_load(Model *m, const char *path, char *err, size_t errlen) {
     }
     m->map = map;
     m->map_size = size;
-    if (load_weights(m, map, size, what, sizeof(what)) != 0) {
+    return 0;
+}
+
+int model_read_config(Config *c, const char *path, char *err, size_t errlen) {
+    Model m = {0};
+    if (map_file(&m, path, err, errlen) != 0) return -1;
+    Layout l;
+    char what[256];
+    int rc = read_layout(&m, m.map, m.map_size, &l, what, sizeof(what));
+    if (rc == 0)
+        *c = m.config;
+    else
+        fail(err, errlen, path, what);
+    munmap(m.map, m.map_size);
+    return rc;
+}
+
+int model_load(Model *m, const char *path, char *err, size_t errlen) {
+    memset(m, 0, sizeof(*m));
+    if (map_file(m, path, err, errlen) != 0) return -1;
+    char what[256];
+    if (load_weights(m, m->map, m->map_size, what, sizeof(what)) != 0) {
         model_free(m);
         return fail(err, errlen, path, what);
     }
     m->norm = m->config.trained_norm;
-    if (alloc_state(&m->state, &m->config, size) != 0) {
+    if (alloc_state(&m->state, &m->config, m->map_size) != 0) {
         model_free(m);
         return fail(err, errlen, path, "out of memory for the run state and kv cache");
     }

@@ -139,6 +139,14 @@ typedef struct {
  * problem into err[errlen]. */
 int model_load(Model *m, const char *path, char *err, size_t errlen);
 
+/* The checks of model_load that need no tensor, and only those: maps the checkpoint at `path`,
+ * reads its header into *c and checks it and the layout against the file size, then unmaps it;
+ * no weight is read or copied, so it takes microseconds where model_load takes seconds for a
+ * large model (run checks the tokenizer against vocab_size, and --tokenize runs, before the
+ * weights are loaded). Returns 0 on success; on failure returns -1, leaves *c alone and writes
+ * model_load's one-line message for the same file into err[errlen]. */
+int model_read_config(Config *c, const char *path, char *err, size_t errlen);
+
 /* Sets the positions per prefill batch, m->state.batch (model_load picks 64 to 256 by the
  * model's size, at most seq_len), to `batch`: the batch's activations (RunState's x to q, xq and
  * xq_scale: batch * (4 dim + 2 hidden_dim + 1) floats and batch * xq_stride int16 values,

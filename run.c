@@ -927,39 +927,48 @@ static void run_compare(Model *m, const Tokenizer *t, Sampler *sampler, const in
     free(diffs);
 }
 
+/* Dies unless the tokenizer (read from path) has the model's vocab_size pieces. */
+static void require_vocab(const Tokenizer *t, const char *path, const Config *c) {
+    if (t->vocab_size != c->vocab_size)
+        die("%s has %d pieces but the model's vocab_size is %d", path, t->vocab_size,
+            c->vocab_size);
+}
+
 int main(int argc, char **argv) {
     Options o = parse_args(argc, argv);
     if (o.threads > 0) omp_set_num_threads(o.threads);
     const char *prompt = o.prompt ? o.prompt : "";
     require_utf8("the prompt", prompt, NULL);
 
+    /* the header first: a tokenizer that does not fit the model, and --tokenize, need no weights,
+     * whose load takes seconds for a large model */
     char err[1024];
+    Config header;
+    if (model_read_config(&header, o.model_path, err, sizeof(err)) != 0) die("%s", err);
+    char found[1024];
+    const char *tokenizer_path = o.tokenizer_path;
+    if (!tokenizer_path) {
+        find_tokenizer(o.model_path, header.vocab_size, found, sizeof(found));
+        tokenizer_path = found;
+    }
+    Tokenizer tokenizer;
+    if (tokenizer_load(&tokenizer, tokenizer_path, err, sizeof(err)) != 0) die("%s", err);
+    require_vocab(&tokenizer, tokenizer_path, &header);
+    if (o.tokenize_text || o.tokenize_file) {
+        tokenize_command(&tokenizer, &o);
+        tokenizer_free(&tokenizer);
+        return 0;
+    }
+
     Model model;
     if (model_load(&model, o.model_path, err, sizeof(err)) != 0) die("%s", err);
     const Config *c = &model.config;
+    require_vocab(&tokenizer, tokenizer_path, c); /* the file may have changed since its header */
     if (o.norm) model.norm = o.norm;
     if (o.batch && model_set_batch(&model, o.batch, err, sizeof(err)) != 0) die("--batch: %s", err);
     if (c->norm_bias && model.norm != layernorm) /* the RMSNorms have no shift */
         fprintf(stderr, "run: the model was trained with %s; %s ignores its norm biases\n",
                 norm_name(c->trained_norm), norm_name(model.norm));
-
-    char found[1024];
-    const char *tokenizer_path = o.tokenizer_path;
-    if (!tokenizer_path) {
-        find_tokenizer(o.model_path, c->vocab_size, found, sizeof(found));
-        tokenizer_path = found;
-    }
-    Tokenizer tokenizer;
-    if (tokenizer_load(&tokenizer, tokenizer_path, err, sizeof(err)) != 0) die("%s", err);
-    if (tokenizer.vocab_size != c->vocab_size)
-        die("%s has %d pieces but the model's vocab_size is %d", tokenizer_path,
-            tokenizer.vocab_size, c->vocab_size);
-    if (o.tokenize_text || o.tokenize_file) {
-        tokenize_command(&tokenizer, &o);
-        tokenizer_free(&tokenizer);
-        model_free(&model);
-        return 0;
-    }
     if (o.ppl_path) {
         run_perplexity(&model, &tokenizer, &o);
         tokenizer_free(&tokenizer);

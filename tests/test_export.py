@@ -1091,6 +1091,34 @@ def random_model_records_seq_len():
 
 
 @test
+def header_alone_serves_tokenizer_checks():
+    """run reads the model's header, not its weights, to pick and check the tokenizer and for
+    --tokenize: under an address-space limit that the load of a model with a 262144-position kv
+    cache (335 MB) cannot fit, those two work and the full run is refused for memory."""
+    out = tmp("long-context.nllm")
+    code, _, err = export_cli(PT, "--out", out, "--seq-len", "262144")
+    assert code == 0, err
+    limit = 160 << 20
+
+    def limited(*args):
+        p = subprocess.run([RUN, *args], capture_output=True, text=True,
+                           preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, limit)))
+        if "AddressSanitizer" in p.stderr:
+            raise Skip("AddressSanitizer reserves more address space than the limit")
+        return p.returncode, p.stdout, p.stderr
+    text = "Once upon a time"
+    code, stdout, err = limited(out, "-z", TOK_BIN, "--tokenize", text)
+    assert code == 0, err
+    assert [int(line.split()[0]) for line in stdout.splitlines()] == [1] + SP.encode(text), stdout
+    code, _, err = limited(out, "-z", "models/tokenizer.bin", text)
+    assert (code, err) == (1, "run: models/tokenizer.bin has 32000 pieces but the model's "
+                              "vocab_size is 512\n"), err
+    code, _, err = limited(out, "-z", TOK_BIN, text)
+    assert code == 1 and "out of memory for the run state and kv cache" in err, err
+    os.remove(out)
+
+
+@test
 def export_help_documents_inputs_and_options():
     code, out, _ = export_cli("--help")
     assert code == 0
