@@ -927,6 +927,27 @@ static void run_compare(Model *m, const Tokenizer *t, Sampler *sampler, const in
     free(diffs);
 }
 
+/* The prompt's ids, BOS first (*n_prompt of them; the caller frees), checked against the model's
+ * seq_len and -n, which is clamped to seq_len with a warning. Dies on a prompt too long. */
+static int *encode_prompt(const Tokenizer *t, const char *prompt, const Config *c, Options *o,
+                          int *n_prompt) {
+    int *ids = malloc((strlen(prompt) + 3) * sizeof(int));
+    if (!ids) die("out of memory for the prompt");
+    int n = tokenizer_encode(t, prompt, 1, 0, ids);
+    if (n > c->seq_len)
+        die("the prompt is %d tokens, longer than the model's seq_len %d", n, c->seq_len);
+    if (o->steps > c->seq_len) { /* after the prompt's check: an error is the only line */
+        fprintf(stderr, "run: -n %d is more than seq_len %d; running %d positions\n", o->steps,
+                c->seq_len, c->seq_len);
+        o->steps = c->seq_len;
+    }
+    if (n > o->steps)
+        die("the prompt is %d tokens, more than -n %d (which counts the prompt tokens)", n,
+            o->steps);
+    *n_prompt = n;
+    return ids;
+}
+
 /* Dies unless the tokenizer (read from path) has the model's vocab_size pieces. */
 static void require_vocab(const Tokenizer *t, const char *path, const Config *c) {
     if (t->vocab_size != c->vocab_size)
@@ -940,7 +961,7 @@ int main(int argc, char **argv) {
     const char *prompt = o.prompt ? o.prompt : "";
     require_utf8("the prompt", prompt, NULL);
 
-    /* the header first: a tokenizer that does not fit the model, and --tokenize, need no weights,
+    /* the header first: --tokenize and the checks of the tokenizer and the prompt need no weights,
      * whose load takes seconds for a large model */
     char err[1024];
     Config header;
@@ -959,6 +980,13 @@ int main(int argc, char **argv) {
         tokenizer_free(&tokenizer);
         return 0;
     }
+    int n_prompt = 0;
+    int *prompt_tokens =
+        o.ppl_path ? NULL : encode_prompt(&tokenizer, prompt, &header, &o, &n_prompt);
+    if (o.logits_path) {
+        refuse_logits_over(o.logits_path, o.model_path, "model file");
+        refuse_logits_over(o.logits_path, tokenizer_path, "tokenizer file");
+    }
 
     Model model;
     if (model_load(&model, o.model_path, err, sizeof(err)) != 0) die("%s", err);
@@ -976,20 +1004,6 @@ int main(int argc, char **argv) {
         return 0;
     }
 
-    int *prompt_tokens = malloc((strlen(prompt) + 3) * sizeof(int));
-    if (!prompt_tokens) die("out of memory for the prompt");
-    int n_prompt = tokenizer_encode(&tokenizer, prompt, 1, 0, prompt_tokens);
-    if (n_prompt > c->seq_len)
-        die("the prompt is %d tokens, longer than the model's seq_len %d", n_prompt, c->seq_len);
-    if (o.steps > c->seq_len) { /* after the prompt's check: an error is the only line */
-        fprintf(stderr, "run: -n %d is more than seq_len %d; running %d positions\n", o.steps,
-                c->seq_len, c->seq_len);
-        o.steps = c->seq_len;
-    }
-    if (n_prompt > o.steps)
-        die("the prompt is %d tokens, more than -n %d (which counts the prompt tokens)", n_prompt,
-            o.steps);
-
     Sampler sampler = {
         .vocab_size = c->vocab_size,
         .temperature = o.temperature,
@@ -999,10 +1013,6 @@ int main(int argc, char **argv) {
     };
     if (!sampler.candidates) die("out of memory for the sampler");
     LogitsOut logits_out = {NULL, o.logits_path};
-    if (o.logits_path) {
-        refuse_logits_over(o.logits_path, o.model_path, "model file");
-        refuse_logits_over(o.logits_path, tokenizer_path, "tokenizer file");
-    }
     if (o.logits_path && !(logits_out.file = fopen(o.logits_path, "wb")))
         die("cannot open --logits file %s: %s", o.logits_path, strerror(errno));
 

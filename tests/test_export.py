@@ -1092,9 +1092,10 @@ def random_model_records_seq_len():
 
 @test
 def header_alone_serves_tokenizer_checks():
-    """run reads the model's header, not its weights, to pick and check the tokenizer and for
-    --tokenize: under an address-space limit that the load of a model with a 262144-position kv
-    cache (335 MB) cannot fit, those two work and the full run is refused for memory."""
+    """run reads the model's header, not its weights, for --tokenize and to check the tokenizer,
+    the prompt's length and a --logits file: under an address-space limit that the load of a
+    model with a 262144-position kv cache (335 MB) cannot fit, each of them works or gives its
+    own error, and only the full run is refused for memory."""
     out = tmp("long-context.nllm")
     code, _, err = export_cli(PT, "--out", out, "--seq-len", "262144")
     assert code == 0, err
@@ -1113,6 +1114,13 @@ def header_alone_serves_tokenizer_checks():
     code, _, err = limited(out, "-z", "models/tokenizer.bin", text)
     assert (code, err) == (1, "run: models/tokenizer.bin has 32000 pieces but the model's "
                               "vocab_size is 512\n"), err
+    n = 1 + len(SP.encode(text))
+    code, _, err = limited(out, "-z", TOK_BIN, "-n", "2", text)
+    assert (code, err) == (1, f"run: the prompt is {n} tokens, more than -n 2 (which counts the "
+                              "prompt tokens)\n"), err
+    code, _, err = limited(out, "-z", TOK_BIN, "--logits", out, text)
+    assert (code, err) == (1, f"run: --logits file {out} is the model file; writing it would "
+                              "destroy it\n"), err
     code, _, err = limited(out, "-z", TOK_BIN, text)
     assert code == 1 and "out of memory for the run state and kv cache" in err, err
     os.remove(out)
