@@ -93,7 +93,7 @@ typedef enum {
     TENSOR_F32,
     TENSOR_BF16,
     TENSOR_I8,       /* q8_0 values; their scales follow as a TENSOR_F32 */
-    TENSOR_AK42_Q8,  /* llama2.c version 2, groups within rows: copied at load as q8_0 */
+    TENSOR_AK42_Q8,  /* llama2.c version 2, groups within rows: read in place as q8_0 */
     TENSOR_AK42_F32, /* llama2.c version 2, groups across rows: dequantized at load */
     TENSOR_SKIP,     /* float32 data run does not use */
 } TensorKind;
@@ -109,13 +109,17 @@ typedef struct {
     uint64_t parts;
 } TensorSpec;
 
-/* A matrix row-major, in the map or copied (version 2), until model_load packs it into `matrix`. */
+/* A matrix row-major, in the map or dequantized (version 2), until model_load packs it into
+ * `matrix`: layer l's values (rows, cols) start value_stride bytes after layer l - 1's, and its
+ * scales scale_stride bytes after. The layers are back to back but in a version 2 file, whose
+ * pieces hold a layer's values, then its scales. */
 typedef struct {
     Matrix *matrix;
-    const void *values;  /* (layers * rows, cols): float, uint16_t (bf16) or int8_t (q8_0) */
-    const float *scales; /* q8_0: (layers * rows, ceil(cols / group_size)); else NULL */
+    const void *values;  /* layer 0's (rows, cols): float, uint16_t (bf16) or int8_t (q8_0) */
+    const float *scales; /* q8_0: layer 0's (rows, ceil(cols / group_size)); else NULL */
+    uint64_t value_stride, scale_stride;
     int layers;
-    int in_map; /* 1: values and scales point into the file map; 0: into copies (version 2) */
+    int in_map; /* 1: values and scales point into the file map; 0: into a dequantized copy */
 } Source;
 
 typedef struct {
@@ -136,7 +140,7 @@ static void skip(Layout *l, const char *name, uint64_t numel) {
     l->tensors[l->n++] = (TensorSpec){name, NULL, NULL, numel, TENSOR_SKIP, 1};
 }
 
-/* Whether a tensor is llama2.c version 2's int8, copied or dequantized at load. */
+/* Whether a tensor is llama2.c version 2's int8, read as q8_0 or dequantized at load. */
 static int is_ak42(TensorKind kind) {
     return kind == TENSOR_AK42_Q8 || kind == TENSOR_AK42_F32;
 }
@@ -156,17 +160,24 @@ static void add_matrix(Layout *l, const char *name, Matrix *m, uint64_t layers, 
     m->rows = rows;
     m->cols = cols;
     m->group_size = q8 ? group_size : 0;
+    uint64_t per_layer = (uint64_t)rows * cols;
+    uint64_t n_groups = q8 ? ((uint64_t)cols + group_size - 1) / group_size : 0;
+    uint64_t element = m->dtype == DTYPE_F32 ? sizeof(float) : m->dtype == DTYPE_BF16 ? 2 : 1;
     Source *src = &l->sources[l->n_sources++];
-    *src = (Source){m, NULL, NULL, (int)layers, !is_ak42(kind)};
-    uint64_t stacked_rows = layers * (uint64_t)rows;
-    const float **scales = kind == TENSOR_AK42_Q8 ? &src->scales : NULL; /* set by its copy */
-    l->tensors[l->n++] =
-        (TensorSpec){name, scales, &src->values, stacked_rows * (uint64_t)cols, kind, layers};
-    if (kind == TENSOR_I8) {
-        uint64_t n_groups = ((uint64_t)cols + group_size - 1) / group_size;
+    *src = (Source){m,
+                    NULL,
+                    NULL,
+                    per_layer * element,
+                    rows * n_groups * sizeof(float),
+                    (int)layers,
+                    kind != TENSOR_AK42_F32};
+    if (kind == TENSOR_AK42_Q8) /* a piece per layer: its values, then its scales */
+        src->value_stride = src->scale_stride = ak42_piece_bytes(per_layer, group_size);
+    const float **scales = kind == TENSOR_AK42_Q8 ? &src->scales : NULL; /* after the values */
+    l->tensors[l->n++] = (TensorSpec){name, scales, &src->values, layers * per_layer, kind, layers};
+    if (kind == TENSOR_I8)
         l->tensors[l->n++] =
-            (TensorSpec){name, &src->scales, NULL, stacked_rows * n_groups, TENSOR_F32, 1};
-    }
+            (TensorSpec){name, &src->scales, NULL, layers * rows * n_groups, TENSOR_F32, 1};
 }
 
 static uint64_t align_up(uint64_t off, uint64_t align) {
@@ -196,35 +207,16 @@ static uint64_t layout_end(const Layout *l) {
     return off <= (1ull << 62) ? off : UINT64_MAX;
 }
 
-/* Bytes a tensor takes in memory of its own once layout_place has converted it: a llama2.c
- * version 2 tensor copied as q8_0 as many as in the file (values, then scales), one dequantized 4
- * per value; 0 for the tensors read in place from the map. A multiple of 4 (a q8_0 copy's numel
- * is a multiple of its group size, 32 or 64), so that the floats of each copy after another stay
- * aligned. */
-static uint64_t owned_bytes(const TensorSpec *t, uint64_t group_size) {
-    if (t->kind == TENSOR_AK42_Q8) return tensor_bytes(t, group_size);
+/* Bytes a tensor takes in memory of its own once layout_place has converted it: 4 per value of
+ * a llama2.c version 2 tensor dequantized; 0 for the tensors read in place from the map. */
+static uint64_t owned_bytes(const TensorSpec *t) {
     return t->kind == TENSOR_AK42_F32 ? t->numel * sizeof(float) : 0;
 }
 
 static uint64_t layout_owned_bytes(const Layout *l) {
     uint64_t n = 0;
-    for (int i = 0; i < l->n; i++) n += owned_bytes(&l->tensors[i], l->group_size);
+    for (int i = 0; i < l->n; i++) n += owned_bytes(&l->tensors[i]);
     return n;
-}
-
-/* A TENSOR_AK42_Q8's pieces into `owned` in q8_0's layout (Source): every layer's int8 values,
- * then every layer's scales, now float-aligned (numel is a multiple of the group size, 32 or 64).
- * Its groups lie within rows, so a piece's scales in order are its rows' groups in order, (rows,
- * cols / group_size) as q8_0's. Points the matrix's values and scales there. */
-static void copy_ak42_q8(const TensorSpec *t, const char *piece, uint64_t gs, char *owned) {
-    uint64_t n = t->numel / t->parts, n_scales = n / gs;
-    float *scales = (float *)(owned + t->numel);
-    for (uint64_t p = 0; p < t->parts; p++, piece += ak42_piece_bytes(n, gs)) {
-        memcpy(owned + p * n, piece, n);
-        memcpy(scales + p * n_scales, piece + n, n_scales * sizeof(float));
-    }
-    *t->mat = owned;
-    *t->vec = scales;
 }
 
 /* A TENSOR_AK42_F32's pieces dequantized into `owned`: value j of a piece times the scale of
@@ -262,9 +254,13 @@ static void release_pages(Release *r, const void *consumed) {
     r->released = (const char *)to;
 }
 
-/* Sets every tensor's pointer: into the map, or for llama2.c version 2's int8 into `owned`
- * (owned_bytes each), converted there. Only called once layout_end has matched the file size, so
- * every read is inside the map. */
+/* Sets every tensor's pointer: into the map, or for llama2.c version 2's int8 with groups across
+ * rows into `owned` (owned_bytes each), dequantized there. A version 2 q8_0 matrix's scales
+ * follow its first layer's values: its groups lie within rows, so a piece's scales in order are
+ * its rows' groups in order, (rows, cols / group_size) as q8_0's; and with a group size of 32 or
+ * 64 every piece's values and scales take a multiple of 4 bytes (read_ak42 checks that a piece
+ * holds whole groups), so the scales are float-aligned. Only called once layout_end has matched
+ * the file size, so every read is inside the map. */
 static void layout_place(const Layout *l, const char *map, char *owned) {
     uint64_t off = l->start;
     for (int i = 0; i < l->n; i++) {
@@ -272,13 +268,13 @@ static void layout_place(const Layout *l, const char *map, char *owned) {
         off = align_up(off, l->align);
         const char *data = map + off;
         uint64_t bytes = tensor_bytes(t, l->group_size);
-        if (is_ak42(t->kind)) {
-            if (t->kind == TENSOR_AK42_Q8)
-                copy_ak42_q8(t, data, l->group_size, owned);
-            else
-                dequantize_ak42(t, data, l->group_size, (float *)owned);
+        if (t->kind == TENSOR_AK42_F32) {
+            dequantize_ak42(t, data, l->group_size, (float *)owned);
             release_pages(&(Release){data, 1}, data + bytes); /* packing reads the copy */
-            owned += owned_bytes(t, l->group_size);
+            owned += owned_bytes(t);
+        } else if (t->kind == TENSOR_AK42_Q8) {
+            *t->mat = data;
+            *t->vec = (const float *)(data + t->numel / t->parts);
         } else {
             if (t->vec) *t->vec = (const float *)data;
             if (t->mat) *t->mat = data;
@@ -626,24 +622,34 @@ static void pack_q8_panel(char *dst, const int8_t *values, const float *scales, 
     }
 }
 
-/* One past the last source row (of the stack) panel q of all layers (l * n_panels + p) reads. */
-static size_t panel_end_row(const Matrix *m, int q) {
+/* Layer l's values and scales in a source. */
+static const char *layer_values(const Source *src, int l) {
+    return (const char *)src->values + l * src->value_stride;
+}
+
+static const float *layer_scales(const Source *src, int l) {
+    return (const float *)((const char *)src->scales + l * src->scale_stride);
+}
+
+/* One past the last row of its layer that panel q of all layers (l * n_panels + p) reads. */
+static int panel_end_row(const Matrix *m, int q) {
     int row = (q % m->n_panels + 1) * PANEL_ROWS;
-    return (size_t)(q / m->n_panels) * m->rows + (row < m->rows ? row : m->rows);
+    return row < m->rows ? row : m->rows;
 }
 
 /* Packs panel q of all layers of a source into dst (panel_bytes). */
 static void pack_panel(const Source *src, char *dst, int q) {
     const Matrix *m = src->matrix;
-    int row = q % m->n_panels * PANEL_ROWS;
+    int layer = q / m->n_panels, row = q % m->n_panels * PANEL_ROWS;
     int n_rows = m->rows - row < PANEL_ROWS ? m->rows - row : PANEL_ROWS;
-    size_t first = (size_t)(q / m->n_panels) * m->rows + row;
+    const char *values = layer_values(src, layer);
     if (m->dtype == DTYPE_Q8_0)
-        pack_q8_panel(dst, src->values, src->scales, first, n_rows, m->cols, m->group_size);
+        pack_q8_panel(dst, (const int8_t *)values, layer_scales(src, layer), row, n_rows, m->cols,
+                      m->group_size);
     else if (m->dtype == DTYPE_BF16)
-        pack_float_panel(dst, src->values, first, n_rows, m->cols, sizeof(uint16_t));
+        pack_float_panel(dst, values, row, n_rows, m->cols, sizeof(uint16_t));
     else
-        pack_float_panel(dst, src->values, first, n_rows, m->cols, sizeof(float));
+        pack_float_panel(dst, values, row, n_rows, m->cols, sizeof(float));
 }
 
 /* Packs a source's stack of matrices into dst (packed_bytes(src)) and points its Matrix there:
@@ -664,9 +670,11 @@ static void pack_matrix(const Source *src, char *dst) {
         int q1 = n_panels - q0 < PACK_CHUNK ? n_panels : q0 + PACK_CHUNK;
 #pragma omp parallel for
         for (int q = q0; q < q1; q++) pack_panel(src, dst + (size_t)q * m->panel_bytes, q);
+        int layer = (q1 - 1) / m->n_panels;
         size_t end = panel_end_row(m, q1 - 1);
-        release_pages(&values, (const char *)src->values + end * m->cols * element);
-        if (m->dtype == DTYPE_Q8_0) release_pages(&scales, src->scales + end * n_groups);
+        release_pages(&values, layer_values(src, layer) + end * m->cols * element);
+        if (m->dtype == DTYPE_Q8_0)
+            release_pages(&scales, layer_scales(src, layer) + end * n_groups);
     }
 }
 

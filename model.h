@@ -123,12 +123,12 @@ typedef struct {
  * short of 2 MiB (the kernels' loads then miss the TLB far less than through the map's 4 KiB
  * pages). llama2.c version 2 matrices (w[i] =
  * q[i] * scale[i / group_size] over each layer's flattened tensor, as llama2.c's export.py
- * quantized them) are first copied out of the file's per-layer pieces: as q8_0 with the file's
- * group size when their rows hold whole groups and that size is 32 or 64 (the same values and
- * scales, the q8_0 kernels), otherwise dequantized to f32 (groups straddling rows, which q8_0
+ * quantized them) are packed from the file's per-layer pieces as q8_0 with the file's group size
+ * when their rows hold whole groups and that size is 32 or 64 (the same values and scales, the
+ * q8_0 kernels), and otherwise first dequantized to f32 (groups straddling rows, which q8_0
  * cannot express: stories260K's w2). The map's pages are given back as they are copied, so that
- * peak memory holds the weights once (version 2 files: twice, the copy and the panels; the f32
- * ones at 4 bytes a weight). Allocates the run state (64-byte aligned; the kv
+ * peak memory holds the weights once (but a version 2 file's f32 matrices, twice at 4 bytes a
+ * weight: the dequantized copy and the panels). Allocates the run state (64-byte aligned; the kv
  * cache in 2 MiB pages as the weights, all resident from the start: memory grows with the header's
  * seq_len) and sets m->norm to the trained norm. Returns 0 on success. On failure (missing,
  * unreadable, empty or truncated file; unknown version or weight dtype; q8_0 group_size other than
