@@ -991,7 +991,8 @@ int main(int argc, char **argv) {
     Model model;
     if (model_load(&model, o.model_path, err, sizeof(err)) != 0) die("%s", err);
     const Config *c = &model.config;
-    require_vocab(&tokenizer, tokenizer_path, c); /* the file may have changed since its header */
+    if (c->vocab_size != header.vocab_size || c->seq_len != header.seq_len) /* the checks above */
+        die("%s: the file changed while it was read", o.model_path);
     if (o.norm) model.norm = o.norm;
     if (o.batch && model_set_batch(&model, o.batch, err, sizeof(err)) != 0) die("--batch: %s", err);
     if (c->norm_bias && model.norm != layernorm) /* the RMSNorms have no shift */

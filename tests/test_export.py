@@ -1127,6 +1127,36 @@ def header_alone_serves_tokenizer_checks():
 
 
 @test
+def model_replaced_after_its_header_is_refused():
+    """run checks the tokenizer and the prompt against the model's header, then loads the weights:
+    a model file replaced in between (here by one with another seq_len, while run waits on a
+    tokenizer FIFO, which it opens only after reading the header) is refused rather than run past
+    the checks."""
+    model, other, fifo = tmp("swapped.nllm"), tmp("swapped-other.nllm"), tmp("tok.fifo")
+    for path, seq_len in ((model, "512"), (other, "64")):
+        code, _, err = export_cli(PT, "--out", path, "--seq-len", seq_len)
+        assert code == 0, err
+    os.mkfifo(fifo)
+    writer = os.open(fifo, os.O_RDWR)  # a writer from the start: run's reads wait for the data
+    p = subprocess.Popen([RUN, model, "-z", fifo, "-n", "16", "Once"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 30
+    while not any(os.path.realpath(f"/proc/{p.pid}/fd/{fd}") == fifo
+                  for fd in os.listdir(f"/proc/{p.pid}/fd")):
+        assert time.time() < deadline and p.poll() is None, "run did not open the tokenizer"
+        time.sleep(0.01)
+    os.replace(other, model)
+    with open(TOK_BIN, "rb") as f:
+        os.write(writer, f.read())
+    os.close(writer)
+    out, err = p.communicate(timeout=60)
+    assert (p.returncode, err) == (1, f"run: {model}: the file changed while it was read\n"), err
+    assert out == ""
+    os.remove(model)
+    os.remove(fifo)
+
+
+@test
 def export_help_documents_inputs_and_options():
     code, out, _ = export_cli("--help")
     assert code == 0
