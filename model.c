@@ -21,14 +21,22 @@
 #define PARALLEL_MIN_WORK (1 << 16)
 
 /* First four bytes, read as a little-endian uint32. */
-#define NLLM_MAGIC    0x4d4c4c4eu /* "NLLM" */
-#define AK42_MAGIC    0x616b3432u /* "24ka" on disk: llama2.c writes the number 0x616b3432 */
+#define NLLM_MAGIC 0x4d4c4c4eu /* "NLLM" */
+#define AK42_MAGIC 0x616b3432u /* "24ka" on disk: llama2.c writes the number 0x616b3432 */
+
 #define NLLM_VERSION  1
 #define LEGACY_HEADER 28  /* 7 int32 */
 #define FIXED_HEADER  256 /* normllama and llama2.c version 1/2 headers, zero-padded */
 
-#define Q8_HEADER_OFF 64 /* normllama: uint32 group_size of q8_0 weights, 0 for other dtypes */
+/* normllama: offset of the uint32 group_size of q8_0 weights (0 for other dtypes), the header's
+ * last field; the reserved zero bytes follow */
+#define NLLM_GROUP_SIZE_OFF 64
 static const char *const dtype_names[] = {"f32", "bf16", "q8_0"};
+
+/* Bytes of one value of a row-major matrix of this dtype (q8_0: the int8, its scales apart). */
+static size_t value_bytes(DType dtype) {
+    return dtype == DTYPE_F32 ? sizeof(float) : dtype == DTYPE_BF16 ? sizeof(uint16_t) : 1;
+}
 
 /* The q8_0 group sizes the kernels are built for (tile). */
 static int q8_group_size_ok(uint64_t group_size) {
@@ -110,9 +118,10 @@ typedef struct {
 } TensorSpec;
 
 /* A matrix row-major, in the map or dequantized (version 2), until model_load packs it into
- * `matrix`: layer l's values (rows, cols) start value_stride bytes after layer l - 1's, and its
- * scales scale_stride bytes after. The layers are back to back but in a version 2 file, whose
- * pieces hold a layer's values, then its scales. */
+ * `matrix`: layer l's values (rows, cols) start value_stride bytes after layer l - 1's values, and
+ * its scales scale_stride bytes after layer l - 1's scales. The strides are one layer's values
+ * and one layer's scales (the layers back to back), except for a version 2 matrix read as q8_0,
+ * where both are a whole piece: a layer's values, then its scales. */
 typedef struct {
     Matrix *matrix;
     const void *values;  /* layer 0's (rows, cols): float, uint16_t (bf16) or int8_t (q8_0) */
@@ -123,9 +132,9 @@ typedef struct {
 } Source;
 
 typedef struct {
-    TensorSpec tensors[32];
+    TensorSpec tensors[32]; /* at most 24: normllama q8_0 with norm biases */
     int n;
-    Source sources[12];
+    Source sources[12]; /* at most 9: every matrix, wcls included */
     int n_sources;
     uint64_t start;      /* file offset of the first tensor */
     uint64_t align;      /* every tensor starts at a multiple of this (1: packed) */
@@ -162,18 +171,19 @@ static void add_matrix(Layout *l, const char *name, Matrix *m, uint64_t layers, 
     m->group_size = q8 ? group_size : 0;
     uint64_t per_layer = (uint64_t)rows * cols;
     uint64_t n_groups = q8 ? ((uint64_t)cols + group_size - 1) / group_size : 0;
-    uint64_t element = m->dtype == DTYPE_F32 ? sizeof(float) : m->dtype == DTYPE_BF16 ? 2 : 1;
+    uint64_t element = value_bytes(m->dtype);
     Source *src = &l->sources[l->n_sources++];
-    *src = (Source){m,
-                    NULL,
-                    NULL,
-                    per_layer * element,
-                    rows * n_groups * sizeof(float),
-                    (int)layers,
-                    kind != TENSOR_AK42_F32};
+    *src = (Source){.matrix = m,
+                    .values = NULL, /* set by layout_place */
+                    .scales = NULL,
+                    .value_stride = per_layer * element,
+                    .scale_stride = rows * n_groups * sizeof(float),
+                    .layers = (int)layers,
+                    .in_map = kind != TENSOR_AK42_F32};
     if (kind == TENSOR_AK42_Q8) /* a piece per layer: its values, then its scales */
         src->value_stride = src->scale_stride = ak42_piece_bytes(per_layer, group_size);
-    const float **scales = kind == TENSOR_AK42_Q8 ? &src->scales : NULL; /* after the values */
+    /* a version 2 piece holds the scales too: layout_place sets both from this one tensor */
+    const float **scales = kind == TENSOR_AK42_Q8 ? &src->scales : NULL;
     l->tensors[l->n++] = (TensorSpec){name, scales, &src->values, layers * per_layer, kind, layers};
     if (kind == TENSOR_I8)
         l->tensors[l->n++] =
@@ -184,6 +194,7 @@ static uint64_t align_up(uint64_t off, uint64_t align) {
     return (off + align - 1) / align * align;
 }
 
+/* Bytes a tensor takes in the file. */
 static uint64_t tensor_bytes(const TensorSpec *t, uint64_t group_size) {
     switch (t->kind) {
     case TENSOR_BF16:
@@ -307,8 +318,8 @@ static void legacy_layout(Layout *l, Weights *w, const Config *c) {
 
 /* How a llama2.c version 2 matrix of `cols` columns is loaded: as q8_0 when its rows hold whole
  * groups of the flattened tensor and the q8_0 kernels take the group size, the file's groups then
- * being exactly q8_0's row groups; otherwise groups straddle rows (stories260K's w2: rows of 172,
- * groups of 64), which q8_0 cannot express, and it is dequantized to f32. */
+ * being exactly q8_0's row groups; otherwise groups straddle rows (stories260K's w2: rows of 172
+ * values, groups of 64), which q8_0 cannot express, and it is dequantized to f32. */
 static TensorKind ak42_kind(int cols, uint64_t group_size) {
     return q8_group_size_ok(group_size) && cols % group_size == 0 ? TENSOR_AK42_Q8
                                                                   : TENSOR_AK42_F32;
@@ -404,13 +415,17 @@ static int check_flag(const char *name, uint32_t v, char *err, size_t errlen) {
     return -1;
 }
 
-/* Reads and checks the header of a file of `size` >= its header size, and builds its layout.
- * Returns 0, or -1 with the problem in err. */
+/* read_legacy, read_ak42 and read_normllama each read and check a header (the caller has checked
+ * that the file holds it) into m->config and m->format, and build the file's layout. Each returns
+ * 0, or -1 with the problem in err. */
+
+/* llama2.c legacy header: the 7 int32 sizes alone, no magic. */
 static int read_legacy(Model *m, const char *map, Layout *l, char *err, size_t errlen) {
     Config *c = &m->config;
     read_sizes(c, map);
     int32_t vocab = c->vocab_size;
     c->shared_classifier = vocab > 0; /* llama2.c: a negative vocab_size means a separate wcls */
+    /* abs(INT32_MIN) would overflow: 0 instead, which check_config refuses */
     c->vocab_size = vocab == INT32_MIN ? 0 : abs(vocab);
     if (c->dim > MAX_SIZE) {
         snprintf(err, errlen,
@@ -486,7 +501,7 @@ static int read_normllama(Model *m, const char *map, Layout *l, char *err, size_
         snprintf(err, errlen, "unknown weight dtype %u (0 f32, 1 bf16, 2 q8_0)", dtype);
         return -1;
     }
-    uint32_t group_size = read_u32(map + Q8_HEADER_OFF);
+    uint32_t group_size = read_u32(map + NLLM_GROUP_SIZE_OFF);
     if (dtype == DTYPE_Q8_0 && !q8_group_size_ok(group_size)) {
         snprintf(err, errlen, "q8_0 group_size is %u, not 32 or 64", group_size);
         return -1;
@@ -500,7 +515,7 @@ static int read_normllama(Model *m, const char *map, Layout *l, char *err, size_
         snprintf(err, errlen, "alignment is %u, not a power of two in 4..4096", align);
         return -1;
     }
-    for (int i = Q8_HEADER_OFF + 4; i < FIXED_HEADER; i++) {
+    for (int i = NLLM_GROUP_SIZE_OFF + 4; i < FIXED_HEADER; i++) {
         if (map[i] != 0) {
             snprintf(err, errlen, "reserved header byte %d is not zero", i);
             return -1;
@@ -590,8 +605,9 @@ static void fault_in(char *p, size_t bytes) {
     for (size_t off = whole; off < bytes; off += page) p[off] = 0;
 }
 
-/* A panel of the stack: rows first .. first + n_rows - 1 of the row-major source, f32 or bf16
- * (element_size 4 or 2, a constant once inlined), column by column; rows past n_rows are zero. */
+/* A panel: rows first .. first + n_rows - 1 of one layer's row-major matrix at `values`, f32 or
+ * bf16 (element_size 4 or 2, a constant once inlined), column by column; rows past n_rows are
+ * zero. */
 static ALWAYS_INLINE void pack_float_panel(char *dst, const char *values, size_t first, int n_rows,
                                            int cols, size_t element_size) {
     if (n_rows < PANEL_ROWS) memset(dst, 0, (size_t)cols * PANEL_ROWS * element_size);
@@ -631,13 +647,14 @@ static const float *layer_scales(const Source *src, int l) {
     return (const float *)((const char *)src->scales + l * src->scale_stride);
 }
 
-/* One past the last row of its layer that panel q of all layers (l * n_panels + p) reads. */
+/* pack_matrix numbers the panels of all layers together: panel q is panel q % n_panels of layer
+ * q / n_panels. One past the last row of that layer which panel q reads. */
 static int panel_end_row(const Matrix *m, int q) {
     int row = (q % m->n_panels + 1) * PANEL_ROWS;
     return row < m->rows ? row : m->rows;
 }
 
-/* Packs panel q of all layers of a source into dst (panel_bytes). */
+/* Packs panel q (numbered as in panel_end_row) of a source into dst (panel_bytes). */
 static void pack_panel(const Source *src, char *dst, int q) {
     const Matrix *m = src->matrix;
     int layer = q / m->n_panels, row = q % m->n_panels * PANEL_ROWS;
@@ -653,16 +670,17 @@ static void pack_panel(const Source *src, char *dst, int q) {
 }
 
 /* Packs a source's stack of matrices into dst (packed_bytes(src)) and points its Matrix there:
- * PACK_CHUNK panels at a time among the threads (the kernel zeroes each new page as it is first
- * written, and reads each file page as it is first read: both the slow part), giving the map's
- * pages back after each chunk. */
+ * PACK_CHUNK panels at a time among the threads (the slow part is the page faults: each file page
+ * is read in as it is first touched, and where the OS gave no 2 MiB pages, each new page of dst
+ * that fault_in did not reach is zeroed as it is first written), giving the map's pages back after
+ * each chunk. */
 static void pack_matrix(const Source *src, char *dst) {
     Matrix *m = src->matrix;
     m->panel_rows = PANEL_ROWS;
     m->n_panels = panels_of(m->rows);
     m->panel_bytes = panel_bytes(m->dtype, m->cols, m->group_size);
     m->data = dst;
-    size_t element = m->dtype == DTYPE_F32 ? sizeof(float) : m->dtype == DTYPE_BF16 ? 2 : 1;
+    size_t element = value_bytes(m->dtype);
     int n_groups = m->dtype == DTYPE_Q8_0 ? (m->cols + m->group_size - 1) / m->group_size : 0;
     Release values = {src->values, src->in_map}, scales = {(const char *)src->scales, src->in_map};
     int n_panels = src->layers * m->n_panels;
@@ -784,6 +802,8 @@ static void free_state(RunState *s) {
     memset(s, 0, sizeof(*s));
 }
 
+/* inv_freq[i] = rope_theta^(-2i / head_size): the angle per position by which RoPE rotates pair
+ * i of every head (rope). */
 static void init_rope(RunState *s, const Config *c) {
     int head_size = c->dim / c->n_heads;
     for (int i = 0; i < head_size / 2; i++)
@@ -796,8 +816,9 @@ static int fail(char *err, size_t errlen, const char *path, const char *what) {
     return -1;
 }
 
-/* Reads the header into m->config and m->format and the tensors' layout into l, and checks the
- * layout against the file size; reads no tensor. */
+/* Reads the header into m->config and m->format, the tensors' layout into l and the matrices'
+ * shapes and dtypes into m->weights, and checks the layout against the file size; reads no
+ * tensor. On failure writes the problem into what[whatlen], without the path. */
 static int read_layout(Model *m, const char *map, size_t size, Layout *l, char *what,
                        size_t whatlen) {
     uint32_t magic = read_u32(map);
@@ -846,7 +867,8 @@ static int load_weights(Model *m, const char *map, size_t size, char *what, size
     return 0;
 }
 
-/* Maps the checkpoint at path read-only into m->map and m->map_size. */
+/* Maps the checkpoint at path read-only into m->map and m->map_size. On failure writes
+ * "<path>: <problem>" into err[errlen]. */
 static int map_file(Model *m, const char *path, char *err, size_t errlen) {
     char what[256];
     int fd = open(path, O_RDONLY | O_NONBLOCK); /* a FIFO must not block before the check below */
@@ -880,7 +902,7 @@ static int map_file(Model *m, const char *path, char *err, size_t errlen) {
 }
 
 int model_read_config(Config *c, const char *path, char *err, size_t errlen) {
-    Model m = {0};
+    Model m = {0}; /* a scratch model for read_layout; only its config is kept */
     if (map_file(&m, path, err, errlen) != 0) return -1;
     Layout l;
     char what[256];
@@ -1099,8 +1121,8 @@ static void quantize_input(int16_t *xq, float *scale, const float *x, int n) {
     for (int j = n; j % 64 != 0; j++) xq[j] = 0;
 }
 
-/* The inputs of a matrix product from input b on: x (rows of w->cols floats), and for q8_0
- * weights the same quantized by quantize_input (rows of xq_stride int16, one scale each). */
+/* The inputs of a matrix product: x (rows of w->cols floats), and for q8_0 weights the same
+ * quantized by quantize_input (rows of xq_stride int16, one scale each). */
 typedef struct {
     const float *x;
     const int16_t *xq;
@@ -1108,6 +1130,7 @@ typedef struct {
     size_t xq_stride;
 } Inputs;
 
+/* The inputs from input b on. */
 static Inputs inputs_from(Inputs in, int b, int cols) {
     return (Inputs){in.x + (size_t)b * cols, in.xq + b * in.xq_stride, in.xq_scale + b,
                     in.xq_stride};
@@ -1126,9 +1149,10 @@ static ALWAYS_INLINE void tile(float *out, size_t out_stride, Inputs in, int nb,
         float_tile(out, out_stride, in.x, nb, w, panel, np, row0, DTYPE_F32);
 }
 
-/* The tile shapes the products use: decode's 4 x 1, and prefill's np (1 or 2) x nb, nb the
- * tile's inputs (TILE_INPUTS, or TILE_INPUTS_Q8 for q8_0) or, for a batch's last inputs, 4, 2 or
- * 1. Each shape is its own code, its accumulators in registers. */
+/* The tile shapes the products use: decode's 4 x 1, and otherwise np (1 or 2) x nb, nb the
+ * tile's inputs (TILE_INPUTS, or TILE_INPUTS_Q8 for q8_0) or, for a batch's last inputs (and
+ * decode's last panels of a matrix), 4, 2 or 1. Each shape is its own code, its accumulators in
+ * registers. */
 static void tile_4x1(float *out, size_t out_stride, Inputs in, const Matrix *w, const char *panel,
                      int row0) {
     tile(out, out_stride, in, 1, w, panel, 4, row0);
@@ -1200,8 +1224,8 @@ static void matmul_panels(float *const out[], const Matrix *const w[], int n, co
 /* out[k] = x W_k^T for k < n (at most 3), W_k layer `layer` of w[k]: (w[k]->rows, cols); all
  * n matrices have cols = w[0]->cols columns and one dtype; x: (batch, cols), out[k]: (batch,
  * w[k]->rows); batch <= s->batch. The panels of all n products (wq, wk, wv of one input, or w1,
- * w3), numbered in order, are split into one contiguous run per thread, equal to a panel (a split
- * by blocks of four left one thread a third more of 15M's w2 than the other), in one parallel
+ * w3), numbered in order, are split into one contiguous run per thread, equal to within a panel (a
+ * split by blocks of four left one thread a third more of 15M's w2 than the other), in one parallel
  * region: one fork and join and, for q8_0, one quantization of x (into s->xq). Each thread takes
  * its run up to BLOCK_PANELS panels at a time, whose weights are read from memory once and stay in
  * cache while every input of the batch passes them (batched prefill's matrix-matrix product);
@@ -1263,15 +1287,15 @@ static void rope(float *q, int dim, float *k, int kv_dim, int head_size, int pos
     for (int i = 0; i < head_size; i += 2) {
         float angle = pos * inv_freq[i / 2];
         float cos_a = cosf(angle), sin_a = sinf(angle);
-        for (int h = i; h < dim; h += head_size) {
-            float *v = h < kv_dim ? k + h : NULL; /* k has the first kv_dim / head_size heads */
-            float q0 = q[h], q1 = q[h + 1];
-            q[h] = q0 * cos_a - q1 * sin_a;
-            q[h + 1] = q0 * sin_a + q1 * cos_a;
-            if (v) {
-                float k0 = v[0], k1 = v[1];
-                v[0] = k0 * cos_a - k1 * sin_a;
-                v[1] = k0 * sin_a + k1 * cos_a;
+        for (int j = i; j < dim; j += head_size) {  /* pair i of each head */
+            float *key = j < kv_dim ? k + j : NULL; /* k has the first kv_dim / head_size heads */
+            float q0 = q[j], q1 = q[j + 1];
+            q[j] = q0 * cos_a - q1 * sin_a;
+            q[j + 1] = q0 * sin_a + q1 * cos_a;
+            if (key) {
+                float k0 = key[0], k1 = key[1];
+                key[0] = k0 * cos_a - k1 * sin_a;
+                key[1] = k0 * sin_a + k1 * cos_a;
             }
         }
     }
@@ -1379,7 +1403,7 @@ static ALWAYS_INLINE void mix_values(const HeadCache *hc, const float *weights, 
  * floats, scratch. */
 static ALWAYS_INLINE void attend(const HeadCache *hc, const float *const q[4], float *const out[4],
                                  int nq, int first_pos, float *att, int stride) {
-    float scale = sqrtf((float)hc->head_size); /* divided, not multiplied, to round as llama2.c */
+    float sqrt_head_size = sqrtf((float)hc->head_size); /* divided by: rounds as llama2.c */
     float scores[4];
     if (nq == 1) { /* one query, four keys at a time (the missing ones of the last four repeat) */
         const float *qs[4] = {q[0], q[0], q[0], q[0]};
@@ -1389,29 +1413,28 @@ static ALWAYS_INLINE void attend(const HeadCache *hc, const float *const q[4], f
             for (int i = 0; i < 4; i++)
                 keys[i] = hc->keys + (size_t)(t + (i < nk ? i : 0)) * hc->kv_dim;
             dot4(qs, keys, hc->head_size, scores);
-            for (int i = 0; i < nk; i++) att[t + i] = scores[i] / scale;
+            for (int i = 0; i < nk; i++) att[t + i] = scores[i] / sqrt_head_size;
         }
-    } else { /* four queries, one key at a time; later queries' keys: the others ignore them */
+    } else { /* four queries, one key at a time, up to the last query's position: the scores of
+              * the earlier queries past their own positions are computed but never used */
         for (int t = 0; t <= first_pos + 3; t++) {
             const float *k = hc->keys + (size_t)t * hc->kv_dim, *keys[4] = {k, k, k, k};
             dot4(q, keys, hc->head_size, scores);
-            for (int i = 0; i < 4; i++) att[(size_t)i * stride + t] = scores[i] / scale;
+            for (int i = 0; i < 4; i++) att[(size_t)i * stride + t] = scores[i] / sqrt_head_size;
         }
     }
     for (int i = 0; i < nq; i++) softmax(att + (size_t)i * stride, first_pos + i + 1);
     mix_values(hc, att, stride, nq, first_pos, out);
 }
 
-/* Causal multi-head attention for the positions pos0 .. pos0 + batch - 1 of layer l: query b
- * (row b of q: (batch, n_heads * head_size)) attends over the cached positions 0..pos0 + b, into
- * row b of out (same shape); s->att is scratch, four seq_len rows per head. Query head h reads
- * kv head h / (n_heads / n_kv_heads). Heads in parallel, one parallel region for the whole batch;
- * within a head, the queries go four at a time. */
+/* Query head h of attention(): its queries four at a time, then the rest one by one; s->att's
+ * four seq_len rows of head h are its scratch. */
 static void attention_head(RunState *s, const Config *c, int l, int pos0, int batch, const float *q,
                            float *out, int h) {
     int dim = c->dim, head_size = dim / c->n_heads;
     int kv_dim = c->n_kv_heads * head_size;
-    size_t off = (size_t)l * c->seq_len * kv_dim + (h / (c->n_heads / c->n_kv_heads)) * head_size;
+    int kv_head = h / (c->n_heads / c->n_kv_heads); /* shared by n_heads / n_kv_heads heads */
+    size_t off = (size_t)l * c->seq_len * kv_dim + kv_head * head_size;
     HeadCache hc = {s->key_cache + off, s->value_cache + off, kv_dim, head_size};
     float *att = s->att + (size_t)h * 4 * c->seq_len;
     int b = 0;
@@ -1431,6 +1454,9 @@ static void attention_head(RunState *s, const Config *c, int l, int pos0, int ba
     }
 }
 
+/* Causal multi-head attention for the positions pos0 .. pos0 + batch - 1 of layer l: query b
+ * (row b of q: (batch, n_heads * head_size)) attends over the cached positions 0..pos0 + b, into
+ * row b of out (same shape). Heads in parallel, one parallel region for the whole batch. */
 static void attention(RunState *s, const Config *c, int l, int pos0, int batch, const float *q,
                       float *out) {
     size_t work = (size_t)c->n_heads * batch * (pos0 + batch) * (c->dim / c->n_heads) * 2;
@@ -1481,7 +1507,8 @@ static void forward_positions(Model *m, const int *tokens, int batch, int pos0, 
             m->norm(s->xb + (size_t)b * dim, s->x + (size_t)b * dim, w->attn_norm + (size_t)l * dim,
                     layer_bias(w->attn_norm_bias, l, dim), dim, c->norm_eps);
         lap(prof, OP_NORM);
-        size_t cache_off = ((size_t)l * c->seq_len + pos0) * kv_dim; /* (batch, kv_dim) */
+        /* wk and wv write straight into the kv cache: rows pos0 .. pos0 + batch - 1 of layer l */
+        size_t cache_off = ((size_t)l * c->seq_len + pos0) * kv_dim;
         float *k = s->key_cache + cache_off;
         float *v = s->value_cache + cache_off;
         matmul_batch(s, 3, (float *[]){s->q, k, v}, (const Matrix *[]){&w->wq, &w->wk, &w->wv},

@@ -7,8 +7,8 @@
  *   - llama2.c's legacy layout (no magic: the file starts with dim).
  * docs/FORMAT.md lists the header and tensor order of each. Norm weights and biases are fp32,
  * read in place from the memory map; the matrices are f32, bf16 or q8_0 (normllama files; a version
- * 2 file's int8 as q8_0, see model_load), copied at load into the panel layout of Matrix. A matrix
- * (d, n) maps an n-vector to a d-vector: out[i] = sum_j w(i, j) * x[j].
+ * 2 file's int8 as q8_0, or dequantized to f32, see model_load), copied at load into the panel
+ * layout of Matrix. A matrix (d, n) maps an n-vector to a d-vector: out[i] = sum_j w(i, j) * x[j].
  */
 #ifndef MODEL_H
 #define MODEL_H
@@ -19,6 +19,9 @@
 #include "norm.h"
 #include "profile.h"
 
+/* The model's shape and hyperparameters, from the file's header. Derived from them and used
+ * throughout: head_size = dim / n_heads, the width of one attention head, and kv_dim =
+ * n_kv_heads * head_size, the width of one position's keys (or values) in the kv cache. */
 typedef struct {
     int dim;        /* residual stream width */
     int hidden_dim; /* SwiGLU inner width */
@@ -41,12 +44,13 @@ typedef enum {
     DTYPE_Q8_0 = 2, /* int8 with one float32 scale per group of group_size values of a row */
 } DType;
 
-/* A weight matrix of every layer, stacked: n_layers matrices (rows, cols), as model_load repacks
- * the file's row-major values for the matrix kernels. Each layer's rows go in n_panels = ceil(rows
- * / panel_rows) panels of panel_rows rows (the SIMD width: 16 with AVX-512, 8 with AVX2, 1 in the
- * portable build), the last padded with zero rows; panel p of layer l is the panel_bytes from
- * data + (l * n_panels + p) * panel_bytes. Within a panel one column's values for all its rows are
- * adjacent, so that one vector load gives a column (row r in lane r % panel_rows):
+/* A weight matrix of every layer, stacked: n_layers matrices (rows, cols) (one matrix for
+ * token_embedding and wcls), as model_load repacks the file's row-major values for the matrix
+ * kernels. Each layer's rows go in n_panels = ceil(rows / panel_rows) panels of panel_rows rows
+ * (the SIMD width: 16 with AVX-512, 8 with AVX2, 1 in the portable build), the last padded with
+ * zero rows; panel p of layer l is the panel_bytes from data + (l * n_panels + p) * panel_bytes.
+ * Within a panel one column's values for all its rows are adjacent, so that one vector load gives
+ * a column (row r in lane r % panel_rows):
  *   f32, bf16: value (r, j) is element j * panel_rows + r % panel_rows;
  *   q8_0: group after group of group_size columns from column 0 (the last shorter when cols is not
  *     a multiple): the group's panel_rows float32 scales, then its int8 values in column pairs,
@@ -72,11 +76,11 @@ typedef struct {
     Matrix w1;               /* (n_layers, hidden_dim, dim) */
     Matrix w2;               /* (n_layers, dim, hidden_dim) */
     Matrix w3;               /* (n_layers, hidden_dim, dim) */
-    const float *final_norm; /* (dim) */
-    const float
-        *attn_norm_bias;        /* (n_layers, dim) bias (beta) of the pre-attention norm, or NULL */
-    const float *ffn_norm_bias; /* (n_layers, dim) bias (beta) of the pre-FFN norm, or NULL */
-    const float *final_norm_bias; /* (dim) or NULL */
+    const float *final_norm; /* (dim) weight (gamma) of the norm before the classifier */
+    /* the norms' biases (beta), as their weights, or NULL when the file has none */
+    const float *attn_norm_bias;  /* (n_layers, dim) */
+    const float *ffn_norm_bias;   /* (n_layers, dim) */
+    const float *final_norm_bias; /* (dim) */
     Matrix wcls;                  /* (vocab_size, dim); token_embedding when shared */
 } Weights;
 
@@ -96,8 +100,8 @@ typedef struct {
     float *key_cache;   /* (n_layers, seq_len, kv_dim) */
     float *value_cache; /* (n_layers, seq_len, kv_dim) */
     float *inv_freq;    /* (head_size / 2) RoPE frequencies theta^(-2i / head_size) */
-    /* the inputs of a q8_0 matrix product, quantized: (batch, xq_stride) int16 values, zeros
-     * past each input's length, and one scale per input */
+    /* the inputs of a q8_0 matrix product, quantized: (batch, xq_stride) int16 values, zero
+     * from each input's length to the next multiple of 64, and one scale per input */
     int16_t *xq;
     float *xq_scale;
     int xq_stride; /* max(dim, hidden_dim) rounded up to a multiple of 64 */
@@ -121,22 +125,21 @@ typedef struct {
  * before reading any tensor, then points the norms into the map and copies every matrix into
  * panels (Matrix) in one allocation, asked to be backed by 2 MiB pages but for its last part
  * short of 2 MiB (the kernels' loads then miss the TLB far less than through the map's 4 KiB
- * pages). llama2.c version 2 matrices (w[i] =
- * q[i] * scale[i / group_size] over each layer's flattened tensor, as llama2.c's export.py
- * quantized them) are packed from the file's per-layer pieces as q8_0 with the file's group size
- * when their rows hold whole groups and that size is 32 or 64 (the same values and scales, the
- * q8_0 kernels), and otherwise first dequantized to f32 (groups straddling rows, which q8_0
- * cannot express: stories260K's w2). The map's pages are given back as they are copied, so that
- * peak memory holds the weights once (but a version 2 file's f32 matrices, twice at 4 bytes a
- * weight: the dequantized copy and the panels). Allocates the run state (64-byte aligned; the kv
- * cache in 2 MiB pages as the weights, all resident from the start: memory grows with the header's
- * seq_len) and sets m->norm to the trained norm. Returns 0 on success. On failure (missing,
- * unreadable, empty or truncated file; unknown version or weight dtype; q8_0 group_size other than
- * 32 or 64, a group_size with another dtype; impossible header such as non-positive sizes, dim %
- * n_heads != 0, n_heads % n_kv_heads != 0, odd head_size, a flag other than 0/1, non-positive eps
- * or RoPE base, alignment not a power of two; file size other than the header implies; out of
- * memory) returns -1, leaves `m` empty and writes a one-line message naming the file and the
- * problem into err[errlen]. */
+ * pages). llama2.c version 2 matrices (w[i] = q[i] * scale[i / group_size] over each layer's
+ * flattened tensor, as llama2.c's export.py quantized them) are packed from the file's per-layer
+ * pieces as q8_0 with the file's group size when their rows hold whole groups and that size is 32
+ * or 64 (the same values and scales, the q8_0 kernels), and otherwise first dequantized to f32
+ * (groups straddling rows, which q8_0 cannot express: stories260K's w2). The map's pages are given
+ * back as they are copied, so that peak memory holds the weights once (but a version 2 file's f32
+ * matrices, twice at 4 bytes a weight: the dequantized copy and the panels). Allocates the run
+ * state (64-byte aligned; the kv cache in 2 MiB pages as the weights and resident from the start:
+ * memory grows with the header's seq_len) and sets m->norm to the trained norm. Returns 0 on
+ * success. On failure (missing, unreadable, empty or truncated file; unknown version or weight
+ * dtype; q8_0 group_size other than 32 or 64, a group_size with another dtype; impossible header
+ * such as non-positive sizes, dim % n_heads != 0, n_heads % n_kv_heads != 0, odd head_size, a flag
+ * other than 0/1, eps outside (0, 1) or RoPE base outside (1, 1e12), alignment not a power of two
+ * in 4..4096; file size other than the header implies; out of memory) returns -1, leaves `m` empty
+ * and writes a one-line message naming the file and the problem into err[errlen]. */
 int model_load(Model *m, const char *path, char *err, size_t errlen);
 
 /* The checks of model_load that need no tensor, and only those: maps the checkpoint at `path`,
@@ -150,12 +153,12 @@ int model_read_config(Config *c, const char *path, char *err, size_t errlen);
 /* Sets the positions per prefill batch, m->state.batch (model_load picks 64 to 256 by the
  * model's size, at most seq_len), to `batch`: the batch's activations (RunState's x to q, xq and
  * xq_scale: batch * (4 dim + 2 hidden_dim + 1) floats and batch * xq_stride int16 values,
- * xq_stride = max(dim, hidden_dim) rounded up to a multiple of 64) are
- * reallocated for `batch` positions, the new buffers before the old ones are freed. Prefill's
- * logits are the same bit for bit at any batch; its speed and memory change. Requires a loaded
- * model. Returns 0 on success; a batch outside 1..seq_len, or out of memory, returns -1, leaves
- * the model as it was (its old batch) and writes a one-line message into err[errlen]. The knob
- * of llama.cpp's -b/--batch-size (positions per decode call), for prefill only. */
+ * xq_stride = max(dim, hidden_dim) rounded up to a multiple of 64) are reallocated for `batch`
+ * positions, the new buffers before the old ones are freed. Prefill's logits are the same bit for
+ * bit at any batch; its speed and memory change. Requires a loaded model. Returns 0 on success; a
+ * batch outside 1..seq_len, or out of memory, returns -1, leaves the model as it was (its old
+ * batch) and writes a one-line message into err[errlen]. The knob of llama.cpp's -b/--batch-size
+ * (positions per decode call), for prefill only. */
 int model_set_batch(Model *m, int batch, char *err, size_t errlen);
 
 /* Unmaps the checkpoint, frees the packed weights and the run state; safe on an empty or
