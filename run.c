@@ -12,6 +12,7 @@
 #include <limits.h>
 #include <math.h>
 #include <omp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -611,16 +612,20 @@ static void print_profile(FILE *f, const Profile *p, double elapsed) {
 }
 
 /* --ppl: reads the text, scores it, prints one line. */
-static void run_perplexity(Model *m, const Tokenizer *t, const Options *o) {
-    char *text = read_text(o->ppl_path);
+/* The ids of the --ppl file's text, BOS first (*n_tokens of them, at least 2; the caller frees).
+ * Dies on a file that cannot be read or scored. */
+static int *encode_ppl_text(const Tokenizer *t, const char *path, int *n_tokens) {
+    char *text = read_text(path);
     int *tokens = malloc((strlen(text) + 3) * sizeof(int));
     if (!tokens) die("out of memory for the text's tokens");
-    int n_tokens = tokenizer_encode(t, text, 1, 0, tokens);
+    int n = tokenizer_encode(t, text, 1, 0, tokens);
     free(text);
-    if (n_tokens < 2) {
-        free(tokens);
-        die("%s: the text is shorter than 2 tokens (BOS and one to predict)", o->ppl_path);
-    }
+    if (n < 2) die("%s: the text is shorter than 2 tokens (BOS and one to predict)", path);
+    *n_tokens = n;
+    return tokens;
+}
+
+static void run_perplexity(Model *m, const int *tokens, int n_tokens, const Options *o) {
     Profile profile = {0};
     m->profile = o->profile ? &profile : NULL;
     int n_predicted, n_chunks;
@@ -637,7 +642,6 @@ static void run_perplexity(Model *m, const Tokenizer *t, const Options *o) {
     fprintf(stderr, "scored %d tokens, %.1f tokens/s\n", n_predicted,
             elapsed > 0 ? n_predicted / elapsed : 0.0);
     if (o->profile) print_profile(stderr, &profile, elapsed);
-    free(tokens);
 }
 
 /* ----------------------------------------------------------------------------
@@ -927,23 +931,17 @@ static void run_compare(Model *m, const Tokenizer *t, Sampler *sampler, const in
     free(diffs);
 }
 
-/* The prompt's ids, BOS first (*n_prompt of them; the caller frees), checked against the model's
- * seq_len and -n, which is clamped to seq_len with a warning. Dies on a prompt too long. */
-static int *encode_prompt(const Tokenizer *t, const char *prompt, const Config *c, Options *o,
+/* The prompt's ids, BOS first (*n_prompt of them; the caller frees). Dies on a prompt longer
+ * than the model's seq_len or than -n (steps). */
+static int *encode_prompt(const Tokenizer *t, const char *prompt, const Config *c, int steps,
                           int *n_prompt) {
     int *ids = malloc((strlen(prompt) + 3) * sizeof(int));
     if (!ids) die("out of memory for the prompt");
     int n = tokenizer_encode(t, prompt, 1, 0, ids);
     if (n > c->seq_len)
         die("the prompt is %d tokens, longer than the model's seq_len %d", n, c->seq_len);
-    if (o->steps > c->seq_len) { /* after the prompt's check: an error is the only line */
-        fprintf(stderr, "run: -n %d is more than seq_len %d; running %d positions\n", o->steps,
-                c->seq_len, c->seq_len);
-        o->steps = c->seq_len;
-    }
-    if (n > o->steps)
-        die("the prompt is %d tokens, more than -n %d (which counts the prompt tokens)", n,
-            o->steps);
+    if (n > steps)
+        die("the prompt is %d tokens, more than -n %d (which counts the prompt tokens)", n, steps);
     *n_prompt = n;
     return ids;
 }
@@ -958,11 +956,12 @@ static void require_vocab(const Tokenizer *t, const char *path, const Config *c)
 int main(int argc, char **argv) {
     Options o = parse_args(argc, argv);
     if (o.threads > 0) omp_set_num_threads(o.threads);
+    signal(SIGXFSZ, SIG_IGN); /* past a file size limit, writes fail (EFBIG) with an error line */
     const char *prompt = o.prompt ? o.prompt : "";
     require_utf8("the prompt", prompt, NULL);
 
-    /* the header first: --tokenize and the checks of the tokenizer and the prompt need no weights,
-     * whose load takes seconds for a large model */
+    /* the header first: --tokenize and the checks of the tokenizer, the prompt and the --ppl text
+     * need no weights, whose load takes seconds for a large model */
     char err[1024];
     Config header;
     if (model_read_config(&header, o.model_path, err, sizeof(err)) != 0) die("%s", err);
@@ -980,9 +979,10 @@ int main(int argc, char **argv) {
         tokenizer_free(&tokenizer);
         return 0;
     }
-    int n_prompt = 0;
+    int n_prompt = 0, n_text = 0;
     int *prompt_tokens =
-        o.ppl_path ? NULL : encode_prompt(&tokenizer, prompt, &header, &o, &n_prompt);
+        o.ppl_path ? NULL : encode_prompt(&tokenizer, prompt, &header, o.steps, &n_prompt);
+    int *text_tokens = o.ppl_path ? encode_ppl_text(&tokenizer, o.ppl_path, &n_text) : NULL;
     if (o.logits_path) {
         refuse_logits_over(o.logits_path, o.model_path, "model file");
         refuse_logits_over(o.logits_path, tokenizer_path, "tokenizer file");
@@ -995,14 +995,25 @@ int main(int argc, char **argv) {
         die("%s: the file changed while it was read", o.model_path);
     if (o.norm) model.norm = o.norm;
     if (o.batch && model_set_batch(&model, o.batch, err, sizeof(err)) != 0) die("--batch: %s", err);
+    LogitsOut logits_out = {NULL, o.logits_path};
+    if (o.logits_path && !(logits_out.file = fopen(o.logits_path, "wb")))
+        die("cannot open --logits file %s: %s", o.logits_path, strerror(errno));
+
+    /* notices after every check, so that an error is the only line */
     if (c->norm_bias && model.norm != layernorm) /* the RMSNorms have no shift */
         fprintf(stderr, "run: the model was trained with %s; %s ignores its norm biases\n",
                 norm_name(c->trained_norm), norm_name(model.norm));
     if (o.ppl_path) {
-        run_perplexity(&model, &tokenizer, &o);
+        run_perplexity(&model, text_tokens, n_text, &o);
+        free(text_tokens);
         tokenizer_free(&tokenizer);
         model_free(&model);
         return 0;
+    }
+    if (o.steps > c->seq_len) {
+        fprintf(stderr, "run: -n %d is more than seq_len %d; running %d positions\n", o.steps,
+                c->seq_len, c->seq_len);
+        o.steps = c->seq_len;
     }
 
     Sampler sampler = {
@@ -1013,9 +1024,6 @@ int main(int argc, char **argv) {
         .candidates = malloc(c->vocab_size * sizeof(ProbIndex)),
     };
     if (!sampler.candidates) die("out of memory for the sampler");
-    LogitsOut logits_out = {NULL, o.logits_path};
-    if (o.logits_path && !(logits_out.file = fopen(o.logits_path, "wb")))
-        die("cannot open --logits file %s: %s", o.logits_path, strerror(errno));
 
     if (o.compare) {
         run_compare(&model, &tokenizer, &sampler, prompt_tokens, n_prompt, &o);

@@ -1127,6 +1127,19 @@ def header_alone_serves_tokenizer_checks():
 
 
 @test
+def logits_past_a_file_size_limit_is_an_error():
+    """A --logits file that outgrows RLIMIT_FSIZE: one error line naming it and exit 1, rather
+    than death by SIGXFSZ (subprocess gives the child SIGXFSZ's default action, as a shell does)."""
+    out = tmp("limited.f32")
+    p = subprocess.run([RUN, LEGACY, "-n", "20", "-s", "1", "--logits", out, "Hi"],
+                       capture_output=True, text=True,
+                       preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (8192, 8192)))
+    assert (p.returncode, p.stderr) == (1, f"run: cannot write --logits file {out}: File too "
+                                           "large\n"), (p.returncode, p.stderr)
+    os.remove(out)
+
+
+@test
 def model_replaced_after_its_header_is_refused():
     """run checks the tokenizer and the prompt against the model's header, then loads the weights:
     a model file replaced in between (here by one with another seq_len, while run waits on a

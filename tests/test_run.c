@@ -375,6 +375,8 @@ Test(bad_input, batch_values) {
         {{"-b", "-3"}, "run: --batch must be in 1..seq_len, got -3"},
         {{"--batch=4294967297"}, "run: --batch must be in 1..seq_len, got 4294967297"},
         {{"--batch=513"}, "run: --batch: batch 513 is not in 1..512 (the model's seq_len)"},
+        /* -n past seq_len gets its notice only once every check has passed */
+        {{"-n", "1000", "--batch=513"}, "run: --batch: batch 513 is not in 1..512"},
         {{"--batch=12x"}, "run: --batch needs an integer, got '12x'"},
         {{"-b", "seven"}, "run: -b needs an integer, got 'seven'"},
         {{"--batch="}, "run: --batch needs an integer, got ''"},
