@@ -143,11 +143,13 @@ typedef struct {
 } Layout;
 
 static void add_vector(Layout *l, const char *name, const float **dst, uint64_t numel) {
-    l->tensors[l->n++] = (TensorSpec){name, dst, NULL, numel, TENSOR_F32, 1};
+    l->tensors[l->n++] =
+        (TensorSpec){.name = name, .vec = dst, .numel = numel, .kind = TENSOR_F32, .parts = 1};
 }
 
 static void skip(Layout *l, const char *name, uint64_t numel) {
-    l->tensors[l->n++] = (TensorSpec){name, NULL, NULL, numel, TENSOR_SKIP, 1};
+    l->tensors[l->n++] =
+        (TensorSpec){.name = name, .numel = numel, .kind = TENSOR_SKIP, .parts = 1};
 }
 
 /* Whether a tensor is llama2.c version 2's int8, read as q8_0 or dequantized at load. */
@@ -186,10 +188,18 @@ static void add_matrix(Layout *l, const char *name, Matrix *m, uint64_t layers, 
         src->value_stride = src->scale_stride = ak42_piece_bytes(per_layer, group_size);
     /* a version 2 piece holds the scales too: layout_place sets both from this one tensor */
     const float **scales = kind == TENSOR_AK42_Q8 ? &src->scales : NULL;
-    l->tensors[l->n++] = (TensorSpec){name, scales, &src->values, layers * per_layer, kind, layers};
-    if (kind == TENSOR_I8)
-        l->tensors[l->n++] =
-            (TensorSpec){name, &src->scales, NULL, layers * rows * n_groups, TENSOR_F32, 1};
+    l->tensors[l->n++] = (TensorSpec){.name = name,
+                                      .vec = scales,
+                                      .mat = &src->values,
+                                      .numel = layers * per_layer,
+                                      .kind = kind,
+                                      .parts = layers};
+    if (kind == TENSOR_I8) /* the scales, a tensor of their own */
+        l->tensors[l->n++] = (TensorSpec){.name = name,
+                                          .vec = &src->scales,
+                                          .numel = layers * rows * n_groups,
+                                          .kind = TENSOR_F32,
+                                          .parts = 1};
 }
 
 static uint64_t align_up(uint64_t off, uint64_t align) {
