@@ -770,7 +770,7 @@ static int alloc_batch(RunState *s, const Config *c, int batch) {
     s->hb = aligned(rows * c->hidden_dim * sizeof(float));
     s->hb2 = aligned(rows * c->hidden_dim * sizeof(float));
     s->q = aligned(rows * c->dim * sizeof(float));
-    s->xq_stride = (widest + 63) / 64 * 64;
+    s->xq_stride = (widest + 63) / 64 * 64; /* each row starts on a cache line */
     s->xq = aligned(rows * s->xq_stride * sizeof(int16_t));
     s->xq_scale = aligned(rows * sizeof(float));
     if (!s->x || !s->xb || !s->xb2 || !s->hb || !s->hb2 || !s->q || !s->xq || !s->xq_scale)
@@ -1118,7 +1118,8 @@ static ALWAYS_INLINE void q8_tile(float *out, size_t out_stride, const int16_t *
 }
 
 /* xq = round(x / scale) as int16, scale = max |x| / 32767 (0 for a zero vector: xq all 0), for
- * the n values of x; xq's values from n up to the next multiple of 64 are zero. About 4.5
+ * the n values of x; xq's values from n up to the next multiple of 64 (the row's xq_stride at
+ * most) are zero: a short last group is read by column pairs, one value past n. About 4.5
  * significant digits for all but values far below the largest, against the weights' int8. A
  * NaN or infinite value makes scale NaN (and its xq 0, as converting it is undefined), so that
  * the product comes out non-finite as the other dtypes' would. */
