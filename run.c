@@ -174,12 +174,13 @@ static void usage(FILE *f) {
             "  --logits FILE     write the logits of every position run (prompt positions\n"
             "                    teacher-forced) to FILE: vocab_size float32 (native byte\n"
             "                    order) per position, position after position\n"
-            "  --threads=N       OpenMP threads, >= 1 (default: all cores)\n"
+            "  --threads=N       OpenMP threads, 1..1024 (default: all cores)\n"
             "  --prefill=MODE    batch: the prompt goes through the model in batches of\n"
             "                    positions (default); serial: one position at a time\n"
             "  -b, --batch=N     positions per prefill batch, 1..seq_len (default: 64 to\n"
             "                    256 by the model's size); the batch's activations grow\n"
-            "                    with N\n"
+            "                    with N; not with --prefill=serial, --ppl, --compare or\n"
+            "                    --tokenize\n"
             "  --tokenize TEXT   print the ids of TEXT (BOS first), one per line with its\n"
             "                    piece\n"
             "  --tokenize-file FILE\n"
@@ -291,7 +292,7 @@ static Options parse_args(int argc, char **argv) {
         } else if (strcmp(flag, "-n") == 0) {
             long long steps = parse_int(flag, option_value(argc, argv, &i, flag));
             if (steps <= 0 || steps > INT_MAX)
-                die("-n (steps) must be a positive integer, got %lld", steps);
+                die("-n (steps) must be in 1..%d, got %lld", INT_MAX, steps);
             o.steps = (int)steps;
         } else if (strcmp(flag, "--norm") == 0) {
             const char *name = option_value(argc, argv, &i, flag);
@@ -336,7 +337,10 @@ static Options parse_args(int argc, char **argv) {
         die("--tokenize and --tokenize-file take no prompt");
     if (o.json && !o.tokenize_text && !o.compare) die("--json goes with --tokenize or --compare");
     if (!o.model_path) die("no model given (usage: run MODEL [PROMPT] [options]; see run --help)");
-    if (o.compare && o.ppl_path) die("--compare and --ppl are separate modes; give one");
+    int tokenize = o.tokenize_text || o.tokenize_file;
+    if (o.compare + !!o.ppl_path + tokenize > 1)
+        die("--compare, --ppl and --tokenize are separate modes; give one");
+    if (tokenize && o.profile) die("--profile times forward passes, which --tokenize runs none of");
     if (o.compare && o.norm)
         die("--compare runs its own two norms; name them with --compare=A,B instead of --norm");
     if (o.compare && o.profile) die("--compare times both norms itself; drop --profile");

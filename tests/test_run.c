@@ -350,9 +350,10 @@ Test(bad_input, options) {
     expect_error((const char *[]){MODEL, "-t", "hot", NULL}, "-t needs a number");
     expect_error((const char *[]){MODEL, "-p", "1.5", NULL}, "-p (top-p) must be in [0, 1]");
     expect_error((const char *[]){MODEL, "-p", "-0.1", NULL}, "-p (top-p) must be in [0, 1]");
-    expect_error((const char *[]){MODEL, "-n", "0", NULL}, "-n (steps) must be a positive integer");
+    expect_error((const char *[]){MODEL, "-n", "0", NULL},
+                 "-n (steps) must be in 1..2147483647, got 0");
     expect_error((const char *[]){MODEL, "-n", "-3", NULL},
-                 "-n (steps) must be a positive integer");
+                 "-n (steps) must be in 1..2147483647, got -3");
     expect_error((const char *[]){MODEL, "-n", "12x", NULL}, "-n needs an integer");
     expect_error((const char *[]){MODEL, "-n", NULL}, "-n needs a value");
     expect_error((const char *[]){MODEL, "-s", "-1", NULL}, "-s (seed) must be >= 0");
@@ -613,8 +614,21 @@ Test(bad_input, mode_options) {
     expect_error((const char *[]){MODEL, "--ppl", NULL}, "--ppl needs a value");
     expect_error((const char *[]){MODEL, "Hi", "--ppl", "data/stories.txt", NULL},
                  "--ppl reads its text from FILE; drop the prompt");
-    expect_error((const char *[]){MODEL, "--ppl", "data/stories.txt", "--compare", NULL},
-                 "--compare and --ppl are separate modes");
+    const char *modes[][5] = {
+        {"--ppl", "data/stories.txt", "--compare"},
+        {"--tokenize", "Hi", "--compare"},
+        {"--tokenize", "Hi", "--ppl", "data/stories.txt"},
+        {"--tokenize-file", "data/stories.txt", "--compare"},
+    };
+    for (size_t k = 0; k < sizeof(modes) / sizeof(modes[0]); k++) {
+        const char *args[6] = {MODEL};
+        memcpy(args + 1, modes[k], sizeof(modes[k]));
+        expect_error(args, "--compare, --ppl and --tokenize are separate modes; give one");
+    }
+    expect_error((const char *[]){MODEL, "--tokenize", "Hi", "--profile", NULL},
+                 "--profile times forward passes, which --tokenize runs none of");
+    expect_error((const char *[]){MODEL, "-n", "99999999999", NULL},
+                 "-n (steps) must be in 1..2147483647, got 99999999999");
     expect_error((const char *[]){MODEL, "--compare", "--norm=layernorm", NULL},
                  "name them with --compare=A,B instead of --norm");
     expect_error((const char *[]){MODEL, "--compare", "--profile", NULL},
