@@ -690,6 +690,20 @@ class ArgumentParser(argparse.ArgumentParser):
         self.exit(1, f"{self.prog}: error: {message}\n")
 
 
+def refuse_options_that_do_not_apply(a):
+    """An option that would change nothing is an error, rather than silently ignored."""
+    if a.group_size is not None and a.dtype != "q8_0":
+        raise ExportError("--group-size goes with --dtype q8_0")
+    if a.seed is not None and a.random is None:
+        raise ExportError("--seed goes with --random")
+    if a.input is not None and a.input.endswith(".model"):
+        given = [f for f, v in (("--dtype", a.dtype), ("--group-size", a.group_size),
+                                ("--seq-len", a.seq_len)) if v is not None]
+        if given:
+            raise ExportError(f"{given[0]} goes with a model export, not with a tokenizer "
+                              f"({a.input})")
+
+
 def main(argv=None):
     p = ArgumentParser(
         prog="export.py", formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -702,13 +716,14 @@ def main(argv=None):
     p.add_argument("input", nargs="?",
                    help="checkpoint file or directory, or a SentencePiece .model")
     p.add_argument("--out", required=True, help="file to write")
-    p.add_argument("--dtype", choices=sorted(DTYPE_CODES), default="f32",
+    # the defaults are applied below, so that an option given where it does not apply is refused
+    p.add_argument("--dtype", choices=sorted(DTYPE_CODES),
                    help="weight matrices as f32 (default), bf16 or q8_0")
-    p.add_argument("--group-size", type=int, default=32,
+    p.add_argument("--group-size", type=int,
                    help="q8_0 values per scale along a row: 32 (default) or 64")
     p.add_argument("--random", choices=sorted(SHAPES), metavar="SHAPE",
                    help="write a random-weight model of SHAPE (%(choices)s) instead of an input")
-    p.add_argument("--seed", type=int, default=0, help="seed of --random (default 0)")
+    p.add_argument("--seed", type=int, help="seed of --random (default 0)")
     p.add_argument("--seq-len", type=int,
                    help="kv cache length to record, 1..%d (default: the checkpoint's max_seq_len "
                    "/ max_position_embeddings; 2048 for Meta checkpoints, which do not store it; "
@@ -721,12 +736,15 @@ def main(argv=None):
         # here rather than in Config, whose message would name the checkpoint's field
         if a.seq_len is not None and not 1 <= a.seq_len <= MAX_SIZE:
             raise ExportError(f"--seq-len must be in 1..{MAX_SIZE}, got {a.seq_len}")
-        if a.seed < 0:  # numpy's generators take no negative seed
+        if a.seed is not None and a.seed < 0:  # numpy's generators take no negative seed
             raise ExportError(f"--seed must be 0 or more, got {a.seed}")
-        if a.group_size not in GROUP_SIZES:
+        if a.group_size is not None and a.group_size not in GROUP_SIZES:
             raise ExportError(f"--group-size must be 32 or 64, got {a.group_size}")
         if (a.input is None) == (a.random is None):
             raise ExportError("give either an input or --random SHAPE")
+        refuse_options_that_do_not_apply(a)
+        a.dtype, a.seed = a.dtype or "f32", a.seed or 0
+        a.group_size = a.group_size or 32
         if a.input is not None:
             refuse_input_as_output(a.input, a.out)
         if a.random:

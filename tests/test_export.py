@@ -226,8 +226,8 @@ def rope_rotate_half(x, angles):
 def stories_nllm(dtype="f32", group_size=32):
     path = tmp(f"stories260K-{dtype}-{group_size}.nllm")
     if not os.path.exists(path):
-        code, _, err = export_cli(PT, "--out", path, "--dtype", dtype, "--group-size",
-                                  str(group_size))
+        sizes = ["--group-size", str(group_size)] if dtype == "q8_0" else []
+        code, _, err = export_cli(PT, "--out", path, "--dtype", dtype, *sizes)
         assert code == 0, err
     return path
 
@@ -763,6 +763,16 @@ def export_errors():
                         "--group-size must be 32 or 64, got 48")
     expect_export_error(["--out", out], "give either an input or --random SHAPE")
     expect_export_error([PT, "--random", "15M", "--out", out], "give either an input or --random")
+    # an option that would change nothing is refused, not ignored
+    expect_export_error([PT, "--out", out, "--group-size", "64"],
+                        "--group-size goes with --dtype q8_0")
+    expect_export_error([PT, "--out", out, "--dtype", "bf16", "--group-size", "32"],
+                        "--group-size goes with --dtype q8_0")
+    expect_export_error([PT, "--out", out, "--seed", "3"], "--seed goes with --random")
+    for option in (["--dtype", "q8_0"], ["--seq-len", "64"]):
+        expect_export_error([TOK_MODEL, "--out", out, *option],
+                            f"{option[0]} goes with a model export, not with a tokenizer "
+                            f"({TOK_MODEL})")
     assert_nothing_written(out)
 
 
