@@ -253,6 +253,16 @@ static void parse_compare_norms(const char *spec, NormFn out[2]) {
     if (out[0] == out[1]) die("--compare needs two different norms, got '%s' twice", names[0]);
 }
 
+/* 1 if s names two norms as A,B: what a separate argument after --compare would mean, as
+ * --compare's own value is optional and must follow an '=' */
+static int is_norm_pair(const char *s) {
+    const char *comma = strchr(s, ',');
+    if (!comma) return 0;
+    char first[64];
+    snprintf(first, sizeof(first), "%.*s", (int)(comma - s), s);
+    return norm_by_name(first) && norm_by_name(comma + 1);
+}
+
 static Options parse_args(int argc, char **argv) {
     Options o = {.temperature = 1.0f, .topp = 0.9f, .steps = 256};
     for (int i = 1; i < argc; i++) {
@@ -306,6 +316,8 @@ static Options parse_args(int argc, char **argv) {
             o.ppl_path = option_value(argc, argv, &i, flag);
         } else if (strcmp(flag, "--compare") == 0) {
             o.compare = 1;
+            if (a[name_len] != '=' && i + 1 < argc && is_norm_pair(argv[i + 1]))
+                die("--compare takes its norms as --compare=%s, with '='", argv[i + 1]);
             parse_compare_norms(a[name_len] == '=' ? a + name_len + 1 : NULL, o.compare_with);
         } else if (strcmp(flag, "--prefill") == 0) {
             const char *mode = option_value(argc, argv, &i, flag);

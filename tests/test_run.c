@@ -635,6 +635,9 @@ Test(bad_input, mode_options) {
                  "--compare times both norms itself");
     expect_error((const char *[]){MODEL, "--compare=rmsnorm", NULL},
                  "--compare needs two norms as A,B, got 'rmsnorm'");
+    /* a separate A,B would otherwise be taken for the prompt */
+    expect_error((const char *[]){MODEL, "--compare", "layernorm,rmsnorm", NULL},
+                 "--compare takes its norms as --compare=layernorm,rmsnorm, with '='");
     expect_error((const char *[]){MODEL, "--compare=rmsnorm,layernorm,rmsnorm", NULL},
                  "--compare needs two norms as A,B");
     expect_error((const char *[]){MODEL, "--compare=rmsnorm,batchnorm", NULL},
