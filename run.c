@@ -444,8 +444,9 @@ static double now_seconds(void) {
 /* ----------------------------------------------------------------------------
  * --tokenize and --tokenize-file */
 
-/* How a piece is shown: control pieces by their SentencePiece names (the .bin stores BOS and EOS
- * as "\n<s>\n" and "\n</s>\n"), others as stored, spaces plain. */
+/* How a piece is shown in --tokenize's list and --compare's table: control pieces by their
+ * SentencePiece names (the .bin stores BOS and EOS as "\n<s>\n" and "\n</s>\n"), others as
+ * stored, spaces plain. */
 static const char *shown_piece(const Tokenizer *t, int id) {
     static const char *control[] = {"<unk>", "<s>", "</s>"};
     return id <= TOKEN_EOS ? control[id] : tokenizer_piece(t, id);
@@ -909,7 +910,7 @@ static void run_compare(Model *m, const Tokenizer *t, Sampler *sampler, const in
         printf("%5s  %-14s %12s %5s %12s\n", "pos", "input token", "KL(A||B)", "top1",
                "max|dlogit|");
         for (int pos = 0; pos < n; pos++) {
-            const char *piece = tokenizer_piece(t, seq[pos]);
+            const char *piece = shown_piece(t, seq[pos]);
             int pad = 12 - (int)strlen(piece);
             printf("%5d  '", pos);
             write_piece(stdout, piece);

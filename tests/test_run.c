@@ -555,6 +555,8 @@ Test(run, compare_shows_both_greedy_texts) {
     /* the greedy texts agree up to "she saw a big," and then go " r"(ed) and " s"(hiny) */
     cr_assert_str_eq(line_after(c.out, "first difference at position "),
                      "40 (continuation token 36): A ' r', B ' s'");
+    /* the table's first input is BOS, by its SentencePiece name as --tokenize shows it */
+    cr_assert(strncmp(line_after(c.out, "max|dlogit|\n"), "    0  '<s>' ", 13) == 0, "%s", c.out);
     cr_assert(strstr(c.out, "layer 4 ffn"));
     cr_assert(strstr(c.out, "final"));
     cr_assert(strstr(c.out, "top-1 agreement"));
