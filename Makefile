@@ -1,11 +1,11 @@
 # normllama: make run | make test | make test-portable | make sanitize | make models | make bench
 #            | make bench-norm | make export-deps
-CC ?= gcc
 PYTHON ?= /usr/bin/python3
 OPT ?= -O3 -march=native
-# -std=c11 (not gnu11) keeps gcc from contracting a*b+c into FMA in plain C loops, so sums round
-# as llama2.c's do (the SIMD kernels of simd.h choose their FMAs themselves)
-BASE_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -fopenmp -I/usr/include/stb
+# -ffp-contract=off (gcc's default under -std=c11, not clang's) keeps a*b+c in plain C loops from
+# becoming one FMA, so sums round as llama2.c's do (the SIMD kernels of simd.h choose their FMAs)
+BASE_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L -ffp-contract=off -Wall -Wextra -fopenmp \
+	-I/usr/include/stb
 CFLAGS = $(BASE_CFLAGS) $(OPT)
 # the portable build: no -march, so the kernels compile for baseline x86-64 (SSE2) or any CPU
 PORTABLE_CFLAGS = $(BASE_CFLAGS) -O2
