@@ -735,11 +735,18 @@ static void *aligned(size_t bytes) {
     return aligned_alloc(64, (bytes + 63) / 64 * 64 + (bytes == 0) * 64);
 }
 
-/* aligned(bytes), zeroed */
-static void *zeroed(size_t bytes) {
-    void *p = aligned(bytes);
-    if (p) memset(p, 0, bytes);
-    return p;
+/* int16 values per row of xq: the widest input of a product (dim or hidden_dim), rounded up so
+ * that each row starts on a cache line. */
+static size_t xq_stride_of(const Config *c) {
+    size_t widest = c->dim > c->hidden_dim ? c->dim : c->hidden_dim;
+    return (widest + 63) / 64 * 64;
+}
+
+/* Bytes per position of the buffers that grow with the batch (alloc_batch's): x, xb, xb2 and q
+ * of dim floats, hb and hb2 of hidden_dim, a row of xq and its scale. */
+static size_t batch_row_bytes(const Config *c) {
+    return sizeof(float) * (4 * (size_t)c->dim + 2 * (size_t)c->hidden_dim + 1) +
+           sizeof(int16_t) * xq_stride_of(c);
 }
 
 /* Positions per prefill batch. Each batch reads every weight from memory once, so a longer
@@ -747,10 +754,7 @@ static void *zeroed(size_t bytes) {
  * two threads); the batch's activations are held to about 1% of the weights file's bytes, for
  * the memory bound (README), as a multiple of 64 from 64 to 256, and no more than seq_len. */
 static int batch_positions(const Config *c, size_t file_bytes) {
-    size_t widest = c->dim > c->hidden_dim ? c->dim : c->hidden_dim;
-    size_t per_position = sizeof(float) * (4 * (size_t)c->dim + 2 * (size_t)c->hidden_dim) +
-                          sizeof(int16_t) * widest; /* alloc_batch's rows */
-    size_t batch = file_bytes / 100 / per_position / 64 * 64;
+    size_t batch = file_bytes / 100 / batch_row_bytes(c) / 64 * 64;
     batch = batch < 64 ? 64 : batch > 256 ? 256 : batch;
     return c->seq_len < (int)batch ? c->seq_len : (int)batch;
 }
@@ -762,7 +766,6 @@ static int batch_positions(const Config *c, size_t file_bytes) {
  * 25.3 for q8_0). Returns -1 when out of memory; what did fit is left for free_batch. */
 static int alloc_batch(RunState *s, const Config *c, int batch) {
     size_t rows = batch;
-    int widest = c->dim > c->hidden_dim ? c->dim : c->hidden_dim;
     s->batch = batch;
     s->x = aligned(rows * c->dim * sizeof(float));
     s->xb = aligned(rows * c->dim * sizeof(float));
@@ -770,7 +773,7 @@ static int alloc_batch(RunState *s, const Config *c, int batch) {
     s->hb = aligned(rows * c->hidden_dim * sizeof(float));
     s->hb2 = aligned(rows * c->hidden_dim * sizeof(float));
     s->q = aligned(rows * c->dim * sizeof(float));
-    s->xq_stride = (widest + 63) / 64 * 64; /* each row starts on a cache line */
+    s->xq_stride = xq_stride_of(c);
     s->xq = aligned(rows * s->xq_stride * sizeof(int16_t));
     s->xq_scale = aligned(rows * sizeof(float));
     if (!s->x || !s->xb || !s->xb2 || !s->hb || !s->hb2 || !s->q || !s->xq || !s->xq_scale)
@@ -789,13 +792,16 @@ static void free_batch(RunState *s) {
     free(s->xq_scale);
 }
 
+/* The run state for a model of config c: the batch's buffers (alloc_batch), attention scores,
+ * logits and RoPE's frequencies, each written before it is read and so left uninitialized, and
+ * the kv cache. Returns -1 when out of memory; what did fit is left for free_state. */
 static int alloc_state(RunState *s, const Config *c, size_t file_bytes) {
     size_t head_size = c->dim / c->n_heads;
     size_t kv_dim = c->n_kv_heads * head_size;
     size_t cache = (size_t)c->n_layers * c->seq_len * kv_dim;
     if (alloc_batch(s, c, batch_positions(c, file_bytes)) != 0) return -1;
-    s->att = zeroed((size_t)c->n_heads * 4 * c->seq_len * sizeof(float));
-    s->logits = zeroed(c->vocab_size * sizeof(float));
+    s->att = aligned((size_t)c->n_heads * 4 * c->seq_len * sizeof(float));
+    s->logits = aligned(c->vocab_size * sizeof(float));
     /* each position is written before it is read; faulted in now, as llama.cpp clears its cache
      * at load: left to the first positions, the kernel's zeroing of the new pages took ~30 ms of
      * a 256-token prefill at 110M */
@@ -803,7 +809,7 @@ static int alloc_state(RunState *s, const Config *c, size_t file_bytes) {
     s->value_cache = huge_pages(cache * sizeof(float));
     if (s->key_cache) fault_in((char *)s->key_cache, cache * sizeof(float));
     if (s->value_cache) fault_in((char *)s->value_cache, cache * sizeof(float));
-    s->inv_freq = zeroed((head_size / 2) * sizeof(float));
+    s->inv_freq = aligned((head_size / 2) * sizeof(float));
     if (!s->att || !s->logits || !s->key_cache || !s->value_cache || !s->inv_freq) return -1;
     return 0;
 }
