@@ -53,10 +53,18 @@ echo "decode: tokens/s generating (after the first token); prefill: tokens/s of 
     "every repeat, so that a slow moment of the shared machine hits them alike"
 echo "bw: the read bandwidth measured between the decode runs of each block (median), which the" \
     "GB/s the weights were read at is compared with"
-printf '%-6s %-5s %-10s %7s %9s %7s %7s %8s %9s %12s %11s %7s\n' shape dtype norm threads tokens/s \
-    GB/s "bw" "% of bw" "peak MiB" "prefill t/s" "serial t/s" "ratio"
+echo "limit: the memory bound of the project's speed issue, the weights file plus the kv cache plus" \
+    "10%"
+printf '%-6s %-5s %-10s %7s %9s %7s %7s %8s %9s %9s %12s %11s %7s\n' shape dtype norm threads \
+    tokens/s GB/s "bw" "% of bw" "peak MiB" "limit MiB" "prefill t/s" "serial t/s" "ratio"
 
 rate() { sed -n "s/.* $1 \([0-9.]*\) tokens\/s.*/\1/p"; }
+
+# Bytes of a model's kv cache: 2 (keys, values) x n_layers x seq_len x kv_dim floats, from the
+# header's dim, n_layers, n_heads, n_kv_heads and seq_len (int32s at byte 8 of a normllama file).
+kv_cache_bytes() {
+    od -An -t d4 -w28 -j 8 -N 28 "$1" | awk '{print 2 * $3 * $7 * $5 * ($1 / $4) * 4}'
+}
 
 # One decode run: "tokens/s peak_kib"
 decode() {
@@ -94,15 +102,17 @@ for shape in "${shapes[@]}"; do
             bw=$(printf '%s\n' "${block_bw[@]}" | median)
             for dtype in "${dtypes[@]}"; do
                 bytes=$(stat -c %s "$dir/$shape-$dtype.nllm") # all weights are read once per token
+                kv=$(kv_cache_bytes "$dir/$shape-$dtype.nllm")
                 rate=$(tr ' ' '\n' <<<"${rates[$dtype]}" | grep . | median)
                 prefill_rate=$(tr ' ' '\n' <<<"${prefill[$dtype]}" | grep . | median)
                 serial_rate=$(tr ' ' '\n' <<<"${serial[$dtype]:-0}" | grep . | median)
                 awk -v s="$shape" -v d="$dtype" -v n="$norm" -v t="$threads" -v r="$rate" \
                     -v b="$bytes" -v bw="$bw" -v p="${peak[$dtype]}" -v pf="$prefill_rate" \
-                    -v sr="$serial_rate" 'BEGIN {
+                    -v sr="$serial_rate" -v kv="$kv" 'BEGIN {
                     gbs = r * b / 1e9
-                    printf "%-6s %-5s %-10s %7d %9.1f %7.1f %7.1f %7.0f%% %9.0f %12.1f", s, d, n, t, r,
-                        gbs, bw, 100 * gbs / bw, p / 1024, pf
+                    limit = (b + kv) * 1.1 / 1048576
+                    printf "%-6s %-5s %-10s %7d %9.1f %7.1f %7.1f %7.0f%% %9.1f %9.1f %12.1f", s, d,
+                        n, t, r, gbs, bw, 100 * gbs / bw, p / 1024, limit, pf
                     if (sr > 0) printf " %11.1f %6.1fx\n", sr, pf / sr
                     else printf " %11s %7s\n", "-", "-" }'
             done
