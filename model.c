@@ -99,6 +99,7 @@ static int check_config(const Config *c, char *err, size_t errlen) {
 /* One tensor of a file layout, in file order, and how it is stored. */
 typedef enum {
     TENSOR_F32,
+    TENSOR_NORM, /* a norm's weight or bias: f32, copied out of the map at load */
     TENSOR_BF16,
     TENSOR_I8,       /* q8_0 values; their scales follow as a TENSOR_F32 */
     TENSOR_AK42_Q8,  /* llama2.c version 2, groups within rows: read in place as q8_0 */
@@ -144,7 +145,7 @@ typedef struct {
 
 static void add_vector(Layout *l, const char *name, const float **dst, uint64_t numel) {
     l->tensors[l->n++] =
-        (TensorSpec){.name = name, .vec = dst, .numel = numel, .kind = TENSOR_F32, .parts = 1};
+        (TensorSpec){.name = name, .vec = dst, .numel = numel, .kind = TENSOR_NORM, .parts = 1};
 }
 
 static void skip(Layout *l, const char *name, uint64_t numel) {
@@ -242,6 +243,14 @@ static uint64_t layout_owned_bytes(const Layout *l) {
     return n;
 }
 
+/* Floats of all the norms' weights and biases (TENSOR_NORM), which the model keeps. */
+static uint64_t layout_norm_floats(const Layout *l) {
+    uint64_t n = 0;
+    for (int i = 0; i < l->n; i++)
+        if (l->tensors[i].kind == TENSOR_NORM) n += l->tensors[i].numel;
+    return n;
+}
+
 /* A TENSOR_AK42_F32's pieces dequantized into `owned`: value j of a piece times the scale of
  * its group j / group_size. Points the matrix's values there. */
 static void dequantize_ak42(const TensorSpec *t, const char *piece, uint64_t gs, float *owned) {
@@ -277,21 +286,26 @@ static void release_pages(Release *r, const void *consumed) {
     r->released = (const char *)to;
 }
 
-/* Sets every tensor's pointer: into the map, or for llama2.c version 2's int8 with groups across
- * rows into `owned` (owned_bytes each), dequantized there. A version 2 q8_0 matrix's scales
+/* Sets every tensor's pointer: the norms' into `norms` (layout_norm_floats), copied there; the
+ * matrices' into the map, or for llama2.c version 2's int8 with groups across rows into `owned`
+ * (owned_bytes each), dequantized there. A version 2 q8_0 matrix's scales
  * follow its first layer's values: its groups lie within rows, so a piece's scales in order are
  * its rows' groups in order, (rows, cols / group_size) as q8_0's; and with a group size of 32 or
  * 64 every piece's values and scales take a multiple of 4 bytes (read_ak42 checks that a piece
  * holds whole groups), so the scales are float-aligned. Only called once layout_end has matched
  * the file size, so every read is inside the map. */
-static void layout_place(const Layout *l, const char *map, char *owned) {
+static void layout_place(const Layout *l, const char *map, char *owned, float *norms) {
     uint64_t off = l->start;
     for (int i = 0; i < l->n; i++) {
         const TensorSpec *t = &l->tensors[i];
         off = align_up(off, l->align);
         const char *data = map + off;
         uint64_t bytes = tensor_bytes(t, l->group_size);
-        if (t->kind == TENSOR_AK42_F32) {
+        if (t->kind == TENSOR_NORM) {
+            memcpy(norms, data, bytes);
+            *t->vec = norms;
+            norms += t->numel;
+        } else if (t->kind == TENSOR_AK42_F32) {
             dequantize_ak42(t, data, l->group_size, (float *)owned);
             release_pages(&(Release){data, 1}, data + bytes); /* packing reads the copy */
             owned += owned_bytes(t);
@@ -867,7 +881,8 @@ static int read_layout(Model *m, const char *map, size_t size, Layout *l, char *
     return 0;
 }
 
-/* Reads the header and the layout (read_layout), then sets the weights. */
+/* Reads the header and the layout (read_layout), then sets the weights: the norms copied into
+ * m->norms, the matrices packed into m->packed; nothing points into the map afterwards. */
 static int load_weights(Model *m, const char *map, size_t size, char *what, size_t whatlen) {
     Layout l;
     if (read_layout(m, map, size, &l, what, whatlen) != 0) return -1;
@@ -878,7 +893,12 @@ static int load_weights(Model *m, const char *map, size_t size, char *what, size
                  (unsigned long long)owned_size);
         return -1;
     }
-    layout_place(&l, map, owned);
+    if (!(m->norms = malloc(layout_norm_floats(&l) * sizeof(float)))) {
+        free(owned);
+        snprintf(what, whatlen, "out of memory for the norms' weights");
+        return -1;
+    }
+    layout_place(&l, map, owned, m->norms);
     int rc = pack_weights(m, &l);
     free(owned);
     if (rc != 0) {
@@ -889,9 +909,9 @@ static int load_weights(Model *m, const char *map, size_t size, char *what, size
     return 0;
 }
 
-/* Maps the checkpoint at path read-only into m->map and m->map_size. On failure writes
+/* Maps the checkpoint at path read-only into *map, its size into *size. On failure writes
  * "<path>: <problem>" into err[errlen]. */
-static int map_file(Model *m, const char *path, char *err, size_t errlen) {
+static int map_file(const char *path, char **map, size_t *size, char *err, size_t errlen) {
     char what[256];
     int fd = open(path, O_RDONLY | O_NONBLOCK); /* a FIFO must not block before the check below */
     if (fd < 0) {
@@ -903,50 +923,57 @@ static int map_file(Model *m, const char *path, char *err, size_t errlen) {
         close(fd);
         return fail(err, errlen, path, "not a regular file");
     }
-    size_t size = (size_t)st.st_size;
-    if (size == 0) {
+    *size = (size_t)st.st_size;
+    if (*size == 0) {
         close(fd);
         return fail(err, errlen, path, "model file is empty");
     }
-    if (size < sizeof(uint32_t)) {
+    if (*size < sizeof(uint32_t)) {
         close(fd);
         return fail(err, errlen, path, "model file is shorter than its 4-byte magic");
     }
-    void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    void *p = mmap(NULL, *size, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd); /* the mapping stays valid */
-    if (map == MAP_FAILED) {
+    if (p == MAP_FAILED) {
         snprintf(what, sizeof(what), "cannot map model: %s", strerror(errno));
         return fail(err, errlen, path, what);
     }
-    m->map = map;
-    m->map_size = size;
+    *map = p;
     return 0;
 }
 
 int model_read_config(Config *c, const char *path, char *err, size_t errlen) {
+    char *map;
+    size_t size;
+    if (map_file(path, &map, &size, err, errlen) != 0) return -1;
     Model m = {0}; /* a scratch model for read_layout; only its config is kept */
-    if (map_file(&m, path, err, errlen) != 0) return -1;
     Layout l;
     char what[256];
-    int rc = read_layout(&m, m.map, m.map_size, &l, what, sizeof(what));
+    int rc = read_layout(&m, map, size, &l, what, sizeof(what));
     if (rc == 0)
         *c = m.config;
     else
         fail(err, errlen, path, what);
-    munmap(m.map, m.map_size);
+    munmap(map, size);
     return rc;
 }
 
 int model_load(Model *m, const char *path, char *err, size_t errlen) {
     memset(m, 0, sizeof(*m));
-    if (map_file(m, path, err, errlen) != 0) return -1;
+    char *map;
+    size_t size;
+    if (map_file(path, &map, &size, err, errlen) != 0) return -1;
     char what[256];
-    if (load_weights(m, m->map, m->map_size, what, sizeof(what)) != 0) {
+    int rc = load_weights(m, map, size, what, sizeof(what));
+    /* every weight is copied: the file is not read again, so that changing or truncating it while
+     * the model runs does no harm (a read of a truncated map's page faults with SIGBUS) */
+    munmap(map, size);
+    if (rc != 0) {
         model_free(m);
         return fail(err, errlen, path, what);
     }
     m->norm = m->config.trained_norm;
-    if (alloc_state(&m->state, &m->config, m->map_size) != 0) {
+    if (alloc_state(&m->state, &m->config, size) != 0) {
         model_free(m);
         return fail(err, errlen, path, "out of memory for the run state and kv cache");
     }
@@ -974,7 +1001,7 @@ int model_set_batch(Model *m, int batch, char *err, size_t errlen) {
 }
 
 void model_free(Model *m) {
-    if (m->map) munmap(m->map, m->map_size);
+    free(m->norms);
     free(m->packed);
     free_state(&m->state);
     memset(m, 0, sizeof(*m));

@@ -5,10 +5,10 @@
  *   - llama2.c "version 1" (magic "ak42", version 1): fp32, norms first;
  *   - llama2.c "version 2" (magic "ak42", version 2): int8 with one fp32 scale per group;
  *   - llama2.c's legacy layout (no magic: the file starts with dim).
- * docs/FORMAT.md lists the header and tensor order of each. Norm weights and biases are fp32,
- * read in place from the memory map; the matrices are f32, bf16 or q8_0 (normllama files; a version
- * 2 file's int8 as q8_0, or dequantized to f32, see model_load), copied at load into the panel
- * layout of Matrix. A matrix (d, n) maps an n-vector to a d-vector: out[i] = sum_j w(i, j) * x[j].
+ * docs/FORMAT.md lists the header and tensor order of each. Norm weights and biases are fp32;
+ * the matrices are f32, bf16 or q8_0 (normllama files; a version 2 file's int8 as q8_0, or
+ * dequantized to f32, see model_load), copied at load into the panel layout of Matrix.
+ * A matrix (d, n) maps an n-vector to a d-vector: out[i] = sum_j w(i, j) * x[j].
  */
 #ifndef MODEL_H
 #define MODEL_H
@@ -111,9 +111,8 @@ typedef struct {
     Config config;
     Weights weights;
     RunState state;
-    NormFn norm; /* applied at every norm site; config.trained_norm after model_load */
-    void *map;   /* the read-only memory map of the checkpoint: the norms' weights and biases */
-    size_t map_size;
+    NormFn norm;        /* applied at every norm site; config.trained_norm after model_load */
+    float *norms;       /* every norm's weight and bias, copied from the file (Weights points in) */
     void *packed;       /* every matrix, in panels (Matrix), in 2 MiB pages where the OS allows
                            (the last part short of 2 MiB in 4 KiB pages) */
     const char *format; /* name of the file layout read, e.g. "normllama v1" */
@@ -125,10 +124,12 @@ typedef struct {
  * 1. Memory-maps it read-only, tells its layout by its magic (see the top of this file) and
  *    checks its header against itself and the whole tensor layout against the file size before
  *    reading any tensor.
- * 2. Points the norms into the map and copies every matrix into panels (Matrix) in one
- *    allocation, asked to be backed by 2 MiB pages but for its last part short of 2 MiB (the
- *    kernels' loads then miss the TLB far less than through the map's 4 KiB pages). The map's
- *    pages are given back as they are copied, so that peak memory holds the weights once.
+ * 2. Copies the norms' weights and biases out of the map, and every matrix into panels (Matrix)
+ *    in one allocation, asked to be backed by 2 MiB pages but for its last part short of 2 MiB
+ *    (the kernels' loads then miss the TLB far less than through the map's 4 KiB pages). The
+ *    map's pages are given back as they are copied, so that peak memory holds the weights once,
+ *    and the map is gone once all is copied: the file is not read again, and may change while
+ *    the model runs.
  * 3. llama2.c version 2 matrices (w[i] = q[i] * scale[i / group_size] over each layer's flattened
  *    tensor, as llama2.c's export.py quantized them) are packed from the file's per-layer pieces
  *    as q8_0 with the file's group size when their rows hold whole groups and that size is 32 or
@@ -167,8 +168,8 @@ int model_read_config(Config *c, const char *path, char *err, size_t errlen);
  * (positions per decode call), for prefill only. */
 int model_set_batch(Model *m, int batch, char *err, size_t errlen);
 
-/* Unmaps the checkpoint, frees the packed weights and the run state; safe on an empty or
- * already-freed model. */
+/* Frees the norms, the packed weights and the run state; safe on an empty or already-freed
+ * model. */
 void model_free(Model *m);
 
 /* The token embedding lookup, as llama2.c's forward() starts: writes row `token` of

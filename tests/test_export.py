@@ -3,6 +3,7 @@
 checkpoints built here against a PyTorch reference forward pass in the HF convention, and bad
 input. Run from the repository root with /usr/bin/python3 (make test does); the program under
 test is $NORMLLAMA_RUN (default ./run). Prints one line per test and "N passed, M failed"."""
+import fcntl
 import json
 import os
 import resource
@@ -12,6 +13,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import termios
 import time
 import traceback
 
@@ -1177,6 +1179,38 @@ def model_replaced_after_its_header_is_refused():
     assert out == ""
     os.remove(model)
     os.remove(fifo)
+
+
+@test
+def model_truncated_while_run_generates_is_harmless():
+    """Once loaded, the weights are run's own (the norms copied like the matrices, the file
+    unmapped): truncating the model file mid-run changes nothing, where a read of the truncated
+    map would die of SIGBUS. The truncation comes while run waits to write its --logits into a
+    full FIFO, after the first positions and before the rest."""
+    model, fifo, expected = tmp("truncated.bin"), tmp("logits.fifo"), tmp("expected.f32")
+    shutil.copy(LEGACY, model)
+    args = ["-z", TOK_BIN, "-t", "0", "-n", "200", "Once"]
+    code, text, err = run(model, *args, "--logits", expected)
+    assert code == 0, err
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # so that run's open does not wait
+    p = subprocess.Popen([RUN, model, *args, "--logits", fifo], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    capacity, deadline = fcntl.fcntl(reader, fcntl.F_GETPIPE_SZ), time.time() + 30
+    while struct.unpack("i", fcntl.ioctl(reader, termios.FIONREAD, b"\0" * 4))[0] < capacity:
+        assert time.time() < deadline and p.poll() is None, "run did not fill the FIFO"
+        time.sleep(0.01)
+    os.truncate(model, 0)
+    os.set_blocking(reader, True)
+    logits = b"".join(iter(lambda: os.read(reader, 1 << 16), b""))
+    os.close(reader)
+    out, err = p.communicate(timeout=60)
+    assert (p.returncode, err.decode().count("\n")) == (0, 1), (p.returncode, err)
+    assert out.decode() == text
+    with open(expected, "rb") as f:
+        assert logits == f.read()
+    for path in (model, fifo, expected):
+        os.remove(path)
 
 
 @test
