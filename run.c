@@ -435,12 +435,6 @@ static void refuse_logits_over(const char *logits_path, const char *path, const 
         die("--logits file %s is the %s; writing it would destroy it", logits_path, what);
 }
 
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* ----------------------------------------------------------------------------
  * --tokenize and --tokenize-file */
 
@@ -618,8 +612,7 @@ static void print_profile(FILE *f, const Profile *p, double elapsed) {
     fprintf(f, "  %-18s %10s %7s %9s\n", "operation", "ms", "share", "calls");
     double total = 0.0;
     for (int op = 0; op < N_OPS; op++) {
-        double t = p->seconds[op] - p->laps[op] * lap_cost;
-        if (t < 0.0) t = 0.0;
+        double t = profile_op_seconds(p, op, lap_cost);
         total += t;
         fprintf(f, "  %-18s %10.3f %6.1f%% %9ld\n", op_name(op), t * 1e3, 100.0 * t / elapsed,
                 p->laps[op]);
@@ -736,20 +729,11 @@ static void site_name(char *out, size_t len, int site, int n_layers) {
         snprintf(out, len, "layer %d %s", site / 2, site % 2 ? "ffn" : "attention");
 }
 
-static int by_value(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* Median over the timing passes of one class's seconds, the clock's cost per lap taken out. */
 static double op_seconds(const NormRun *r, OpClass op, double lap_cost) {
     double t[TIMING_PASSES];
-    for (int i = 0; i < TIMING_PASSES; i++) {
-        t[i] = r->passes[i].seconds[op] - r->passes[i].laps[op] * lap_cost;
-        if (t[i] < 0.0) t[i] = 0.0;
-    }
-    qsort(t, TIMING_PASSES, sizeof(double), by_value);
-    return t[TIMING_PASSES / 2];
+    for (int i = 0; i < TIMING_PASSES; i++) t[i] = profile_op_seconds(&r->passes[i], op, lap_cost);
+    return median(t, TIMING_PASSES);
 }
 
 /* The norms' share of the forward time (sum of the classes' medians). */
@@ -789,10 +773,7 @@ static void run_compare(Model *m, const Tokenizer *t, Sampler *sampler, const in
             speed[k][i] = elapsed > 0 ? n_forward / elapsed : 0.0;
         }
     }
-    for (int k = 0; k < 2; k++) {
-        qsort(speed[k], TIMING_PASSES, sizeof(double), by_value);
-        runs[k].tokens_per_s = speed[k][TIMING_PASSES / 2];
-    }
+    for (int k = 0; k < 2; k++) runs[k].tokens_per_s = median(speed[k], TIMING_PASSES);
     int split = 0;
     while (split < runs[0].n_tokens && split < runs[1].n_tokens &&
            runs[0].tokens[split] == runs[1].tokens[split])
