@@ -32,7 +32,8 @@ typedef struct {
 /* Begins the next lap now. */
 void profile_start(Profile *p);
 
-/* Ends a lap: adds the time since the previous lap (or profile_start) to class `op`. */
+/* Ends a lap: adds the time since the previous lap (or profile_start) to class `op`, one of the
+ * OpClass values below N_OPS (not checked). */
 void profile_lap(Profile *p, OpClass op);
 
 /* The seconds one profile_lap call itself adds to the lap it ends (median of a calibration
