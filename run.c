@@ -621,6 +621,30 @@ static void print_profile(FILE *f, const Profile *p, double elapsed) {
     fprintf(f, "  %-18s %10.3f %6.1f%%\n", "wall clock", elapsed * 1e3, 100.0);
 }
 
+/* Generation, the default mode: runs from the prompt and streams the text to stdout, then
+ * prints the summary line (and with --profile the time per operation class) on stderr.
+ * logits_out (or NULL): the --logits file, closed here. */
+static void run_generation(Model *m, const Tokenizer *t, Sampler *sampler, const int *prompt,
+                           int n_prompt, const Options *o, const LogitsOut *logits_out) {
+    Profile profile = {0};
+    m->profile = o->profile ? &profile : NULL;
+    int *tokens = malloc((o->steps + 1) * sizeof(int));
+    if (!tokens) die("out of memory for the tokens");
+    double start = now_seconds(), prompt_done = start;
+    int n_forward;
+    int n_tokens = generate(m, sampler, t, prompt, n_prompt, o->steps, tokens, &n_forward, 1,
+                            logits_out, !o->serial_prompt, &prompt_done);
+    printf("\n");
+    fflush(stdout); /* the summary on stderr comes after the text, also in a shared log */
+    if (logits_out && fclose(logits_out->file) != 0)
+        die("cannot write --logits file %s: %s", logits_out->path, strerror(errno));
+    double end = now_seconds(), elapsed = end - start;
+    print_summary(n_prompt, n_tokens - n_prompt, n_forward, prompt_done - start, end - prompt_done,
+                  norm_name(m->norm));
+    if (o->profile) print_profile(stderr, &profile, elapsed);
+    free(tokens);
+}
+
 /* --ppl: reads the text, scores it, prints one line. */
 /* The ids of the --ppl file's text, BOS first (*n_tokens of them, at least 2; the caller frees).
  * Dies on a file that cannot be read or scored. */
@@ -1097,28 +1121,11 @@ int main(int argc, char **argv) {
     };
     if (!sampler.candidates) die("out of memory for the sampler");
 
-    if (o.compare) {
+    if (o.compare)
         run_compare(&model, &tokenizer, &sampler, prompt_tokens, n_prompt, &o);
-    } else {
-        Profile profile = {0};
-        model.profile = o.profile ? &profile : NULL;
-        int *tokens = malloc((o.steps + 1) * sizeof(int));
-        if (!tokens) die("out of memory for the tokens");
-        double start = now_seconds(), prompt_done = start;
-        int pos;
-        int n_tokens =
-            generate(&model, &sampler, &tokenizer, prompt_tokens, n_prompt, o.steps, tokens, &pos,
-                     1, o.logits_path ? &logits_out : NULL, !o.serial_prompt, &prompt_done);
-        printf("\n");
-        fflush(stdout); /* the summary on stderr comes after the text, also in a shared log */
-        if (logits_out.file && fclose(logits_out.file) != 0)
-            die("cannot write --logits file %s: %s", o.logits_path, strerror(errno));
-        double end = now_seconds(), elapsed = end - start;
-        print_summary(n_prompt, n_tokens - n_prompt, pos, prompt_done - start, end - prompt_done,
-                      norm_name(model.norm));
-        if (o.profile) print_profile(stderr, &profile, elapsed);
-        free(tokens);
-    }
+    else
+        run_generation(&model, &tokenizer, &sampler, prompt_tokens, n_prompt, &o,
+                       o.logits_path ? &logits_out : NULL);
 
     free(sampler.candidates);
     free(prompt_tokens);
