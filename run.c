@@ -344,12 +344,12 @@ static Options parse_args(int argc, char **argv) {
             die("unknown option '%s' (see run --help)", a);
         }
     }
+    int tokenize = o.tokenize_text || o.tokenize_file;
+    int generating = !o.compare && !o.ppl_path && !tokenize;
     if (o.tokenize_text && o.tokenize_file) die("give --tokenize or --tokenize-file, not both");
-    if ((o.tokenize_text || o.tokenize_file) && o.prompt)
-        die("--tokenize and --tokenize-file take no prompt");
+    if (tokenize && o.prompt) die("--tokenize and --tokenize-file take no prompt");
     if (o.json && !o.tokenize_text && !o.compare) die("--json goes with --tokenize or --compare");
     if (!o.model_path) die("no model given (usage: run MODEL [PROMPT] [options]; see run --help)");
-    int tokenize = o.tokenize_text || o.tokenize_file;
     if (o.compare + !!o.ppl_path + tokenize > 1)
         die("--compare, --ppl and --tokenize are separate modes; give one");
     if (tokenize && o.profile) die("--profile times forward passes, which --tokenize runs none of");
@@ -357,12 +357,12 @@ static Options parse_args(int argc, char **argv) {
         die("--compare runs its own two norms; name them with --compare=A,B instead of --norm");
     if (o.compare && o.profile) die("--compare times both norms itself; drop --profile");
     if (o.ppl_path && o.prompt) die("--ppl reads its text from FILE; drop the prompt");
-    if (o.logits_path && (o.compare || o.ppl_path || o.tokenize_text || o.tokenize_file))
+    if (o.logits_path && !generating)
         die("--logits goes with generation, not with --compare, --ppl or --tokenize");
     if (o.batch && o.serial_prompt)
         die("--batch sets the size of --prefill=batch's batches; it conflicts with "
             "--prefill=serial");
-    if (o.batch && (o.compare || o.ppl_path || o.tokenize_text || o.tokenize_file))
+    if (o.batch && !generating)
         die("--batch goes with generation's prefill, not with --compare, --ppl or --tokenize");
     return o;
 }
