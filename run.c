@@ -3,9 +3,14 @@
  *   ./run MODEL [PROMPT] [options]
  *
  * Loads the model and its tokenizer, feeds the prompt, then samples one token at a time and
- * streams the text to stdout; a summary goes to stderr. See usage() for the options.
- * Two other modes measure the norms: --ppl FILE (perplexity of a text) and --compare (the same
- * prompt under two norms: texts, next-token distributions, norm inputs, speed).
+ * streams the text to stdout; a summary goes to stderr (--logits also writes every position's
+ * logits to a file, --profile adds the time per operation class). See usage() for the options.
+ * The other modes: --tokenize TEXT and --tokenize-file FILE run the tokenizer alone, and two
+ * measure the norms: --ppl FILE (perplexity of a text) and --compare (the same prompt under two
+ * norms: texts, next-token distributions, norm inputs, speed).
+ *
+ * The sections below, in order: the sampler, the command line, set-up, --tokenize, generation,
+ * --ppl, --compare, main.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -111,7 +116,8 @@ static int sample_topp(const float *probs, int n, float topp, ProbIndex *candida
     return candidates[last].index;
 }
 
-/* Picks the next token from logits (vocab_size), which it overwrites with probabilities. */
+/* Picks the next token from logits (vocab_size), which it overwrites with probabilities unless
+ * the temperature is 0 (greedy). */
 static int sample(Sampler *s, float *logits) {
     int best = argmax(logits, s->vocab_size);
     if (s->temperature == 0.0f) return best;
@@ -368,7 +374,7 @@ static Options parse_args(int argc, char **argv) {
 }
 
 /* ----------------------------------------------------------------------------
- * Set-up and generation */
+ * Set-up: the input files found and checked before the weights load */
 
 /* Finds the tokenizer beside the model: tok<vocab_size>.bin, then tokenizer.bin. */
 static void find_tokenizer(const char *model_path, int vocab_size, char *out, size_t outlen) {
@@ -433,6 +439,28 @@ static void refuse_logits_over(const char *logits_path, const char *path, const 
     if (stat(logits_path, &a) == 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev &&
         a.st_ino == b.st_ino)
         die("--logits file %s is the %s; writing it would destroy it", logits_path, what);
+}
+
+/* The prompt's ids, BOS first (*n_prompt of them; the caller frees). Dies on a prompt longer
+ * than the model's seq_len or than -n (steps). */
+static int *encode_prompt(const Tokenizer *t, const char *prompt, const Config *c, int steps,
+                          int *n_prompt) {
+    int *ids = malloc((strlen(prompt) + 3) * sizeof(int));
+    if (!ids) die("out of memory for the prompt");
+    int n = tokenizer_encode(t, prompt, 1, 0, ids);
+    if (n > c->seq_len)
+        die("the prompt is %d tokens, longer than the model's seq_len %d", n, c->seq_len);
+    if (n > steps)
+        die("the prompt is %d tokens, more than -n %d (which counts the prompt tokens)", n, steps);
+    *n_prompt = n;
+    return ids;
+}
+
+/* Dies unless the tokenizer (read from path) has the model's vocab_size pieces. */
+static void require_vocab(const Tokenizer *t, const char *path, const Config *c) {
+    if (t->vocab_size != c->vocab_size)
+        die("%s has %d pieces but the model's vocab_size is %d", path, t->vocab_size,
+            c->vocab_size);
 }
 
 /* ----------------------------------------------------------------------------
@@ -521,6 +549,9 @@ static void tokenize_command(const Tokenizer *t, const Options *o) {
     free(ids);
     free(text);
 }
+
+/* ----------------------------------------------------------------------------
+ * Generation */
 
 /* The run's summary line on stderr: prompt and generated token counts, then the speed of each
  * part as llama.cpp reports it: the prompt's positions per second of prompt_seconds, and the
@@ -645,7 +676,9 @@ static void run_generation(Model *m, const Tokenizer *t, Sampler *sampler, const
     free(tokens);
 }
 
-/* --ppl: reads the text, scores it, prints one line. */
+/* ----------------------------------------------------------------------------
+ * --ppl: perplexity of a text */
+
 /* The ids of the --ppl file's text, BOS first (*n_tokens of them, at least 2; the caller frees).
  * Dies on a file that cannot be read or scored. */
 static int *encode_ppl_text(const Tokenizer *t, const char *path, int *n_tokens) {
@@ -659,6 +692,9 @@ static int *encode_ppl_text(const Tokenizer *t, const char *path, int *n_tokens)
     return tokens;
 }
 
+/* Scores the text's tokens (BOS first) under m and prints one line on stdout: tokens, chunks,
+ * mean NLL and perplexity; the speed (and with --profile the time per operation class) goes to
+ * stderr. */
 static void run_perplexity(Model *m, const int *tokens, int n_tokens, const Options *o) {
     Profile profile = {0};
     m->profile = o->profile ? &profile : NULL;
@@ -1027,27 +1063,8 @@ static void run_compare(Model *m, const Tokenizer *t, Sampler *sampler, const in
     free_comparison(&cmp);
 }
 
-/* The prompt's ids, BOS first (*n_prompt of them; the caller frees). Dies on a prompt longer
- * than the model's seq_len or than -n (steps). */
-static int *encode_prompt(const Tokenizer *t, const char *prompt, const Config *c, int steps,
-                          int *n_prompt) {
-    int *ids = malloc((strlen(prompt) + 3) * sizeof(int));
-    if (!ids) die("out of memory for the prompt");
-    int n = tokenizer_encode(t, prompt, 1, 0, ids);
-    if (n > c->seq_len)
-        die("the prompt is %d tokens, longer than the model's seq_len %d", n, c->seq_len);
-    if (n > steps)
-        die("the prompt is %d tokens, more than -n %d (which counts the prompt tokens)", n, steps);
-    *n_prompt = n;
-    return ids;
-}
-
-/* Dies unless the tokenizer (read from path) has the model's vocab_size pieces. */
-static void require_vocab(const Tokenizer *t, const char *path, const Config *c) {
-    if (t->vocab_size != c->vocab_size)
-        die("%s has %d pieces but the model's vocab_size is %d", path, t->vocab_size,
-            c->vocab_size);
-}
+/* ----------------------------------------------------------------------------
+ * main: every check, then one mode */
 
 int main(int argc, char **argv) {
     Options o = parse_args(argc, argv);
