@@ -2,29 +2,32 @@
 
 #include <math.h>
 
-double token_nll(const float *logits, int n, int target) {
-    double max = logits[0];
+/* log(sum_i exp(x[i])) in double, x: (n); the largest x[i] is taken out first, so that no exp
+ * overflows. */
+static double log_sum_exp(const float *x, int n) {
+    double max = x[0];
     for (int i = 1; i < n; i++)
-        if (logits[i] > max) max = logits[i];
+        if (x[i] > max) max = x[i];
     double sum = 0.0;
-    for (int i = 0; i < n; i++) sum += exp(logits[i] - max);
-    return max + log(sum) - logits[target];
+    for (int i = 0; i < n; i++) sum += exp(x[i] - max);
+    return max + log(sum);
+}
+
+/* The index of the largest x[i] (the first one on a tie), x: (n). */
+static int argmax(const float *x, int n) {
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    return best;
+}
+
+double token_nll(const float *logits, int n, int target) {
+    return log_sum_exp(logits, n) - logits[target];
 }
 
 LogitsDiff logits_diff(const float *logits_p, const float *logits_q, int n) {
-    double max_p = logits_p[0], max_q = logits_q[0];
-    int top_p = 0, top_q = 0;
-    for (int i = 1; i < n; i++) {
-        if (logits_p[i] > max_p) max_p = logits_p[i], top_p = i;
-        if (logits_q[i] > max_q) max_q = logits_q[i], top_q = i;
-    }
-    double sum_p = 0.0, sum_q = 0.0;
-    for (int i = 0; i < n; i++) {
-        sum_p += exp(logits_p[i] - max_p);
-        sum_q += exp(logits_q[i] - max_q);
-    }
-    double lse_p = max_p + log(sum_p), lse_q = max_q + log(sum_q);
-    LogitsDiff d = {.top1_agree = top_p == top_q};
+    double lse_p = log_sum_exp(logits_p, n), lse_q = log_sum_exp(logits_q, n);
+    LogitsDiff d = {.top1_agree = argmax(logits_p, n) == argmax(logits_q, n)};
     for (int i = 0; i < n; i++) {
         double log_p = logits_p[i] - lse_p, log_q = logits_q[i] - lse_q;
         d.kl += exp(log_p) * (log_p - log_q);

@@ -8,7 +8,8 @@
 #include "model.h"
 
 /* -log softmax(logits)[target] in nats, computed in double as logsumexp(logits) - logits[target].
- * logits: (n). Requires 0 <= target < n. */
+ * logits: (n), n >= 1. Requires 0 <= target < n (not checked). A NaN or infinite logit gives a
+ * non-finite result, which the caller must refuse (run --ppl does). */
 double token_nll(const float *logits, int n, int target);
 
 /* How far the next-token distribution q (from logits_q) is from p (from logits_p). */
@@ -18,14 +19,16 @@ typedef struct {
     double max_abs_diff; /* max_i |logits_p[i] - logits_q[i]| */
 } LogitsDiff;
 
-/* Compares two logit vectors of length n (n >= 1). */
+/* Compares two logit vectors of length n (n >= 1, not checked), each turned into a distribution
+ * by a softmax in double. */
 LogitsDiff logits_diff(const float *logits_p, const float *logits_q, int n);
 
 /* The summed NLL (nats) of every text token of `tokens` under `m`, teacher-forced.
- * tokens: (n_tokens) with tokens[0] = BOS and n_tokens >= 2; the text tokens are tokens[1..].
- * They are cut into chunks of at most seq_len tokens; each chunk is fed from position 0 starting
- * with BOS (BOS, then the chunk's tokens but its last), so every text token is predicted exactly
- * once, with the context of its own chunk. Sets *n_predicted (= n_tokens - 1) and *n_chunks.
+ * tokens: (n_tokens), tokens[0] = BOS, n_tokens >= 2, every id below vocab_size (not checked);
+ * the text tokens are tokens[1..]. They are cut into chunks of at most seq_len tokens; each chunk
+ * is fed from position 0 starting with BOS (BOS, then the chunk's tokens but its last), so every
+ * text token is predicted exactly once, with the context of its own chunk. Sets *n_predicted
+ * (= n_tokens - 1) and *n_chunks.
  * Perplexity is exp(result / *n_predicted), as llama.cpp's perplexity tool reports it; llama.cpp
  * differs in scoring only the second half of each chunk. */
 double text_nll(Model *m, const int *tokens, int n_tokens, int *n_predicted, int *n_chunks);
@@ -38,15 +41,15 @@ typedef struct {
     long count;           /* vectors seen; divide the sums by it for averages */
 } SiteStats;
 
-/* Adds the statistics of x (dim) to s. */
+/* Adds the statistics of x (dim, dim >= 1) to s. */
 void site_stats_add(SiteStats *s, const float *x, int dim);
 
 /* Installs on `m` a NormFn that records, for every call, the statistics of its input into
  * sites[call % n_sites] and then applies `inner`. model_forward calls the norm in a fixed order
  * (layer 0 attention, layer 0 FFN, ..., layer n_layers - 1 FFN, final), so with
  * n_sites = 2 * n_layers + 1 and the count starting at 0 each site gets its own entry.
- * sites: (n_sites), zeroed by the caller. One observer at a time: the state is global, as NormFn
- * carries no context. */
+ * sites: (n_sites), n_sites >= 1, zeroed by the caller. One observer at a time: the state is
+ * global, as NormFn carries no context. */
 void norm_observe_start(Model *m, NormFn inner, SiteStats *sites, int n_sites);
 
 /* Ends observing: puts the `inner` norm of norm_observe_start back on `m`. */

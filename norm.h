@@ -10,7 +10,8 @@
 #include <string.h>
 
 /* Normalizes one vector: out = norm(x) * weight (+ bias).
- * out, x, weight, bias: (dim,). out may alias x. bias may be NULL (no shift). eps > 0. */
+ * out, x, weight, bias: (dim). out may alias x. bias may be NULL (no shift). The caller passes
+ * dim >= 1 and eps > 0; neither is checked. */
 typedef void (*NormFn)(float *out, const float *x, const float *weight, const float *bias, int dim,
                        float eps);
 
@@ -54,7 +55,7 @@ static inline float bf16_to_f32(uint16_t h) {
 }
 
 /* A norm over 16-bit storage: out = fn(to_f32(x)), with fp32 arithmetic throughout.
- * to_f32: f16_to_f32 or bf16_to_f32. x: (dim,) in that storage type; out, weight, bias: (dim,)
+ * to_f32: f16_to_f32 or bf16_to_f32. x: (dim) in that storage type; out, weight, bias: (dim)
  * fp32. Decoding into fp32 before any arithmetic is what keeps e.g. a sum of squares of 4096
  * values of magnitude 1000 (4e9) finite: fp16's largest finite value is 65504. */
 void norm_16bit(NormFn fn, float (*to_f32)(uint16_t), float *out, const uint16_t *x,

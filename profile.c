@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-static double now_seconds(void) {
+double now_seconds(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
@@ -25,6 +25,11 @@ static int by_value(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+double median(double *x, int n) {
+    qsort(x, n, sizeof(double), by_value);
+    return x[n / 2];
+}
+
 double profile_lap_cost(void) {
     enum { ROUNDS = 15, LAPS = 1000 };
     double cost[ROUNDS];
@@ -35,8 +40,12 @@ double profile_lap_cost(void) {
         for (int i = 0; i < LAPS; i++) profile_lap(&p, OP_EMBEDDING);
         cost[r] = (p.last - t0) / LAPS;
     }
-    qsort(cost, ROUNDS, sizeof(double), by_value);
-    return cost[ROUNDS / 2];
+    return median(cost, ROUNDS);
+}
+
+double profile_op_seconds(const Profile *p, OpClass op, double lap_cost) {
+    double t = p->seconds[op] - p->laps[op] * lap_cost;
+    return t < 0.0 ? 0.0 : t;
 }
 
 const char *op_name(OpClass op) {

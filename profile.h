@@ -32,12 +32,27 @@ typedef struct {
 /* Begins the next lap now. */
 void profile_start(Profile *p);
 
-/* Ends a lap: adds the time since the previous lap (or profile_start) to class `op`. */
+/* Ends a lap: adds the time since the previous lap (or profile_start) to class `op`, one of the
+ * OpClass values below N_OPS (not checked). */
 void profile_lap(Profile *p, OpClass op);
 
 /* The seconds one profile_lap call itself adds to the lap it ends (median of a calibration
  * run): subtract laps[op] times it from seconds[op] to get the operations' own time. */
 double profile_lap_cost(void);
+
+/* Seconds on CLOCK_MONOTONIC, a clock that only goes forward: differences of two calls time
+ * what ran between them. */
+double now_seconds(void);
+
+/* The median of x (n >= 1 times or rates), the upper of the two middle values when n is even.
+ * Sorts x in place. Repeated timings are summed up by their median, which the few runs a shared
+ * machine slows down do not move. */
+double median(double *x, int n);
+
+/* The seconds of class `op` in p with the clock's own cost, lap_cost per lap (from
+ * profile_lap_cost), taken out. At least 0: for a class of very short laps, a lap cost measured
+ * a little high would take out more than the class's time. */
+double profile_op_seconds(const Profile *p, OpClass op, double lap_cost);
 
 /* Short name of an operation class ("embedding", "norms", ...), "?" out of range. */
 const char *op_name(OpClass op);

@@ -3,9 +3,14 @@
  *   ./run MODEL [PROMPT] [options]
  *
  * Loads the model and its tokenizer, feeds the prompt, then samples one token at a time and
- * streams the text to stdout; a summary goes to stderr. See usage() for the options.
- * Two other modes measure the norms: --ppl FILE (perplexity of a text) and --compare (the same
- * prompt under two norms: texts, next-token distributions, norm inputs, speed).
+ * streams the text to stdout; a summary goes to stderr (--logits also writes every position's
+ * logits to a file, --profile adds the time per operation class). See usage() for the options.
+ * The other modes: --tokenize TEXT and --tokenize-file FILE run the tokenizer alone, and two
+ * measure the norms: --ppl FILE (perplexity of a text) and --compare (the same prompt under two
+ * norms: texts, next-token distributions, norm inputs, speed).
+ *
+ * The sections below, in order: the sampler, the command line, set-up, --tokenize, generation,
+ * --ppl, --compare, main.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -111,7 +116,8 @@ static int sample_topp(const float *probs, int n, float topp, ProbIndex *candida
     return candidates[last].index;
 }
 
-/* Picks the next token from logits (vocab_size), which it overwrites with probabilities. */
+/* Picks the next token from logits (vocab_size), which it overwrites with probabilities unless
+ * the temperature is 0 (greedy). */
 static int sample(Sampler *s, float *logits) {
     int best = argmax(logits, s->vocab_size);
     if (s->temperature == 0.0f) return best;
@@ -344,12 +350,12 @@ static Options parse_args(int argc, char **argv) {
             die("unknown option '%s' (see run --help)", a);
         }
     }
+    int tokenize = o.tokenize_text || o.tokenize_file;
+    int generating = !o.compare && !o.ppl_path && !tokenize;
     if (o.tokenize_text && o.tokenize_file) die("give --tokenize or --tokenize-file, not both");
-    if ((o.tokenize_text || o.tokenize_file) && o.prompt)
-        die("--tokenize and --tokenize-file take no prompt");
+    if (tokenize && o.prompt) die("--tokenize and --tokenize-file take no prompt");
     if (o.json && !o.tokenize_text && !o.compare) die("--json goes with --tokenize or --compare");
     if (!o.model_path) die("no model given (usage: run MODEL [PROMPT] [options]; see run --help)");
-    int tokenize = o.tokenize_text || o.tokenize_file;
     if (o.compare + !!o.ppl_path + tokenize > 1)
         die("--compare, --ppl and --tokenize are separate modes; give one");
     if (tokenize && o.profile) die("--profile times forward passes, which --tokenize runs none of");
@@ -357,18 +363,18 @@ static Options parse_args(int argc, char **argv) {
         die("--compare runs its own two norms; name them with --compare=A,B instead of --norm");
     if (o.compare && o.profile) die("--compare times both norms itself; drop --profile");
     if (o.ppl_path && o.prompt) die("--ppl reads its text from FILE; drop the prompt");
-    if (o.logits_path && (o.compare || o.ppl_path || o.tokenize_text || o.tokenize_file))
+    if (o.logits_path && !generating)
         die("--logits goes with generation, not with --compare, --ppl or --tokenize");
     if (o.batch && o.serial_prompt)
         die("--batch sets the size of --prefill=batch's batches; it conflicts with "
             "--prefill=serial");
-    if (o.batch && (o.compare || o.ppl_path || o.tokenize_text || o.tokenize_file))
+    if (o.batch && !generating)
         die("--batch goes with generation's prefill, not with --compare, --ppl or --tokenize");
     return o;
 }
 
 /* ----------------------------------------------------------------------------
- * Set-up and generation */
+ * Set-up: the input files found and checked before the weights load */
 
 /* Finds the tokenizer beside the model: tok<vocab_size>.bin, then tokenizer.bin. */
 static void find_tokenizer(const char *model_path, int vocab_size, char *out, size_t outlen) {
@@ -435,10 +441,26 @@ static void refuse_logits_over(const char *logits_path, const char *path, const 
         die("--logits file %s is the %s; writing it would destroy it", logits_path, what);
 }
 
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
+/* The prompt's ids, BOS first (*n_prompt of them; the caller frees). Dies on a prompt longer
+ * than the model's seq_len or than -n (steps). */
+static int *encode_prompt(const Tokenizer *t, const char *prompt, const Config *c, int steps,
+                          int *n_prompt) {
+    int *ids = malloc((strlen(prompt) + 3) * sizeof(int));
+    if (!ids) die("out of memory for the prompt");
+    int n = tokenizer_encode(t, prompt, 1, 0, ids);
+    if (n > c->seq_len)
+        die("the prompt is %d tokens, longer than the model's seq_len %d", n, c->seq_len);
+    if (n > steps)
+        die("the prompt is %d tokens, more than -n %d (which counts the prompt tokens)", n, steps);
+    *n_prompt = n;
+    return ids;
+}
+
+/* Dies unless the tokenizer (read from path) has the model's vocab_size pieces. */
+static void require_vocab(const Tokenizer *t, const char *path, const Config *c) {
+    if (t->vocab_size != c->vocab_size)
+        die("%s has %d pieces but the model's vocab_size is %d", path, t->vocab_size,
+            c->vocab_size);
 }
 
 /* ----------------------------------------------------------------------------
@@ -527,6 +549,9 @@ static void tokenize_command(const Tokenizer *t, const Options *o) {
     free(ids);
     free(text);
 }
+
+/* ----------------------------------------------------------------------------
+ * Generation */
 
 /* The run's summary line on stderr: prompt and generated token counts, then the speed of each
  * part as llama.cpp reports it: the prompt's positions per second of prompt_seconds, and the
@@ -618,8 +643,7 @@ static void print_profile(FILE *f, const Profile *p, double elapsed) {
     fprintf(f, "  %-18s %10s %7s %9s\n", "operation", "ms", "share", "calls");
     double total = 0.0;
     for (int op = 0; op < N_OPS; op++) {
-        double t = p->seconds[op] - p->laps[op] * lap_cost;
-        if (t < 0.0) t = 0.0;
+        double t = profile_op_seconds(p, op, lap_cost);
         total += t;
         fprintf(f, "  %-18s %10.3f %6.1f%% %9ld\n", op_name(op), t * 1e3, 100.0 * t / elapsed,
                 p->laps[op]);
@@ -628,7 +652,33 @@ static void print_profile(FILE *f, const Profile *p, double elapsed) {
     fprintf(f, "  %-18s %10.3f %6.1f%%\n", "wall clock", elapsed * 1e3, 100.0);
 }
 
-/* --ppl: reads the text, scores it, prints one line. */
+/* Generation, the default mode: runs from the prompt and streams the text to stdout, then
+ * prints the summary line (and with --profile the time per operation class) on stderr.
+ * logits_out (or NULL): the --logits file, closed here. */
+static void run_generation(Model *m, const Tokenizer *t, Sampler *sampler, const int *prompt,
+                           int n_prompt, const Options *o, const LogitsOut *logits_out) {
+    Profile profile = {0};
+    m->profile = o->profile ? &profile : NULL;
+    int *tokens = malloc((o->steps + 1) * sizeof(int));
+    if (!tokens) die("out of memory for the tokens");
+    double start = now_seconds(), prompt_done = start;
+    int n_forward;
+    int n_tokens = generate(m, sampler, t, prompt, n_prompt, o->steps, tokens, &n_forward, 1,
+                            logits_out, !o->serial_prompt, &prompt_done);
+    printf("\n");
+    fflush(stdout); /* the summary on stderr comes after the text, also in a shared log */
+    if (logits_out && fclose(logits_out->file) != 0)
+        die("cannot write --logits file %s: %s", logits_out->path, strerror(errno));
+    double end = now_seconds(), elapsed = end - start;
+    print_summary(n_prompt, n_tokens - n_prompt, n_forward, prompt_done - start, end - prompt_done,
+                  norm_name(m->norm));
+    if (o->profile) print_profile(stderr, &profile, elapsed);
+    free(tokens);
+}
+
+/* ----------------------------------------------------------------------------
+ * --ppl: perplexity of a text */
+
 /* The ids of the --ppl file's text, BOS first (*n_tokens of them, at least 2; the caller frees).
  * Dies on a file that cannot be read or scored. */
 static int *encode_ppl_text(const Tokenizer *t, const char *path, int *n_tokens) {
@@ -642,6 +692,9 @@ static int *encode_ppl_text(const Tokenizer *t, const char *path, int *n_tokens)
     return tokens;
 }
 
+/* Scores the text's tokens (BOS first) under m and prints one line on stdout: tokens, chunks,
+ * mean NLL and perplexity; the speed (and with --profile the time per operation class) goes to
+ * stderr. */
 static void run_perplexity(Model *m, const int *tokens, int n_tokens, const Options *o) {
     Profile profile = {0};
     m->profile = o->profile ? &profile : NULL;
@@ -706,7 +759,8 @@ static char *printed_text(const Tokenizer *t, const int *tokens, int n) {
     return text;
 }
 
-/* Teacher-forced passes timed per norm; medians over them resist the shared machine's hiccups. */
+/* Timed rounds per norm, of generation and of teacher-forced passes; medians over them resist the
+ * shared machine's hiccups. */
 enum { TIMING_PASSES = 5 };
 
 /* What one norm did in --compare. */
@@ -729,6 +783,8 @@ static void teacher_force(Model *m, const int *tokens, int n, float *logits) {
     }
 }
 
+/* The name of norm call site `site`, numbered in model_forward's order (see norm_observe_start):
+ * "layer L attention", "layer L ffn", ..., "final". */
 static void site_name(char *out, size_t len, int site, int n_layers) {
     if (site == 2 * n_layers)
         snprintf(out, len, "final");
@@ -736,20 +792,11 @@ static void site_name(char *out, size_t len, int site, int n_layers) {
         snprintf(out, len, "layer %d %s", site / 2, site % 2 ? "ffn" : "attention");
 }
 
-static int by_value(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* Median over the timing passes of one class's seconds, the clock's cost per lap taken out. */
 static double op_seconds(const NormRun *r, OpClass op, double lap_cost) {
     double t[TIMING_PASSES];
-    for (int i = 0; i < TIMING_PASSES; i++) {
-        t[i] = r->passes[i].seconds[op] - r->passes[i].laps[op] * lap_cost;
-        if (t[i] < 0.0) t[i] = 0.0;
-    }
-    qsort(t, TIMING_PASSES, sizeof(double), by_value);
-    return t[TIMING_PASSES / 2];
+    for (int i = 0; i < TIMING_PASSES; i++) t[i] = profile_op_seconds(&r->passes[i], op, lap_cost);
+    return median(t, TIMING_PASSES);
 }
 
 /* The norms' share of the forward time (sum of the classes' medians). */
@@ -759,22 +806,25 @@ static double norm_share(const NormRun *r, double lap_cost) {
     return total > 0.0 ? op_seconds(r, OP_NORM, lap_cost) / total : 0.0;
 }
 
-static void run_compare(Model *m, const Tokenizer *t, Sampler *sampler, const int *prompt,
-                        int n_prompt, const Options *o) {
-    const Config *c = &m->config;
-    int n_sites = 2 * c->n_layers + 1, vocab_size = c->vocab_size;
-    unsigned long long seed = sampler->rng_state;
+/* What --compare measured: norm A's and norm B's runs, and A's text teacher-forced under both. */
+typedef struct {
     NormRun runs[2];
-    for (int k = 0; k < 2; k++) {
-        NormRun *r = &runs[k];
-        memset(r, 0, sizeof(*r));
-        r->norm = o->compare_with[k];
-        r->tokens = malloc((o->steps + 1) * sizeof(int));
-        r->sites = calloc(n_sites, sizeof(SiteStats));
-        if (!r->tokens || !r->sites) die("out of memory for --compare");
-    }
-    /* generation, the two norms taking turns so that neither gets the cold caches; each round
-     * makes the same texts, as both norms draw the same random numbers */
+    unsigned long long seed; /* the sampler's at the start of each generation */
+    int n_prompt;
+    int first_difference; /* the first position where the two texts differ */
+    int same;             /* 1 if the two texts are the same, tokens and length */
+    int n;                /* positions teacher-forced along A's text, runs[0].tokens */
+    LogitsDiff *diffs;    /* (n) B's next-token distribution against A's, per position */
+    int n_layers;         /* the model's, for the names of the sites */
+    int n_sites;          /* norm call sites, 2 * n_layers + 1 (see norm_observe_start) */
+    double lap_cost;      /* the clock's own cost per profile lap, seconds */
+} Comparison;
+
+/* Generates from the prompt under each norm, into r->tokens and r->tokens_per_s. The norms take
+ * turns, TIMING_PASSES rounds, so that neither gets the cold caches; each round makes the same
+ * texts, as both norms draw the same random numbers (the sampler restarts from `seed`). */
+static void generate_under_both(Model *m, Sampler *sampler, const Tokenizer *t, const int *prompt,
+                                int n_prompt, int steps, unsigned long long seed, NormRun runs[2]) {
     double speed[2][TIMING_PASSES];
     for (int i = 0; i < TIMING_PASSES; i++) {
         for (int k = 0; k < 2; k++) {
@@ -783,192 +833,238 @@ static void run_compare(Model *m, const Tokenizer *t, Sampler *sampler, const in
             sampler->rng_state = seed;
             double start = now_seconds();
             int n_forward;
-            r->n_tokens = generate(m, sampler, t, prompt, n_prompt, o->steps, r->tokens, &n_forward,
-                                   0, NULL, 0, NULL);
+            r->n_tokens = generate(m, sampler, t, prompt, n_prompt, steps, r->tokens, &n_forward, 0,
+                                   NULL, 0, NULL);
             double elapsed = now_seconds() - start;
             speed[k][i] = elapsed > 0 ? n_forward / elapsed : 0.0;
         }
     }
-    for (int k = 0; k < 2; k++) {
-        qsort(speed[k], TIMING_PASSES, sizeof(double), by_value);
-        runs[k].tokens_per_s = speed[k][TIMING_PASSES / 2];
-    }
-    int split = 0;
-    while (split < runs[0].n_tokens && split < runs[1].n_tokens &&
-           runs[0].tokens[split] == runs[1].tokens[split])
-        split++;
-    int same = split == runs[0].n_tokens && split == runs[1].n_tokens;
+    for (int k = 0; k < 2; k++) runs[k].tokens_per_s = median(speed[k], TIMING_PASSES);
+}
 
-    /* teacher forcing along A's sequence: A's logits first, then B's compared position by
-     * position; the norm sites observed in both passes */
-    const int *seq = runs[0].tokens;
-    /* A's text holds up to steps + 1 tokens, the last never fed; the kv cache holds seq_len */
-    int n = runs[0].n_tokens < c->seq_len ? runs[0].n_tokens : c->seq_len;
+/* Teacher-forces tokens[0..n) under A's norm, then B's, comparing B's logits with A's position by
+ * position into diffs (n); the norm call sites are observed in both passes, into each run's
+ * sites. */
+static void teacher_force_both(Model *m, const int *tokens, int n, NormRun runs[2], int n_sites,
+                               LogitsDiff *diffs) {
+    int vocab_size = m->config.vocab_size;
     float *logits_a = malloc((size_t)n * vocab_size * sizeof(float));
-    LogitsDiff *diffs = malloc(n * sizeof(LogitsDiff));
-    if (!logits_a || !diffs) die("out of memory for --compare");
+    if (!logits_a) die("out of memory for --compare");
     norm_observe_start(m, runs[0].norm, runs[0].sites, n_sites);
-    teacher_force(m, seq, n, logits_a);
+    teacher_force(m, tokens, n, logits_a);
     norm_observe_stop(m);
     norm_observe_start(m, runs[1].norm, runs[1].sites, n_sites);
     for (int pos = 0; pos < n; pos++)
         diffs[pos] = logits_diff(logits_a + (size_t)pos * vocab_size,
-                                 model_forward(m, seq[pos], pos), vocab_size);
+                                 model_forward(m, tokens[pos], pos), vocab_size);
     norm_observe_stop(m);
+    free(logits_a);
+}
 
-    /* timing passes, without the observer */
+/* Runs the prompt under the two norms of o->compare_with into cmp: both texts and their speed,
+ * A's text teacher-forced under both (next-token distributions, norm inputs), and
+ * TIMING_PASSES profiled teacher-forced passes per norm, without the observer. */
+static void compare_norms(Comparison *cmp, Model *m, const Tokenizer *t, Sampler *sampler,
+                          const int *prompt, int n_prompt, const Options *o) {
+    const Config *c = &m->config;
+    memset(cmp, 0, sizeof(*cmp));
+    cmp->seed = sampler->rng_state;
+    cmp->n_prompt = n_prompt;
+    cmp->n_layers = c->n_layers;
+    cmp->n_sites = 2 * c->n_layers + 1;
     for (int k = 0; k < 2; k++) {
-        m->norm = runs[k].norm;
+        NormRun *r = &cmp->runs[k];
+        r->norm = o->compare_with[k];
+        r->tokens = malloc((o->steps + 1) * sizeof(int));
+        r->sites = calloc(cmp->n_sites, sizeof(SiteStats));
+        if (!r->tokens || !r->sites) die("out of memory for --compare");
+    }
+    NormRun *a = &cmp->runs[0], *b = &cmp->runs[1];
+    generate_under_both(m, sampler, t, prompt, n_prompt, o->steps, cmp->seed, cmp->runs);
+    int split = 0;
+    while (split < a->n_tokens && split < b->n_tokens && a->tokens[split] == b->tokens[split])
+        split++;
+    cmp->first_difference = split;
+    cmp->same = split == a->n_tokens && split == b->n_tokens;
+
+    /* A's text holds up to steps + 1 tokens, the last never fed; the kv cache holds seq_len */
+    cmp->n = a->n_tokens < c->seq_len ? a->n_tokens : c->seq_len;
+    cmp->diffs = malloc(cmp->n * sizeof(LogitsDiff));
+    if (!cmp->diffs) die("out of memory for --compare");
+    teacher_force_both(m, a->tokens, cmp->n, cmp->runs, cmp->n_sites, cmp->diffs);
+
+    /* the timing passes, without the observer's cost */
+    for (int k = 0; k < 2; k++) {
+        m->norm = cmp->runs[k].norm;
         for (int i = 0; i < TIMING_PASSES; i++) {
-            m->profile = &runs[k].passes[i];
-            teacher_force(m, seq, n, NULL);
+            m->profile = &cmp->runs[k].passes[i];
+            teacher_force(m, a->tokens, cmp->n, NULL);
         }
         m->profile = NULL;
     }
-    double lap_cost = profile_lap_cost();
+    cmp->lap_cost = profile_lap_cost();
+}
 
-    double kl_sum = 0.0, kl_max = 0.0, diff_sum = 0.0, diff_max = 0.0;
-    int agree = 0, kl_max_pos = 0;
-    for (int pos = 0; pos < n; pos++) {
-        kl_sum += diffs[pos].kl;
-        if (diffs[pos].kl > kl_max) kl_max = diffs[pos].kl, kl_max_pos = pos;
-        diff_sum += diffs[pos].max_abs_diff;
-        if (diffs[pos].max_abs_diff > diff_max) diff_max = diffs[pos].max_abs_diff;
-        agree += diffs[pos].top1_agree;
-    }
-    const char *name_a = norm_name(runs[0].norm), *name_b = norm_name(runs[1].norm);
-
-    if (o->json) {
-        printf("{\n  \"model\": ");
-        print_json_string(o->model_path);
-        printf(",\n  \"norms\": [\"%s\", \"%s\"],\n", name_a, name_b);
-        printf("  \"temperature\": %g, \"topp\": %g, \"seed\": %llu, \"steps\": %d,\n",
-               o->temperature, o->topp, seed, o->steps);
-        printf("  \"n_prompt\": %d,\n  \"texts\": [", n_prompt);
-        for (int k = 0; k < 2; k++) {
-            char *text = printed_text(t, runs[k].tokens, runs[k].n_tokens);
-            printf("%s", k ? ", " : "");
-            print_json_string(text);
-            free(text);
-        }
-        printf("],\n  \"first_difference\": %d,\n", same ? -1 : split);
-        printf("  \"positions\": [\n");
-        for (int pos = 0; pos < n; pos++)
-            printf("    {\"pos\": %d, \"token\": %d, \"kl\": %.6g, \"top1_agree\": %s, "
-                   "\"max_abs_dlogit\": %.6g}%s\n",
-                   pos, seq[pos], diffs[pos].kl, diffs[pos].top1_agree ? "true" : "false",
-                   diffs[pos].max_abs_diff, pos + 1 < n ? "," : "");
-        printf("  ],\n  \"summary\": {\"positions\": %d, \"mean_kl\": %.6g, \"max_kl\": %.6g, "
-               "\"max_kl_pos\": %d, \"top1_agreement\": %.6g, \"mean_max_abs_dlogit\": %.6g, "
-               "\"max_abs_dlogit\": %.6g},\n",
-               n, kl_sum / n, kl_max, kl_max_pos, (double)agree / n, diff_sum / n, diff_max);
-        printf("  \"sites\": [\n");
-        for (int s = 0; s < n_sites; s++) {
-            char name[32];
-            site_name(name, sizeof(name), s, c->n_layers);
-            printf("    {\"site\": \"%s\"", name);
-            for (int k = 0; k < 2; k++) {
-                const SiteStats *st = &runs[k].sites[s];
-                printf(", \"%s\": {\"mean\": %.6g, \"rms\": %.6g, \"mean_over_rms\": %.6g}",
-                       k ? "b" : "a", st->mean / st->count, st->rms / st->count,
-                       st->mean_over_rms / st->count);
-            }
-            printf("}%s\n", s + 1 < n_sites ? "," : "");
-        }
-        printf("  ],\n  \"speed\": [\n");
-        for (int k = 0; k < 2; k++) {
-            printf("    {\"norm\": \"%s\", \"tokens_per_s\": %.6g, \"norm_share\": %.6g, "
-                   "\"op_seconds\": {",
-                   norm_name(runs[k].norm), runs[k].tokens_per_s, norm_share(&runs[k], lap_cost));
-            for (int op = 0; op < OP_SAMPLING; op++)
-                printf("%s\"%s\": %.6g", op ? ", " : "", op_name(op),
-                       op_seconds(&runs[k], op, lap_cost));
-            printf("}}%s\n", k ? "" : ",");
-        }
-        printf("  ],\n  \"lap_cost_s\": %.6g\n}\n", lap_cost);
-    } else {
-        printf("compare %s (A) and %s (B): -t %g -p %g -s %llu -n %d\n\n", name_a, name_b,
-               o->temperature, o->topp, seed, o->steps);
-        for (int k = 0; k < 2; k++) {
-            printf("%c %-10s ", "AB"[k], norm_name(runs[k].norm));
-            write_text(stdout, t, runs[k].tokens, runs[k].n_tokens);
-            printf("\n");
-        }
-        if (same) {
-            printf("\nthe two texts are the same (%d tokens)\n", n);
-        } else {
-            printf("\nfirst difference at position %d (continuation token %d): A '", split,
-                   split - n_prompt + 1);
-            if (split < runs[0].n_tokens)
-                write_piece(stdout, tokenizer_decode(t, seq[split - 1], seq[split]));
-            printf("', B '");
-            if (split < runs[1].n_tokens)
-                write_piece(stdout, tokenizer_decode(t, seq[split - 1], runs[1].tokens[split]));
-            printf("'%s\n", split < runs[0].n_tokens && split < runs[1].n_tokens ? "" : " (end)");
-        }
-        printf("\nteacher-forced along A's text (%d positions): next-token distributions\n", n);
-        printf("%5s  %-14s %12s %5s %12s\n", "pos", "input token", "KL(A||B)", "top1",
-               "max|dlogit|");
-        for (int pos = 0; pos < n; pos++) {
-            const char *piece = shown_piece(t, seq[pos]);
-            int pad = 12 - (int)strlen(piece);
-            printf("%5d  '", pos);
-            write_piece(stdout, piece);
-            printf("'%*s %12.4g %5s %12.4g\n", pad > 0 ? pad : 0, "", diffs[pos].kl,
-                   diffs[pos].top1_agree ? "yes" : "no", diffs[pos].max_abs_diff);
-        }
-        printf("summary: mean KL %.4g nats, max KL %.4g at position %d, top-1 agreement %d/%d "
-               "(%.1f%%), max|dlogit| mean %.4g max %.4g\n",
-               kl_sum / n, kl_max, kl_max_pos, agree, n, 100.0 * agree / n, diff_sum / n, diff_max);
-        printf("\nnorm inputs per call site (averages over the %d positions of each vector's "
-               "statistic)\n",
-               n);
-        printf("%-18s %10s %10s %12s %14s\n", "site", "mean", "RMS", "|mean|/RMS",
-               "|mean|/RMS (B)");
-        for (int s = 0; s < n_sites; s++) {
-            char name[32];
-            site_name(name, sizeof(name), s, c->n_layers);
-            const SiteStats *a = &runs[0].sites[s], *b = &runs[1].sites[s];
-            printf("%-18s %10.4f %10.4f %12.4f %14.4f\n", name, a->mean / a->count,
-                   a->rms / a->count, a->mean_over_rms / a->count, b->mean_over_rms / b->count);
-        }
-        printf("\nspeed, medians of %d runs (tokens/s: generation; norm share: teacher-forced, "
-               "clock cost %.0f ns per lap taken out)\n",
-               TIMING_PASSES, lap_cost * 1e9);
-        printf("%-22s %12s %12s\n", "norm", "tokens/s", "norm share");
-        for (int k = 0; k < 2; k++)
-            printf("%-22s %12.1f %11.2f%%\n", norm_name(runs[k].norm), runs[k].tokens_per_s,
-                   100.0 * norm_share(&runs[k], lap_cost));
-    }
+static void free_comparison(Comparison *cmp) {
     for (int k = 0; k < 2; k++) {
-        free(runs[k].tokens);
-        free(runs[k].sites);
+        free(cmp->runs[k].tokens);
+        free(cmp->runs[k].sites);
     }
-    free(logits_a);
-    free(diffs);
+    free(cmp->diffs);
 }
 
-/* The prompt's ids, BOS first (*n_prompt of them; the caller frees). Dies on a prompt longer
- * than the model's seq_len or than -n (steps). */
-static int *encode_prompt(const Tokenizer *t, const char *prompt, const Config *c, int steps,
-                          int *n_prompt) {
-    int *ids = malloc((strlen(prompt) + 3) * sizeof(int));
-    if (!ids) die("out of memory for the prompt");
-    int n = tokenizer_encode(t, prompt, 1, 0, ids);
-    if (n > c->seq_len)
-        die("the prompt is %d tokens, longer than the model's seq_len %d", n, c->seq_len);
-    if (n > steps)
-        die("the prompt is %d tokens, more than -n %d (which counts the prompt tokens)", n, steps);
-    *n_prompt = n;
-    return ids;
+/* Sums and maxima of the per-position differences, for the summary line. */
+typedef struct {
+    double kl_sum, kl_max, diff_sum, diff_max; /* diff: max_abs_diff, the largest |dlogit| */
+    int agree;                                 /* positions where the top-1 tokens agree */
+    int kl_max_pos;
+} DiffSummary;
+
+static DiffSummary summarize_diffs(const LogitsDiff *diffs, int n) {
+    DiffSummary s = {0};
+    for (int pos = 0; pos < n; pos++) {
+        s.kl_sum += diffs[pos].kl;
+        if (diffs[pos].kl > s.kl_max) s.kl_max = diffs[pos].kl, s.kl_max_pos = pos;
+        s.diff_sum += diffs[pos].max_abs_diff;
+        if (diffs[pos].max_abs_diff > s.diff_max) s.diff_max = diffs[pos].max_abs_diff;
+        s.agree += diffs[pos].top1_agree;
+    }
+    return s;
 }
 
-/* Dies unless the tokenizer (read from path) has the model's vocab_size pieces. */
-static void require_vocab(const Tokenizer *t, const char *path, const Config *c) {
-    if (t->vocab_size != c->vocab_size)
-        die("%s has %d pieces but the model's vocab_size is %d", path, t->vocab_size,
-            c->vocab_size);
+/* The comparison as one JSON object on stdout, with the same numbers as the text form. */
+static void print_comparison_json(const Comparison *cmp, const Tokenizer *t, const Options *o) {
+    const NormRun *runs = cmp->runs;
+    const int *seq = runs[0].tokens;
+    int n = cmp->n;
+    DiffSummary s = summarize_diffs(cmp->diffs, n);
+    printf("{\n  \"model\": ");
+    print_json_string(o->model_path);
+    printf(",\n  \"norms\": [\"%s\", \"%s\"],\n", norm_name(runs[0].norm), norm_name(runs[1].norm));
+    printf("  \"temperature\": %g, \"topp\": %g, \"seed\": %llu, \"steps\": %d,\n", o->temperature,
+           o->topp, cmp->seed, o->steps);
+    printf("  \"n_prompt\": %d,\n  \"texts\": [", cmp->n_prompt);
+    for (int k = 0; k < 2; k++) {
+        char *text = printed_text(t, runs[k].tokens, runs[k].n_tokens);
+        printf("%s", k ? ", " : "");
+        print_json_string(text);
+        free(text);
+    }
+    printf("],\n  \"first_difference\": %d,\n", cmp->same ? -1 : cmp->first_difference);
+    printf("  \"positions\": [\n");
+    for (int pos = 0; pos < n; pos++)
+        printf("    {\"pos\": %d, \"token\": %d, \"kl\": %.6g, \"top1_agree\": %s, "
+               "\"max_abs_dlogit\": %.6g}%s\n",
+               pos, seq[pos], cmp->diffs[pos].kl, cmp->diffs[pos].top1_agree ? "true" : "false",
+               cmp->diffs[pos].max_abs_diff, pos + 1 < n ? "," : "");
+    printf("  ],\n  \"summary\": {\"positions\": %d, \"mean_kl\": %.6g, \"max_kl\": %.6g, "
+           "\"max_kl_pos\": %d, \"top1_agreement\": %.6g, \"mean_max_abs_dlogit\": %.6g, "
+           "\"max_abs_dlogit\": %.6g},\n",
+           n, s.kl_sum / n, s.kl_max, s.kl_max_pos, (double)s.agree / n, s.diff_sum / n,
+           s.diff_max);
+    printf("  \"sites\": [\n");
+    for (int site = 0; site < cmp->n_sites; site++) {
+        char name[32];
+        site_name(name, sizeof(name), site, cmp->n_layers);
+        printf("    {\"site\": \"%s\"", name);
+        for (int k = 0; k < 2; k++) {
+            const SiteStats *st = &runs[k].sites[site];
+            printf(", \"%s\": {\"mean\": %.6g, \"rms\": %.6g, \"mean_over_rms\": %.6g}",
+                   k ? "b" : "a", st->mean / st->count, st->rms / st->count,
+                   st->mean_over_rms / st->count);
+        }
+        printf("}%s\n", site + 1 < cmp->n_sites ? "," : "");
+    }
+    printf("  ],\n  \"speed\": [\n");
+    for (int k = 0; k < 2; k++) {
+        printf("    {\"norm\": \"%s\", \"tokens_per_s\": %.6g, \"norm_share\": %.6g, "
+               "\"op_seconds\": {",
+               norm_name(runs[k].norm), runs[k].tokens_per_s, norm_share(&runs[k], cmp->lap_cost));
+        for (int op = 0; op < OP_SAMPLING; op++)
+            printf("%s\"%s\": %.6g", op ? ", " : "", op_name(op),
+                   op_seconds(&runs[k], op, cmp->lap_cost));
+        printf("}}%s\n", k ? "" : ",");
+    }
+    printf("  ],\n  \"lap_cost_s\": %.6g\n}\n", cmp->lap_cost);
 }
+
+/* The comparison as tables on stdout: both texts and where they part, the next-token
+ * distributions position by position, the norm inputs per call site, and the speed. */
+static void print_comparison_text(const Comparison *cmp, const Tokenizer *t, const Options *o) {
+    const NormRun *runs = cmp->runs;
+    const int *seq = runs[0].tokens;
+    int n = cmp->n, split = cmp->first_difference;
+    DiffSummary s = summarize_diffs(cmp->diffs, n);
+    printf("compare %s (A) and %s (B): -t %g -p %g -s %llu -n %d\n\n", norm_name(runs[0].norm),
+           norm_name(runs[1].norm), o->temperature, o->topp, cmp->seed, o->steps);
+    for (int k = 0; k < 2; k++) {
+        printf("%c %-10s ", "AB"[k], norm_name(runs[k].norm));
+        write_text(stdout, t, runs[k].tokens, runs[k].n_tokens);
+        printf("\n");
+    }
+    if (cmp->same) {
+        printf("\nthe two texts are the same (%d tokens)\n", n);
+    } else {
+        printf("\nfirst difference at position %d (continuation token %d): A '", split,
+               split - cmp->n_prompt + 1);
+        if (split < runs[0].n_tokens)
+            write_piece(stdout, tokenizer_decode(t, seq[split - 1], seq[split]));
+        printf("', B '");
+        if (split < runs[1].n_tokens)
+            write_piece(stdout, tokenizer_decode(t, seq[split - 1], runs[1].tokens[split]));
+        printf("'%s\n", split < runs[0].n_tokens && split < runs[1].n_tokens ? "" : " (end)");
+    }
+
+    printf("\nteacher-forced along A's text (%d positions): next-token distributions\n", n);
+    printf("%5s  %-14s %12s %5s %12s\n", "pos", "input token", "KL(A||B)", "top1", "max|dlogit|");
+    for (int pos = 0; pos < n; pos++) {
+        const char *piece = shown_piece(t, seq[pos]);
+        int pad = 12 - (int)strlen(piece);
+        printf("%5d  '", pos);
+        write_piece(stdout, piece);
+        printf("'%*s %12.4g %5s %12.4g\n", pad > 0 ? pad : 0, "", cmp->diffs[pos].kl,
+               cmp->diffs[pos].top1_agree ? "yes" : "no", cmp->diffs[pos].max_abs_diff);
+    }
+    printf("summary: mean KL %.4g nats, max KL %.4g at position %d, top-1 agreement %d/%d "
+           "(%.1f%%), max|dlogit| mean %.4g max %.4g\n",
+           s.kl_sum / n, s.kl_max, s.kl_max_pos, s.agree, n, 100.0 * s.agree / n, s.diff_sum / n,
+           s.diff_max);
+
+    printf("\nnorm inputs per call site (averages over the %d positions of each vector's "
+           "statistic)\n",
+           n);
+    printf("%-18s %10s %10s %12s %14s\n", "site", "mean", "RMS", "|mean|/RMS", "|mean|/RMS (B)");
+    for (int site = 0; site < cmp->n_sites; site++) {
+        char name[32];
+        site_name(name, sizeof(name), site, cmp->n_layers);
+        const SiteStats *a = &runs[0].sites[site], *b = &runs[1].sites[site];
+        printf("%-18s %10.4f %10.4f %12.4f %14.4f\n", name, a->mean / a->count, a->rms / a->count,
+               a->mean_over_rms / a->count, b->mean_over_rms / b->count);
+    }
+
+    printf("\nspeed, medians of %d runs (tokens/s: generation; norm share: teacher-forced, "
+           "clock cost %.0f ns per lap taken out)\n",
+           TIMING_PASSES, cmp->lap_cost * 1e9);
+    printf("%-22s %12s %12s\n", "norm", "tokens/s", "norm share");
+    for (int k = 0; k < 2; k++)
+        printf("%-22s %12.1f %11.2f%%\n", norm_name(runs[k].norm), runs[k].tokens_per_s,
+               100.0 * norm_share(&runs[k], cmp->lap_cost));
+}
+
+/* --compare: measures, then prints as text or, with --json, as JSON. */
+static void run_compare(Model *m, const Tokenizer *t, Sampler *sampler, const int *prompt,
+                        int n_prompt, const Options *o) {
+    Comparison cmp;
+    compare_norms(&cmp, m, t, sampler, prompt, n_prompt, o);
+    if (o->json)
+        print_comparison_json(&cmp, t, o);
+    else
+        print_comparison_text(&cmp, t, o);
+    free_comparison(&cmp);
+}
+
+/* ----------------------------------------------------------------------------
+ * main: every check, then one mode */
 
 int main(int argc, char **argv) {
     Options o = parse_args(argc, argv);
@@ -1042,28 +1138,11 @@ int main(int argc, char **argv) {
     };
     if (!sampler.candidates) die("out of memory for the sampler");
 
-    if (o.compare) {
+    if (o.compare)
         run_compare(&model, &tokenizer, &sampler, prompt_tokens, n_prompt, &o);
-    } else {
-        Profile profile = {0};
-        model.profile = o.profile ? &profile : NULL;
-        int *tokens = malloc((o.steps + 1) * sizeof(int));
-        if (!tokens) die("out of memory for the tokens");
-        double start = now_seconds(), prompt_done = start;
-        int pos;
-        int n_tokens =
-            generate(&model, &sampler, &tokenizer, prompt_tokens, n_prompt, o.steps, tokens, &pos,
-                     1, o.logits_path ? &logits_out : NULL, !o.serial_prompt, &prompt_done);
-        printf("\n");
-        fflush(stdout); /* the summary on stderr comes after the text, also in a shared log */
-        if (logits_out.file && fclose(logits_out.file) != 0)
-            die("cannot write --logits file %s: %s", o.logits_path, strerror(errno));
-        double end = now_seconds(), elapsed = end - start;
-        print_summary(n_prompt, n_tokens - n_prompt, pos, prompt_done - start, end - prompt_done,
-                      norm_name(model.norm));
-        if (o.profile) print_profile(stderr, &profile, elapsed);
-        free(tokens);
-    }
+    else
+        run_generation(&model, &tokenizer, &sampler, prompt_tokens, n_prompt, &o,
+                       o.logits_path ? &logits_out : NULL);
 
     free(sampler.candidates);
     free(prompt_tokens);
