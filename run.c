@@ -724,17 +724,24 @@ static int printed_piece(const char *piece) {
     return !(piece[1] == '\0' && !isprint(b0) && !isspace(b0));
 }
 
-/* Writes a printed piece for the table, newlines shown as \n and control bytes as \xNN. */
-static void write_piece(FILE *f, const char *piece) {
-    if (!printed_piece(piece)) return;
+/* Writes a printed piece for the table, newlines shown as \n and control bytes as \xNN. Returns
+ * the characters written (a UTF-8 continuation byte starts none), which the table pads to. */
+static int write_piece(FILE *f, const char *piece) {
+    if (!printed_piece(piece)) return 0;
+    int shown = 0;
     for (const unsigned char *p = (const unsigned char *)piece; *p; p++) {
-        if (*p == '\n')
+        if (*p == '\n') {
             fputs("\\n", f);
-        else if (*p < 0x20)
+            shown += 2;
+        } else if (*p < 0x20) {
             fprintf(f, "\\x%02x", *p);
-        else
+            shown += 4;
+        } else {
             fputc(*p, f);
+            shown += (*p & 0xC0) != 0x80;
+        }
     }
+    return shown;
 }
 
 static void write_text(FILE *f, const Tokenizer *t, const int *tokens, int n) {
@@ -1018,11 +1025,9 @@ static void print_comparison_text(const Comparison *cmp, const Tokenizer *t, con
     printf("\nteacher-forced along A's text (%d positions): next-token distributions\n", n);
     printf("%5s  %-14s %12s %5s %12s\n", "pos", "input token", "KL(A||B)", "top1", "max|dlogit|");
     for (int pos = 0; pos < n; pos++) {
-        const char *piece = shown_piece(t, seq[pos]);
-        int pad = 12 - (int)strlen(piece);
         printf("%5d  '", pos);
-        write_piece(stdout, piece);
-        printf("'%*s %12.4g %5s %12.4g\n", pad > 0 ? pad : 0, "", cmp->diffs[pos].kl,
+        int width = write_piece(stdout, shown_piece(t, seq[pos]));
+        printf("'%*s %12.4g %5s %12.4g\n", width < 12 ? 12 - width : 0, "", cmp->diffs[pos].kl,
                cmp->diffs[pos].top1_agree ? "yes" : "no", cmp->diffs[pos].max_abs_diff);
     }
     printf("summary: mean KL %.4g nats, max KL %.4g at position %d, top-1 agreement %d/%d "

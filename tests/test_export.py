@@ -479,6 +479,22 @@ def random_model_of_each_dtype_runs():
     assert 1.9 < sizes["f32"] / sizes["bf16"] < 2.01 and 3.4 < sizes["f32"] / sizes["q8_0"] < 3.6
 
 
+@test
+def compare_table_pads_pieces_by_characters():
+    """--compare's table lines up its columns by characters, not bytes: 'afé' (4 bytes) gets the
+    padding of a 3-letter piece. The Llama 2 vocabulary (a random 15M model) has such pieces."""
+    out = tmp("random-15M-compare.nllm")
+    code, _, err = export_cli("--random", "15M", "--dtype", "q8_0", "--out", out)
+    assert code == 0, err
+    code, text, err = run(out, "-z", "models/tokenizer.bin", "--compare", "-n", "4", "-t", "0",
+                          "café")
+    assert code == 0, err
+    table = text.split("max|dlogit|\n")[1].split("summary:")[0].splitlines()
+    assert table[2].startswith("    2  'afé' "), table
+    assert len({len(row) for row in table}) == 1, table
+    os.remove(out)
+
+
 # ----------------------------------------------------------------------------
 # Hugging Face checkpoints built here
 
