@@ -148,6 +148,10 @@ typedef struct {
     NormFn compare_with[2];
     int serial_prompt; /* --prefill=serial: the prompt one position at a time, not in batches */
     int batch;         /* --batch: positions per prefill batch; 0: the model's default */
+    /* the first of -t, -p, -s and -n given, and whether --prefill was: options that --ppl and
+     * --tokenize (which sample nothing) or --compare (whose passes are serial) would ignore */
+    const char *sampling_flag;
+    int prefill_given;
 } Options;
 
 static void usage(FILE *f) {
@@ -291,19 +295,23 @@ static Options parse_args(int argc, char **argv) {
             o.tokenizer_path = option_value(argc, argv, &i, flag);
         } else if (strcmp(flag, "-t") == 0) {
             o.temperature = parse_float(flag, option_value(argc, argv, &i, flag));
+            if (!o.sampling_flag) o.sampling_flag = "-t";
             if (o.temperature < 0.0f) die("-t (temperature) must be >= 0, got %g", o.temperature);
         } else if (strcmp(flag, "-p") == 0) {
             o.topp = parse_float(flag, option_value(argc, argv, &i, flag));
+            if (!o.sampling_flag) o.sampling_flag = "-p";
             if (o.topp < 0.0f || o.topp > 1.0f) die("-p (top-p) must be in [0, 1], got %g", o.topp);
         } else if (strcmp(flag, "-s") == 0) {
             long long seed = parse_int(flag, option_value(argc, argv, &i, flag));
             if (seed < 0) die("-s (seed) must be >= 0, got %lld", seed);
             o.seed = (unsigned long long)seed;
+            if (!o.sampling_flag) o.sampling_flag = "-s";
         } else if (strcmp(flag, "-n") == 0) {
             long long steps = parse_int(flag, option_value(argc, argv, &i, flag));
             if (steps <= 0 || steps > INT_MAX)
                 die("-n (steps) must be in 1..%d, got %lld", INT_MAX, steps);
             o.steps = (int)steps;
+            if (!o.sampling_flag) o.sampling_flag = "-n";
         } else if (strcmp(flag, "--norm") == 0) {
             const char *name = option_value(argc, argv, &i, flag);
             o.norm = norm_by_name(name);
@@ -324,6 +332,7 @@ static Options parse_args(int argc, char **argv) {
             if (strcmp(mode, "batch") != 0 && strcmp(mode, "serial") != 0)
                 die("unknown --prefill '%s' (expected batch or serial)", mode);
             o.serial_prompt = strcmp(mode, "serial") == 0;
+            o.prefill_given = 1;
         } else if (strcmp(flag, "-b") == 0 || strcmp(flag, "--batch") == 0) {
             long long batch = parse_int(flag, option_value(argc, argv, &i, flag));
             /* the upper bound, the model's seq_len, is checked once it is loaded */
@@ -364,6 +373,14 @@ static Options parse_args(int argc, char **argv) {
             "--prefill=serial");
     if (o.batch && (o.compare || o.ppl_path || o.tokenize_text || o.tokenize_file))
         die("--batch goes with generation's prefill, not with --compare, --ppl or --tokenize");
+    if (o.prefill_given && (o.compare || o.ppl_path || tokenize))
+        die("--prefill goes with generation, not with --compare, --ppl or --tokenize, which run "
+            "one position at a time or none");
+    if (o.sampling_flag && (o.ppl_path || tokenize))
+        die("%s goes with generation and --compare, not with --ppl or --tokenize, which sample "
+            "nothing",
+            o.sampling_flag);
+    if (o.norm && tokenize) die("--norm changes the forward pass, which --tokenize runs none of");
     return o;
 }
 

@@ -395,6 +395,29 @@ Test(bad_input, batch_values) {
     }
 }
 
+Test(bad_input, options_a_mode_would_ignore) {
+    /* --ppl and --tokenize sample nothing and --compare runs its passes serially: a sampler
+     * option or --prefill there would change nothing, and is refused rather than ignored */
+    const struct {
+        const char *args[4]; /* after MODEL, up to the first NULL */
+        const char *needle;
+    } cases[] = {
+        {{"--ppl", "data/stories.txt", "-n", "5"}, "run: -n goes with generation and --compare"},
+        {{"-t", "0", "--ppl", "data/stories.txt"}, "run: -t goes with generation and --compare"},
+        {{"--tokenize", "Hi", "-s", "7"}, "run: -s goes with generation and --compare"},
+        {{"--tokenize-file", "data/stories.txt", "-p", "0.5"}, "run: -p goes with generation"},
+        {{"--tokenize", "Hi", "--norm=layernorm"}, "run: --norm changes the forward pass"},
+        {{"--compare", "--prefill=serial"}, "run: --prefill goes with generation, not with"},
+        {{"--prefill=batch", "--ppl", "data/stories.txt"}, "run: --prefill goes with generation"},
+        {{"--tokenize", "Hi", "--prefill=serial"}, "run: --prefill goes with generation"},
+    };
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        const char *args[6] = {MODEL};
+        memcpy(args + 1, cases[k].args, sizeof(cases[k].args));
+        expect_error(args, cases[k].needle);
+    }
+}
+
 Test(bad_input, prompt_longer_than_seq_len) {
     /* each " a" is one token: 600 of them exceed seq_len 512 */
     char prompt[1300] = "";
