@@ -298,9 +298,11 @@ static Options parse_args(int argc, char **argv) {
             if (!o.sampling_flag) o.sampling_flag = "-t";
             if (o.temperature < 0.0f) die("-t (temperature) must be >= 0, got %g", o.temperature);
         } else if (strcmp(flag, "-p") == 0) {
-            o.topp = parse_float(flag, option_value(argc, argv, &i, flag));
+            const char *value = option_value(argc, argv, &i, flag);
+            o.topp = parse_float(flag, value);
             if (!o.sampling_flag) o.sampling_flag = "-p";
-            if (o.topp < 0.0f || o.topp > 1.0f) die("-p (top-p) must be in [0, 1], got %g", o.topp);
+            /* the text as given: %g rounds 1.0000001, just past 1, to "1" */
+            if (o.topp < 0.0f || o.topp > 1.0f) die("-p (top-p) must be in [0, 1], got %s", value);
         } else if (strcmp(flag, "-s") == 0) {
             long long seed = parse_int(flag, option_value(argc, argv, &i, flag));
             if (seed < 0) die("-s (seed) must be >= 0, got %lld", seed);

@@ -350,6 +350,9 @@ Test(bad_input, options) {
     expect_error((const char *[]){MODEL, "-t", "hot", NULL}, "-t needs a number");
     expect_error((const char *[]){MODEL, "-p", "1.5", NULL}, "-p (top-p) must be in [0, 1]");
     expect_error((const char *[]){MODEL, "-p", "-0.1", NULL}, "-p (top-p) must be in [0, 1]");
+    /* just past 1, shown as given rather than rounded to a value inside the range */
+    expect_error((const char *[]){MODEL, "-p", "1.0000001", NULL},
+                 "-p (top-p) must be in [0, 1], got 1.0000001");
     expect_error((const char *[]){MODEL, "-n", "0", NULL},
                  "-n (steps) must be in 1..2147483647, got 0");
     expect_error((const char *[]){MODEL, "-n", "-3", NULL},
