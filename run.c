@@ -7,7 +7,6 @@
  * Two other modes measure the norms: --ppl FILE (perplexity of a text) and --compare (the same
  * prompt under two norms: texts, next-token distributions, norm inputs, speed).
  */
-#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -683,16 +682,9 @@ static void run_perplexity(Model *m, const int *tokens, int n_tokens, const Opti
 /* ----------------------------------------------------------------------------
  * --compare: one prompt under two norms */
 
-/* Whether generation prints the piece: tokenizer_print_piece drops single raw control bytes. */
-static int printed_piece(const char *piece) {
-    if (!piece || !piece[0]) return 0;
-    unsigned char b0 = (unsigned char)piece[0];
-    return !(piece[1] == '\0' && !isprint(b0) && !isspace(b0));
-}
-
 /* Writes a printed piece for the table, newlines shown as \n and control bytes as \xNN. */
 static void write_piece(FILE *f, const char *piece) {
-    if (!printed_piece(piece)) return;
+    if (!tokenizer_piece_printed(piece)) return;
     for (const unsigned char *p = (const unsigned char *)piece; *p; p++) {
         if (*p == '\n')
             fputs("\\n", f);
@@ -713,13 +705,13 @@ static char *printed_text(const Tokenizer *t, const int *tokens, int n) {
     size_t len = 0;
     for (int i = 1; i < n; i++) {
         const char *piece = tokenizer_decode(t, tokens[i - 1], tokens[i]);
-        if (printed_piece(piece)) len += strlen(piece);
+        if (tokenizer_piece_printed(piece)) len += strlen(piece);
     }
     char *text = malloc(len + 1), *end = text;
     if (!text) die("out of memory for the --compare text");
     for (int i = 1; i < n; i++) {
         const char *piece = tokenizer_decode(t, tokens[i - 1], tokens[i]);
-        if (printed_piece(piece)) end = stpcpy(end, piece);
+        if (tokenizer_piece_printed(piece)) end = stpcpy(end, piece);
     }
     *end = '\0';
     return text;

@@ -101,10 +101,13 @@ const char *tokenizer_piece(const Tokenizer *t, int id);
  * string is owned by `t`. Out-of-range ids give "". */
 const char *tokenizer_decode(const Tokenizer *t, int prev_token, int token);
 
-/* Writes `piece` to stdout unless it is NULL, empty or a single ASCII byte that is neither
- * printable nor whitespace (a raw control byte), as llama2.c's safe_printf does; unlike it, single
- * bytes from 0x80 up print, since byte-fallback tokens spell UTF-8 characters (an emoji is four).
- */
+/* Whether tokenizer_print_piece prints `piece`: not when it is NULL, empty or a single ASCII byte
+ * that is neither printable nor whitespace (a raw control byte), as llama2.c's safe_printf skips
+ * them; unlike it, single bytes from 0x80 up print, since byte-fallback tokens spell UTF-8
+ * characters (an emoji is four). */
+int tokenizer_piece_printed(const char *piece);
+
+/* Writes `piece` to stdout when tokenizer_piece_printed says so. */
 void tokenizer_print_piece(const char *piece);
 
 #endif

@@ -591,6 +591,29 @@ Test(run, compare_shows_both_greedy_texts) {
     result_free(&c);
 }
 
+Test(run, compare_texts_keep_characters_spelled_in_byte_tokens) {
+    /* tok512 spells "é" and "日" in byte-fallback tokens (0xC3 0xA9, 0xE6 0x97 0xA5): generation
+     * prints those bytes, and --compare's texts must show them as generation did */
+    const char *prompt = "caf\xc3\xa9 \xe6\x97\xa5";
+    RunResult a = run_program((const char *[]){MODEL, "-t", "0", "-n", "12", prompt, NULL});
+    cr_assert_eq(a.exit_code, 0, "stderr: %s", a.err);
+    cr_assert(strncmp(a.out, prompt, strlen(prompt)) == 0, "generation echoes it: %s", a.out);
+    RunResult c =
+        run_program((const char *[]){MODEL, "-t", "0", "-n", "12", "--compare", prompt, NULL});
+    cr_assert_eq(c.exit_code, 0, "stderr: %s", c.err);
+    a.out[strcspn(a.out, "\n")] = '\0'; /* the 12 positions stay on one line */
+    cr_assert_str_eq(line_after(c.out, "A rmsnorm    "), a.out);
+    RunResult j = run_program(
+        (const char *[]){MODEL, "-t", "0", "-n", "12", "--compare", "--json", prompt, NULL});
+    cr_assert_eq(j.exit_code, 0, "stderr: %s", j.err);
+    char texts[256];
+    snprintf(texts, sizeof(texts), "\"texts\": [\"%s", prompt);
+    cr_assert(strstr(j.out, texts), "'%s' not in: %s", texts, j.out);
+    result_free(&a);
+    result_free(&c);
+    result_free(&j);
+}
+
 Test(run, compare_eps_placement_is_close) {
     RunResult r = run_program((const char *[]){MODEL, "-t", "0", "-n", "64", "--threads=1",
                                                "--compare=rmsnorm,rmsnorm_eps_outside", "--json",
