@@ -202,6 +202,12 @@ int tokenizer_load(Tokenizer *t, const char *path, char *err, size_t errlen) {
                      count, size - pos);
             goto fail;
         }
+        /* encode's merge heap orders pairs by score: a NaN compares false both ways */
+        float score = read_f32le(data + pos);
+        if (score != score) {
+            snprintf(err, errlen, "%s: score of entry %d is NaN", path, count);
+            goto fail;
+        }
         int len = read_i32le(data + pos + 4);
         pos += 8;
         if (len < 0) {
