@@ -301,6 +301,7 @@ class SafetensorsFile:
 
     def __init__(self, path):
         self.path = path
+        require_regular_file(path)
         size = os.path.getsize(path)
         with open(path, "rb") as f:
             raw = f.read(8)
@@ -367,7 +368,15 @@ def parse_json(where, text):
     return data
 
 
+def require_regular_file(path):
+    """Reading a FIFO would wait for a writer forever, and a device may never end: every input
+    file must be a regular file (or a link to one)."""
+    if not os.path.isfile(path):
+        raise ExportError(f"{path}: not a regular file")
+
+
 def read_json(path):
+    require_regular_file(path)
     with open(path, "rb") as f:
         return parse_json(path, f.read())
 
@@ -391,6 +400,7 @@ def field(where, data, key, kind, default=None):
 def torch_load(path):
     import torch
 
+    require_regular_file(path)
     try:
         return torch.load(path, map_location="cpu")
     except Exception as e:  # torch raises many types for a bad file
@@ -647,8 +657,7 @@ def export_tokenizer(path, out):
     import sentencepiece as spm
 
     # SentencePiece aborts the process (a C++ exception) on a directory
-    if not os.path.isfile(path):
-        raise ExportError(f"{path}: not a regular file")
+    require_regular_file(path)
     try:
         sp = spm.SentencePieceProcessor(model_file=path)
         # a corrupt model can load and hold a piece that is not UTF-8, which id_to_piece refuses

@@ -12,7 +12,6 @@
  * The sections below, in order: the sampler, the command line, set-up, --tokenize, generation,
  * --ppl, --compare, main.
  */
-#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -154,6 +153,10 @@ typedef struct {
     NormFn compare_with[2];
     int serial_prompt; /* --prefill=serial: the prompt one position at a time, not in batches */
     int batch;         /* --batch: positions per prefill batch; 0: the model's default */
+    /* the first of -t, -p, -s and -n given, and whether --prefill was: options that --ppl and
+     * --tokenize (which sample nothing) or --compare (whose passes are serial) would ignore */
+    const char *sampling_flag;
+    int prefill_given;
 } Options;
 
 static void usage(FILE *f) {
@@ -297,19 +300,25 @@ static Options parse_args(int argc, char **argv) {
             o.tokenizer_path = option_value(argc, argv, &i, flag);
         } else if (strcmp(flag, "-t") == 0) {
             o.temperature = parse_float(flag, option_value(argc, argv, &i, flag));
+            if (!o.sampling_flag) o.sampling_flag = "-t";
             if (o.temperature < 0.0f) die("-t (temperature) must be >= 0, got %g", o.temperature);
         } else if (strcmp(flag, "-p") == 0) {
-            o.topp = parse_float(flag, option_value(argc, argv, &i, flag));
-            if (o.topp < 0.0f || o.topp > 1.0f) die("-p (top-p) must be in [0, 1], got %g", o.topp);
+            const char *value = option_value(argc, argv, &i, flag);
+            o.topp = parse_float(flag, value);
+            if (!o.sampling_flag) o.sampling_flag = "-p";
+            /* the text as given: %g rounds 1.0000001, just past 1, to "1" */
+            if (o.topp < 0.0f || o.topp > 1.0f) die("-p (top-p) must be in [0, 1], got %s", value);
         } else if (strcmp(flag, "-s") == 0) {
             long long seed = parse_int(flag, option_value(argc, argv, &i, flag));
             if (seed < 0) die("-s (seed) must be >= 0, got %lld", seed);
             o.seed = (unsigned long long)seed;
+            if (!o.sampling_flag) o.sampling_flag = "-s";
         } else if (strcmp(flag, "-n") == 0) {
             long long steps = parse_int(flag, option_value(argc, argv, &i, flag));
             if (steps <= 0 || steps > INT_MAX)
                 die("-n (steps) must be in 1..%d, got %lld", INT_MAX, steps);
             o.steps = (int)steps;
+            if (!o.sampling_flag) o.sampling_flag = "-n";
         } else if (strcmp(flag, "--norm") == 0) {
             const char *name = option_value(argc, argv, &i, flag);
             o.norm = norm_by_name(name);
@@ -330,6 +339,7 @@ static Options parse_args(int argc, char **argv) {
             if (strcmp(mode, "batch") != 0 && strcmp(mode, "serial") != 0)
                 die("unknown --prefill '%s' (expected batch or serial)", mode);
             o.serial_prompt = strcmp(mode, "serial") == 0;
+            o.prefill_given = 1;
         } else if (strcmp(flag, "-b") == 0 || strcmp(flag, "--batch") == 0) {
             long long batch = parse_int(flag, option_value(argc, argv, &i, flag));
             /* the upper bound, the model's seq_len, is checked once it is loaded */
@@ -370,6 +380,14 @@ static Options parse_args(int argc, char **argv) {
             "--prefill=serial");
     if (o.batch && !generating)
         die("--batch goes with generation's prefill, not with --compare, --ppl or --tokenize");
+    if (o.prefill_given && (o.compare || o.ppl_path || tokenize))
+        die("--prefill goes with generation, not with --compare, --ppl or --tokenize, which run "
+            "one position at a time or none");
+    if (o.sampling_flag && (o.ppl_path || tokenize))
+        die("%s goes with generation and --compare, not with --ppl or --tokenize, which sample "
+            "nothing",
+            o.sampling_flag);
+    if (o.norm && tokenize) die("--norm changes the forward pass, which --tokenize runs none of");
     return o;
 }
 
@@ -717,17 +735,10 @@ static void run_perplexity(Model *m, const int *tokens, int n_tokens, const Opti
 /* ----------------------------------------------------------------------------
  * --compare: one prompt under two norms */
 
-/* Whether generation prints the piece: tokenizer_print_piece drops single raw control bytes. */
-static int printed_piece(const char *piece) {
-    if (!piece || !piece[0]) return 0;
-    unsigned char b0 = (unsigned char)piece[0];
-    return !(piece[1] == '\0' && !isprint(b0) && !isspace(b0));
-}
-
 /* Writes a printed piece for the table, newlines shown as \n and control bytes as \xNN. Returns
  * the characters written (a UTF-8 continuation byte starts none), which the table pads to. */
 static int write_piece(FILE *f, const char *piece) {
-    if (!printed_piece(piece)) return 0;
+    if (!tokenizer_piece_printed(piece)) return 0;
     int shown = 0;
     for (const unsigned char *p = (const unsigned char *)piece; *p; p++) {
         if (*p == '\n') {
@@ -754,13 +765,13 @@ static char *printed_text(const Tokenizer *t, const int *tokens, int n) {
     size_t len = 0;
     for (int i = 1; i < n; i++) {
         const char *piece = tokenizer_decode(t, tokens[i - 1], tokens[i]);
-        if (printed_piece(piece)) len += strlen(piece);
+        if (tokenizer_piece_printed(piece)) len += strlen(piece);
     }
     char *text = malloc(len + 1), *end = text;
     if (!text) die("out of memory for the --compare text");
     for (int i = 1; i < n; i++) {
         const char *piece = tokenizer_decode(t, tokens[i - 1], tokens[i]);
-        if (printed_piece(piece)) end = stpcpy(end, piece);
+        if (tokenizer_piece_printed(piece)) end = stpcpy(end, piece);
     }
     *end = '\0';
     return text;

@@ -202,6 +202,12 @@ int tokenizer_load(Tokenizer *t, const char *path, char *err, size_t errlen) {
                      count, size - pos);
             goto fail;
         }
+        /* encode's merge heap orders pairs by score: a NaN compares false both ways */
+        float score = read_f32le(data + pos);
+        if (score != score) {
+            snprintf(err, errlen, "%s: score of entry %d is NaN", path, count);
+            goto fail;
+        }
         int len = read_i32le(data + pos + 4);
         pos += 8;
         if (len < 0) {
@@ -724,12 +730,13 @@ const char *tokenizer_decode(const Tokenizer *t, int prev_token, int token) {
     return piece;
 }
 
+int tokenizer_piece_printed(const char *piece) {
+    if (!piece || piece[0] == '\0') return 0;
+    unsigned char c = (unsigned char)piece[0];
+    /* a raw control byte; bytes from 0x80 up are parts of UTF-8 characters, so they print */
+    return !(piece[1] == '\0' && c < 0x80 && !(isprint(c) || isspace(c)));
+}
+
 void tokenizer_print_piece(const char *piece) {
-    if (!piece || piece[0] == '\0') return;
-    if (piece[1] == '\0') {
-        unsigned char c = (unsigned char)piece[0];
-        /* a raw control byte; bytes from 0x80 up are parts of UTF-8 characters, so they print */
-        if (c < 0x80 && !(isprint(c) || isspace(c))) return;
-    }
-    fputs(piece, stdout);
+    if (tokenizer_piece_printed(piece)) fputs(piece, stdout);
 }

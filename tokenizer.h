@@ -50,9 +50,9 @@ typedef struct {
  * file, empty file, a file (or endless device or pipe) over 64 MiB, header shorter than 4 bytes,
  * header max_token_length <= 0 or > 65536, an entry whose score/length is cut short, a piece length
  * that is negative, above max_token_length or past the end of the file, a piece holding a NUL byte,
- * two equal pieces, no pieces at all. Never reads past the end of the file. The lookup index holds
- * the pieces text can be made of, as SentencePiece's piece map does: not the control pieces (ids
- * 0..2) nor the byte pieces "<0xXX>" (those are in byte_tokens). */
+ * a NaN score, two equal pieces, no pieces at all. Never reads past the end of the file. The lookup
+ * index holds the pieces text can be made of, as SentencePiece's piece map does: not the control
+ * pieces (ids 0..2) nor the byte pieces "<0xXX>" (those are in byte_tokens). */
 int tokenizer_load(Tokenizer *t, const char *path, char *err, size_t errlen);
 
 /* Frees what tokenizer_load allocated; safe on an empty or already-freed tokenizer. */
@@ -101,10 +101,13 @@ const char *tokenizer_piece(const Tokenizer *t, int id);
  * string is owned by `t`. Out-of-range ids give "". */
 const char *tokenizer_decode(const Tokenizer *t, int prev_token, int token);
 
-/* Writes `piece` to stdout unless it is NULL, empty or a single ASCII byte that is neither
- * printable nor whitespace (a raw control byte), as llama2.c's safe_printf does; unlike it, single
- * bytes from 0x80 up print, since byte-fallback tokens spell UTF-8 characters (an emoji is four).
- */
+/* Whether tokenizer_print_piece prints `piece`: not when it is NULL, empty or a single ASCII byte
+ * that is neither printable nor whitespace (a raw control byte), as llama2.c's safe_printf skips
+ * them; unlike it, single bytes from 0x80 up print, since byte-fallback tokens spell UTF-8
+ * characters (an emoji is four). */
+int tokenizer_piece_printed(const char *piece);
+
+/* Writes `piece` to stdout when tokenizer_piece_printed says so. */
 void tokenizer_print_piece(const char *piece);
 
 #endif

@@ -794,6 +794,38 @@ def export_errors():
     assert_nothing_written(out)
 
 
+@test
+def export_refuses_fifos_and_devices_as_inputs():
+    """A FIFO would block the read for a writer that never comes: each input file, on its own or
+    in a checkpoint directory, is refused unless it is a regular file. The timeout turns a hang
+    into a failure."""
+    out = tmp("never.nllm")
+    fifo = tmp("input.fifo")
+    os.mkfifo(fifo)
+
+    def refused(args, needle):
+        p = subprocess.run([sys.executable, "export.py", *args, "--out", out, "--quiet"],
+                           capture_output=True, text=True, timeout=30)
+        assert p.returncode == 1 and p.stderr.count("\n") == 1, (args, p.stderr)
+        assert p.stderr.startswith("export.py: error: ") and needle in p.stderr, (args, p.stderr)
+
+    refused([fifo], f"{fifo}: not a regular file")
+    refused(["/dev/zero"], "/dev/zero: not a regular file")
+    path, _, _ = hf_checkpoint("fifo", "safetensors", "F32", num_key_value_heads=2,
+                             tie_word_embeddings=False)
+    for name in ("model.safetensors", "config.json"):
+        os.rename(os.path.join(path, name), os.path.join(path, name + ".kept"))
+        os.mkfifo(os.path.join(path, name))
+        refused([path], f"{os.path.join(path, name)}: not a regular file")
+        os.remove(os.path.join(path, name))
+        os.rename(os.path.join(path, name + ".kept"), os.path.join(path, name))
+    os.makedirs(tmp("meta-fifo"), exist_ok=True)
+    json.dump({"dim": 64, "n_layers": 5, "n_heads": 8}, open(tmp("meta-fifo/params.json"), "w"))
+    os.mkfifo(tmp("meta-fifo/consolidated.00.pth"))
+    refused([tmp("meta-fifo")], "consolidated.00.pth: not a regular file")
+    assert_nothing_written(out)
+
+
 def pt_checkpoint(name, model_args=None, tensors=None):
     """stories260K.pt with its model_args replaced and the given state-dict values (names without
     the _orig_mod. prefix) put in; returns its path."""

@@ -350,6 +350,9 @@ Test(bad_input, options) {
     expect_error((const char *[]){MODEL, "-t", "hot", NULL}, "-t needs a number");
     expect_error((const char *[]){MODEL, "-p", "1.5", NULL}, "-p (top-p) must be in [0, 1]");
     expect_error((const char *[]){MODEL, "-p", "-0.1", NULL}, "-p (top-p) must be in [0, 1]");
+    /* just past 1, shown as given rather than rounded to a value inside the range */
+    expect_error((const char *[]){MODEL, "-p", "1.0000001", NULL},
+                 "-p (top-p) must be in [0, 1], got 1.0000001");
     expect_error((const char *[]){MODEL, "-n", "0", NULL},
                  "-n (steps) must be in 1..2147483647, got 0");
     expect_error((const char *[]){MODEL, "-n", "-3", NULL},
@@ -387,6 +390,29 @@ Test(bad_input, batch_values) {
         {{"--batch=8", "--ppl", "data/stories.txt"}, "--batch goes with generation's prefill"},
         {{"--batch=8", "--compare"}, "--batch goes with generation's prefill"},
         {{"--batch=8", "--tokenize", "Hi"}, "--batch goes with generation's prefill"},
+    };
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        const char *args[6] = {MODEL};
+        memcpy(args + 1, cases[k].args, sizeof(cases[k].args));
+        expect_error(args, cases[k].needle);
+    }
+}
+
+Test(bad_input, options_a_mode_would_ignore) {
+    /* --ppl and --tokenize sample nothing and --compare runs its passes serially: a sampler
+     * option or --prefill there would change nothing, and is refused rather than ignored */
+    const struct {
+        const char *args[4]; /* after MODEL, up to the first NULL */
+        const char *needle;
+    } cases[] = {
+        {{"--ppl", "data/stories.txt", "-n", "5"}, "run: -n goes with generation and --compare"},
+        {{"-t", "0", "--ppl", "data/stories.txt"}, "run: -t goes with generation and --compare"},
+        {{"--tokenize", "Hi", "-s", "7"}, "run: -s goes with generation and --compare"},
+        {{"--tokenize-file", "data/stories.txt", "-p", "0.5"}, "run: -p goes with generation"},
+        {{"--tokenize", "Hi", "--norm=layernorm"}, "run: --norm changes the forward pass"},
+        {{"--compare", "--prefill=serial"}, "run: --prefill goes with generation, not with"},
+        {{"--prefill=batch", "--ppl", "data/stories.txt"}, "run: --prefill goes with generation"},
+        {{"--tokenize", "Hi", "--prefill=serial"}, "run: --prefill goes with generation"},
     };
     for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
         const char *args[6] = {MODEL};
@@ -563,6 +589,29 @@ Test(run, compare_shows_both_greedy_texts) {
     result_free(&a);
     result_free(&b);
     result_free(&c);
+}
+
+Test(run, compare_texts_keep_characters_spelled_in_byte_tokens) {
+    /* tok512 spells "é" and "日" in byte-fallback tokens (0xC3 0xA9, 0xE6 0x97 0xA5): generation
+     * prints those bytes, and --compare's texts must show them as generation did */
+    const char *prompt = "caf\xc3\xa9 \xe6\x97\xa5";
+    RunResult a = run_program((const char *[]){MODEL, "-t", "0", "-n", "12", prompt, NULL});
+    cr_assert_eq(a.exit_code, 0, "stderr: %s", a.err);
+    cr_assert(strncmp(a.out, prompt, strlen(prompt)) == 0, "generation echoes it: %s", a.out);
+    RunResult c =
+        run_program((const char *[]){MODEL, "-t", "0", "-n", "12", "--compare", prompt, NULL});
+    cr_assert_eq(c.exit_code, 0, "stderr: %s", c.err);
+    a.out[strcspn(a.out, "\n")] = '\0'; /* the 12 positions stay on one line */
+    cr_assert_str_eq(line_after(c.out, "A rmsnorm    "), a.out);
+    RunResult j = run_program(
+        (const char *[]){MODEL, "-t", "0", "-n", "12", "--compare", "--json", prompt, NULL});
+    cr_assert_eq(j.exit_code, 0, "stderr: %s", j.err);
+    char texts[256];
+    snprintf(texts, sizeof(texts), "\"texts\": [\"%s", prompt);
+    cr_assert(strstr(j.out, texts), "'%s' not in: %s", texts, j.out);
+    result_free(&a);
+    result_free(&c);
+    result_free(&j);
 }
 
 Test(run, compare_eps_placement_is_close) {

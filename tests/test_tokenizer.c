@@ -6,6 +6,7 @@
 #endif
 #include <criterion/criterion.h>
 #include <criterion/redirect.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -400,6 +401,12 @@ Test(tokenizer_load_errors, corrupt_files) {
     memcpy(b.data + b.size, "a\0b", 3);
     b.size += 3;
     expect_load_error("nul_piece.bin", b.data, b.size, "piece in entry 1 contains a NUL byte");
+
+    b.size = 0;
+    put_i32(&b, 7);
+    put_piece(&b, 0, "a");
+    put_piece(&b, NAN, "b"); /* no order among merges: encode's result would be arbitrary */
+    expect_load_error("nan_score.bin", b.data, b.size, "score of entry 1 is NaN");
 
     /* A real file cut in the middle of a piece, and in the middle of an entry header. */
     FILE *f = fopen(TOK512_PATH, "rb");
