@@ -694,6 +694,7 @@ static void run_generation(Model *m, const Tokenizer *t, Sampler *sampler, const
     print_summary(n_prompt, n_tokens - n_prompt, n_forward, prompt_done - start, end - prompt_done,
                   norm_name(m->norm));
     if (o->profile) print_profile(stderr, &profile, elapsed);
+    m->profile = NULL; /* profile ends with this function */
     free(tokens);
 }
 
@@ -733,6 +734,7 @@ static void run_perplexity(Model *m, const int *tokens, int n_tokens, const Opti
     fprintf(stderr, "scored %d tokens, %.1f tokens/s\n", n_predicted,
             elapsed > 0 ? n_predicted / elapsed : 0.0);
     if (o->profile) print_profile(stderr, &profile, elapsed);
+    m->profile = NULL; /* profile ends with this function */
 }
 
 /* ----------------------------------------------------------------------------
