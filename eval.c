@@ -14,7 +14,7 @@ static double log_sum_exp(const float *x, int n) {
 }
 
 /* The index of the largest x[i] (the first one on a tie), x: (n). */
-static int argmax(const float *x, int n) {
+int argmax(const float *x, int n) {
     int best = 0;
     for (int i = 1; i < n; i++)
         if (x[i] > x[best]) best = i;

@@ -60,13 +60,6 @@ static float random_f32(unsigned long long *state) {
     return (random_u32(state) >> 8) / 16777216.0f;
 }
 
-static int argmax(const float *x, int n) {
-    int best = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[best]) best = i;
-    return best;
-}
-
 /* Inverse-CDF draw from probs (n) with coin in [0, 1). */
 static int sample_full(const float *probs, int n, float coin) {
     float cdf = 0.0f;

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "eval.h"
 #include "helpers.h"
 
 #define LEGACY    "models/stories260K.bin"
@@ -61,13 +62,6 @@ static float *greedy_logits(const char *model, int *rows) {
     cr_assert_eq(size % (VOCAB * sizeof(float)), 0);
     *rows = (int)(size / (VOCAB * sizeof(float)));
     return logits;
-}
-
-static int argmax(const float *x, int n) {
-    int best = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[best]) best = i;
-    return best;
 }
 
 /* The int8 file's greedy story follows the fp32 one for a while, then drifts: rounding to 8 bits
