@@ -26,11 +26,17 @@ TEST_MODELS = stories260K.bin tok512.bin tokenizer.bin stories260K.pt tok512.mod
 EXPORT_DEPS = python3-numpy python3-torch python3-sentencepiece python3-tqdm
 
 .PHONY: all test test-portable sanitize models clean format bench bench-norm export-deps \
-        bench-tokenizer fuzz
+        bench-tokenizer fuzz deps-build deps-test deps-fuzz deps-plot deps-train
 
 all: run
 
-run:: run.c $(LIB_SRC) $(HEADERS)
+# Each target that needs Debian packages first runs tools/deps.sh for its group (order-only, so
+# that a present package never forces a rebuild): it installs what is missing when run as root,
+# and otherwise prints the one `sudo apt-get install` line to type and stops.
+deps-build deps-test deps-fuzz deps-plot deps-train:
+	@tools/deps.sh $(@:deps-%=%)
+
+run:: run.c $(LIB_SRC) $(HEADERS) | deps-build
 	$(CC) $(CFLAGS) -o $@ run.c $(LIB_SRC) $(LDLIBS)
 
 # Asked for by name, `make run` also fetches the default model and tells a story. A second
@@ -44,16 +50,16 @@ endif
 models:
 	models/fetch.sh $(MODELS)
 
-build/tests: $(TEST_SRC) $(LIB_SRC) $(HEADERS) tests/helpers.h
+build/tests: $(TEST_SRC) $(LIB_SRC) $(HEADERS) tests/helpers.h | deps-test
 	@mkdir -p build
 	$(CC) $(CFLAGS) -I. -o $@ $(TEST_SRC) $(LIB_SRC) -lcriterion $(LDLIBS)
 
 # tests/tokenizer_parity.py compares tokenizer.c with SentencePiece through this helper
-build/tokenize_corpus: tests/tokenize_corpus.c tokenizer.c tokenizer.h
+build/tokenize_corpus: tests/tokenize_corpus.c tokenizer.c tokenizer.h | deps-test
 	@mkdir -p build
 	$(CC) $(CFLAGS) -I. -o $@ tests/tokenize_corpus.c tokenizer.c $(LDLIBS)
 
-test: run build/tests build/tokenize_corpus
+test: deps-test run build/tests build/tokenize_corpus
 	models/fetch.sh $(TEST_MODELS)
 	NORMLLAMA_RUN=./run build/tests
 	NORMLLAMA_RUN=./run $(PYTHON) tests/test_export.py
