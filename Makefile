@@ -1,11 +1,13 @@
 # normllama: make run | make test | make test-portable | make sanitize | make models | make bench
-#            | make bench-norm | make export-deps
+#            | make bench-norm | make fuzz | make deps-train | make deps-plot
 PYTHON ?= /usr/bin/python3
 OPT ?= -O3 -march=native
 # -ffp-contract=off (gcc's default under -std=c11, not clang's) keeps a*b+c in plain C loops from
 # becoming one FMA, so sums round as llama2.c's do (the SIMD kernels of simd.h choose their FMAs)
+# where stb_ds.h is (Debian's libstb-dev); tests/test_fresh_machine.sh points it elsewhere
+STB_INCLUDE ?= /usr/include/stb
 BASE_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L -ffp-contract=off -Wall -Wextra -fopenmp \
-	-I/usr/include/stb
+	-I$(STB_INCLUDE)
 CFLAGS = $(BASE_CFLAGS) $(OPT)
 # the portable build: no -march, so the kernels compile for baseline x86-64 (SSE2) or any CPU
 PORTABLE_CFLAGS = $(BASE_CFLAGS) -O2
@@ -23,20 +25,21 @@ MODELS ?= stories260K.bin tok512.bin
 TEST_MODELS = stories260K.bin tok512.bin tokenizer.bin stories260K.pt tok512.model tokenizer.model \
               stories260K_ak42_v1.bin stories260K_ak42_v2_q8.bin
 
-EXPORT_DEPS = python3-numpy python3-torch python3-sentencepiece python3-tqdm
-
-.PHONY: all test test-portable sanitize models clean format bench bench-norm export-deps \
-        bench-tokenizer fuzz deps-build deps-test deps-fuzz deps-plot deps-train
+.PHONY: all test test-portable sanitize models clean format bench bench-norm bench-tokenizer \
+        fuzz deps-build deps-fetch deps-run deps-test deps-fuzz deps-plot deps-train
 
 all: run
 
 # Each target that needs Debian packages first runs tools/deps.sh for its group (order-only, so
 # that a present package never forces a rebuild): it installs what is missing when run as root,
-# and otherwise prints the one `sudo apt-get install` line to type and stops.
-deps-build deps-test deps-fuzz deps-plot deps-train:
+# and otherwise prints the one `sudo apt-get install` line to type and stops. `make deps-train`
+# (export.py, train.py) and `make deps-plot` (tools/plot_compare.py) can be typed too.
+deps-build deps-fetch deps-run deps-test deps-fuzz deps-plot deps-train:
 	@tools/deps.sh $(@:deps-%=%)
 
-run:: run.c $(LIB_SRC) $(HEADERS) | deps-build
+# Asked for by name, `make run` builds and fetches, and asks for both groups' packages at once.
+RUN_DEPS = $(if $(filter run,$(MAKECMDGOALS)),deps-run,deps-build)
+run:: run.c $(LIB_SRC) $(HEADERS) | $(RUN_DEPS)
 	$(CC) $(CFLAGS) -o $@ run.c $(LIB_SRC) $(LDLIBS)
 
 # Asked for by name, `make run` also fetches the default model and tells a story. A second
@@ -47,7 +50,7 @@ run::
 	./run $(MODEL) "$(PROMPT)"
 endif
 
-models:
+models: | deps-fetch
 	models/fetch.sh $(MODELS)
 
 build/tests: $(TEST_SRC) $(LIB_SRC) $(HEADERS) tests/helpers.h | deps-test
@@ -65,21 +68,21 @@ test: deps-test run build/tests build/tokenize_corpus
 	NORMLLAMA_RUN=./run $(PYTHON) tests/test_export.py
 	NORMLLAMA_RUN=./run TOKENIZE_CORPUS=build/tokenize_corpus $(PYTHON) tests/tokenizer_parity.py
 
-build/bench_tokenizer: tools/bench_tokenizer.c tokenizer.c tokenizer.h
+build/bench_tokenizer: tools/bench_tokenizer.c tokenizer.c tokenizer.h | deps-build
 	@mkdir -p build
 	$(CC) $(CFLAGS) -I. -o $@ tools/bench_tokenizer.c tokenizer.c $(LDLIBS)
 
 # encoding MB/s of tokenizer.c and of SentencePiece's Python binding, 10 KB to 10 MB of text
-bench-tokenizer: build/bench_tokenizer
+bench-tokenizer: deps-test build/bench_tokenizer
 	models/fetch.sh tokenizer.bin tokenizer.model
 	$(PYTHON) tools/bench_tokenizer.py
 
 # libFuzzer run over the loader, encode and decode (clang with libclang-rt). FUZZ_SECONDS long,
 # from seeds written here: tok512.bin with a text, an empty file with a text, a text alone.
 FUZZ_SECONDS ?= 20
-build/fuzz_tokenizer: tests/fuzz_tokenizer.c tokenizer.c tokenizer.h
+build/fuzz_tokenizer: tests/fuzz_tokenizer.c tokenizer.c tokenizer.h | deps-fuzz
 	@mkdir -p build
-	clang -std=c11 -D_POSIX_C_SOURCE=200809L -g -O1 -I/usr/include/stb -I. \
+	clang -std=c11 -D_POSIX_C_SOURCE=200809L -g -O1 -I$(STB_INCLUDE) -I. \
 		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -o $@ \
 		tests/fuzz_tokenizer.c tokenizer.c
 
@@ -92,62 +95,58 @@ fuzz: build/fuzz_tokenizer
 	build/fuzz_tokenizer -max_total_time=$(FUZZ_SECONDS) -max_len=8192 -timeout=10 \
 		-print_final_stats=1 build/fuzz-corpus build/fuzz-seeds
 
-run-portable: run.c $(LIB_SRC) $(HEADERS)
+run-portable: run.c $(LIB_SRC) $(HEADERS) | deps-build
 	$(CC) $(PORTABLE_CFLAGS) -o $@ run.c $(LIB_SRC) $(LDLIBS)
 
-build/tests-portable: $(TEST_SRC) $(LIB_SRC) $(HEADERS) tests/helpers.h
+build/tests-portable: $(TEST_SRC) $(LIB_SRC) $(HEADERS) tests/helpers.h | deps-test
 	@mkdir -p build
 	$(CC) $(PORTABLE_CFLAGS) -I. -o $@ $(TEST_SRC) $(LIB_SRC) -lcriterion $(LDLIBS)
 
 # The whole suite against the portable build: the SIMD paths of `make test` and the portable
 # ones must both pass it.
-test-portable: run run-portable build/tests-portable
+test-portable: deps-test run run-portable build/tests-portable
 	models/fetch.sh $(TEST_MODELS)
 	NORMLLAMA_RUN=./run-portable build/tests-portable
 	NORMLLAMA_RUN=./run-portable NORMLLAMA_RUN_SIMD=./run $(PYTHON) tests/test_export.py
 
-run-sanitize: run.c $(LIB_SRC) $(HEADERS)
+run-sanitize: run.c $(LIB_SRC) $(HEADERS) | deps-build
 	$(CC) $(CFLAGS) -O1 -g $(SANITIZE) -o $@ run.c $(LIB_SRC) $(LDLIBS)
 
-build/tests-sanitize: $(TEST_SRC) $(LIB_SRC) $(HEADERS) tests/helpers.h
+build/tests-sanitize: $(TEST_SRC) $(LIB_SRC) $(HEADERS) tests/helpers.h | deps-test
 	@mkdir -p build
 	$(CC) $(CFLAGS) -O1 -g $(SANITIZE) -I. -o $@ $(TEST_SRC) $(LIB_SRC) -lcriterion $(LDLIBS)
 
-build/tokenize_corpus-sanitize: tests/tokenize_corpus.c tokenizer.c tokenizer.h
+build/tokenize_corpus-sanitize: tests/tokenize_corpus.c tokenizer.c tokenizer.h | deps-test
 	@mkdir -p build
 	$(CC) $(CFLAGS) -O1 -g $(SANITIZE) -I. -o $@ tests/tokenize_corpus.c tokenizer.c $(LDLIBS)
 
-sanitize: run-sanitize build/tests-sanitize build/tokenize_corpus-sanitize
+sanitize: deps-test run-sanitize build/tests-sanitize build/tokenize_corpus-sanitize
 	models/fetch.sh $(TEST_MODELS)
 	NORMLLAMA_RUN=./run-sanitize build/tests-sanitize
 	NORMLLAMA_RUN=./run-sanitize $(PYTHON) tests/test_export.py
 	NORMLLAMA_RUN=./run-sanitize TOKENIZE_CORPUS=build/tokenize_corpus-sanitize \
 		$(PYTHON) tests/tokenizer_parity.py
 
-# Debian packages export.py and tests/test_export.py need (run as root).
-export-deps:
-	apt-get install -y $(EXPORT_DEPS)
-
-build/bandwidth: tools/bandwidth.c simd.h
+build/bandwidth: tools/bandwidth.c simd.h | deps-build
 	@mkdir -p build
 	$(CC) $(CFLAGS) -I. -o $@ $< $(LDLIBS)
 
-build/flops: tools/flops.c simd.h
+build/flops: tools/flops.c simd.h | deps-build
 	@mkdir -p build
 	$(CC) $(CFLAGS) -I. -o $@ $< $(LDLIBS)
 
 # Speed is measured here, never asserted by tests. BENCH_QUICK=1 for a short run.
-bench: run build/bandwidth build/flops
+bench: deps-train run build/bandwidth build/flops
 	models/fetch.sh tokenizer.bin
 	PYTHON=$(PYTHON) tools/bench.sh
 
-build/bench_norm: tools/bench_norm.c norm.c norm.h simd.h
+build/bench_norm: tools/bench_norm.c norm.c norm.h simd.h | deps-build
 	@mkdir -p build
 	$(CC) $(CFLAGS) -I. -o $@ tools/bench_norm.c norm.c $(LDLIBS)
 
 # The norm microbenchmark and PyTorch in one table (needs python3-torch); BENCH_REPEATS runs each,
 # OMP_NUM_THREADS sets the thread count of both.
-bench-norm: build/bench_norm
+bench-norm: deps-train build/bench_norm
 	$(PYTHON) tools/bench_norm.py build/bench_norm $(BENCH_REPEATS)
 
 format:

@@ -16,7 +16,7 @@ Inputs (the kind is told from the path):
 Weight matrices are written as --dtype: f32, bf16 (upper 16 bits) or q8_0 (int8 with one
 f32 scale per --group-size values of a row); norm weights and biases are always f32.
 
-Run with Debian's Python (/usr/bin/python3, see `make export-deps`): numpy, torch, sentencepiece
+Run with Debian's Python (/usr/bin/python3, see `make deps-train`): numpy, torch, sentencepiece
 and tqdm. Errors print one line "export.py: error: ..." and exit 1.
 """
 import argparse

@@ -16,7 +16,7 @@
 #include <string.h>
 
 #define STB_DS_IMPLEMENTATION
-#include <stb/stb_ds.h>
+#include <stb_ds.h>
 
 #include "tokenizer.h"
 

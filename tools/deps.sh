@@ -5,10 +5,15 @@
 #
 # usage: tools/deps.sh GROUP...
 #   build   the C build of ./run (libstb-dev; gcc, make and libgomp come with gcc)
-#   test    the test suite: Criterion, curl for fetching, the Python side of the tests
-#   fuzz    make fuzz: clang with libFuzzer's runtime
+#   fetch   models/fetch.sh's downloads (curl)
+#   run     make run: build and fetch
+#   test    the test suite: build and fetch, Criterion, git (tests/test_fresh_machine.sh clones
+#           the repository), the Python side of the tests
+#   fuzz    make fuzz: build and fetch, clang with libFuzzer's runtime
 #   plot    tools/plot_compare.py and the twin study's pictures (matplotlib)
-#   train   train.py and make twins (PyTorch with OpenBLAS, NumPy, SentencePiece, tqdm)
+#   train   export.py, train.py and make twins (PyTorch with OpenBLAS, NumPy, SentencePiece, tqdm)
+#
+# Each group lists everything its target needs, so that one target asks for one install line.
 #
 # Installed packages are found with dpkg-query. Missing ones are installed with apt-get when
 # running as root; otherwise one line gives the exact `sudo apt-get install` to type, and the
@@ -22,9 +27,10 @@ prog=tools/deps.sh
 packages_of() { # packages_of GROUP -> the group's Debian package names
     case $1 in
     build) echo libc6-dev libstb-dev ;;
-    test) echo libc6-dev libstb-dev libcriterion-dev curl ca-certificates python3 \
-        python3-numpy python3-torch libopenblas0-pthread python3-sentencepiece python3-tqdm ;;
-    fuzz) echo clang libclang-rt-14-dev ;;
+    fetch) echo curl ca-certificates ;;
+    run) echo "$(packages_of build) $(packages_of fetch)" ;;
+    test) echo "$(packages_of run) libcriterion-dev git $(packages_of train)" ;;
+    fuzz) echo "$(packages_of run) clang libclang-rt-14-dev" ;;
     plot) echo python3 python3-matplotlib ;;
     train) echo python3 python3-numpy python3-torch libopenblas0-pthread python3-sentencepiece \
         python3-tqdm ;;
@@ -32,13 +38,15 @@ packages_of() { # packages_of GROUP -> the group's Debian package names
     esac
 }
 
-(($# > 0)) || { echo "$prog: error: usage: $prog build|test|fuzz|plot|train..." >&2; exit 2; }
+groups="build, fetch, run, test, fuzz, plot, train"
+(($# > 0)) || { echo "$prog: error: usage: $prog GROUP... (groups: $groups)" >&2; exit 2; }
 wanted=()
 for group in "$@"; do
     names=$(packages_of "$group") ||
-        { echo "$prog: error: unknown group '$group' (build, test, fuzz, plot, train)" >&2; exit 2; }
-    read -r -a list <<<"$names"
-    wanted+=("${list[@]}")
+        { echo "$prog: error: unknown group '$group' (groups: $groups)" >&2; exit 2; }
+    for p in $names; do
+        [[ " ${wanted[*]-} " == *" $p "* ]] || wanted+=("$p")
+    done
 done
 
 if ! command -v dpkg-query >/dev/null 2>&1; then
@@ -48,7 +56,6 @@ fi
 
 missing=()
 for p in "${wanted[@]}"; do
-    [[ " ${missing[*]-} " == *" $p "* ]] && continue
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
 done
 ((${#missing[@]} == 0)) && exit 0
