@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # Fetch model files listed in models/manifest.tsv into models/, verifying sha256.
 #
-# usage: models/fetch.sh [NAME...]        (default: stories260K.bin tok512.bin)
+# usage: models/fetch.sh [--mirror-only-optional] [NAME...]   (default: stories260K.bin tok512.bin)
 #
 # For each NAME: keep models/NAME if its sha256 already matches; otherwise copy
 # it from the local mirror ($MODELS_MIRROR/NAME) if present, else download it
 # from the URL in the manifest (curl, or wget if curl is missing). Every copy
 # goes through a temporary file in models/ that is moved into place only after
 # its sha256 matches the manifest.
+#
+# --mirror-only-optional: a file without a public address (url -) that neither
+# models/ nor the mirror has is not an error; one line names every such file
+# (make test's suite then skips the checks that read them).
 #
 # Environment:
 #   MODELS_MIRROR     mirror directory; default: <repo>/../shared/models if it exists
@@ -61,8 +65,13 @@ fi
 
 # --- arguments: validate every name before fetching anything ---
 if [[ ${1:-} == -h || ${1:-} == --help ]]; then
-    sed -n '2,15s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+    sed -n '2,19s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
     exit 0
+fi
+mirror_only_optional=0
+if [[ ${1:-} == --mirror-only-optional ]]; then
+    mirror_only_optional=1
+    shift
 fi
 (($# > 0)) || set -- stories260K.bin tok512.bin
 for name in "$@"; do
@@ -76,13 +85,13 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-mirror_state() { # why the mirror did not provide $name
+mirror_state() { # mirror_state SUBJECT: why the mirror did not provide them ("it is", "they are")
     if [[ -z $mirror ]]; then
         echo "there is no mirror (MODELS_MIRROR unset, ../shared/models missing)"
     elif [[ ! -d $mirror ]]; then
         echo "mirror $mirror_shown does not exist"
     else
-        echo "it is not in mirror $mirror_shown"
+        echo "$1 not in mirror $mirror_shown"
     fi
 }
 
@@ -97,13 +106,14 @@ download() { # download URL DEST
     fi
 }
 
+not_had=() # mirror-only files passed over under --mirror-only-optional
 for name in "$@"; do
     lookup "$name"
     url=${m_urls[$idx]} want=${m_sums[$idx]}
     dest=$models_dir/$name
     shown=models/$name
 
-    note=
+    note= have=
     if [[ -f $dest ]]; then
         have=$(sha256_of "$dest")
         if [[ $have == "$want" ]]; then
@@ -113,18 +123,25 @@ for name in "$@"; do
         note=" (replaced a copy with wrong sha256 $have)"
     fi
 
+    in_mirror=0
+    [[ -n $mirror && -f $mirror/$name ]] && in_mirror=1
+    if ((!in_mirror && mirror_only_optional)) && [[ $url == - && ! -e $dest ]]; then
+        not_had+=("$name")
+        continue
+    fi
     tmp=$(mktemp "$models_dir/.tmp.$name.XXXXXX")
-    if [[ -n $mirror && -f $mirror/$name ]]; then
+    if ((in_mirror)); then
         cp -- "$mirror/$name" "$tmp" || die 1 "$shown: copy from $mirror/$name failed"
         how="copied from $mirror_shown"
     elif [[ $url == - ]]; then
-        die 1 "$shown: has no public URL (mirror only) and $(mirror_state); set MODELS_MIRROR to a directory holding it"
+        wrong=${have:+; the copy in models/ has the wrong sha256 $have}
+        die 1 "$shown: has no public URL (mirror only) and $(mirror_state "it is")$wrong; set MODELS_MIRROR to a directory holding it"
     else
         if ! err=$(download "$url" "$tmp" 2>&1); then
             rc=$?
             err=${err%$'\n'}
             [[ -n $err ]] || err="exit status $rc"
-            die 1 "$shown: $(mirror_state) and download of $url failed: ${err##*$'\n'}"
+            die 1 "$shown: $(mirror_state "it is") and download of $url failed: ${err##*$'\n'}"
         fi
         how="downloaded from $url"
     fi
@@ -137,3 +154,6 @@ for name in "$@"; do
     tmp=
     echo "$shown: $how, sha256 ok$note"
 done
+if ((${#not_had[@]} > 0)); then
+    echo "$prog: not fetched, so the tests that read them are skipped: ${not_had[*]} (no public address, and $(mirror_state "they are"))" >&2
+fi

@@ -20,7 +20,19 @@
 /* ----------------------------------------------------------------------------
  * llama2.c version 1 and 2 */
 
+/* The version 1 and 2 files have no public address (models/manifest.tsv): without the mirror
+ * models/fetch.sh cannot have them, says so, and the checks that read them are skipped by name. */
+static void require_mirror_file(const char *path) {
+    if (access(path, R_OK) == 0) return;
+    /* a skip's message is shown only under --verbose; the warning is shown in every run */
+    cr_log_warn("skipped %s::%s: %s is not there (mirror only: no public address, and the mirror "
+                "lacks it)",
+                criterion_current_test->category, criterion_current_test->name, path);
+    cr_skip_test("%s is not there", path);
+}
+
 Test(llama2c_versions, v1_greedy_and_seeded_match_llama2c) {
+    require_mirror_file(V1);
     const char *fixtures[2] = {"tests/fixtures/stories260K_greedy_once_upon_a_time.txt",
                                "tests/fixtures/stories260K_t1.0_p0.9_s133742.txt"};
     const char *const args[2][12] = {
@@ -68,6 +80,7 @@ static float *greedy_logits(const char *model, int *rows) {
  * moves logits by up to ~0.3 here. Measured: the first 57 generated tokens agree (through "it was
  * too high."), then they differ. The assertion leaves a margin below that measurement. */
 Test(llama2c_versions, v2_int8_greedy_story_agrees_with_fp32_for_50_tokens) {
+    require_mirror_file(V2);
     int n_fp32, n_q8;
     float *fp32 = greedy_logits(LEGACY, &n_fp32);
     float *q8 = greedy_logits(V2, &n_q8);
@@ -313,6 +326,7 @@ Test(normllama_bad_input, sizes_against_the_file) {
 }
 
 Test(llama2c_versions, corrupt_headers) {
+    require_mirror_file(V2);
     size_t n;
     char *v2 = read_file(V2, &n);
     cr_assert_not_null(v2);
