@@ -70,6 +70,7 @@ test: deps-test run build/tests build/tokenize_corpus
 	NORMLLAMA_RUN=./run build/tests
 	NORMLLAMA_RUN=./run $(PYTHON) tests/test_export.py
 	NORMLLAMA_RUN=./run TOKENIZE_CORPUS=build/tokenize_corpus $(PYTHON) tests/tokenizer_parity.py
+	CC="$(CC)" STB_INCLUDE="$(STB_INCLUDE)" tests/test_fresh_machine.sh
 
 build/bench_tokenizer: tools/bench_tokenizer.c tokenizer.c tokenizer.h | deps-build
 	@mkdir -p build
