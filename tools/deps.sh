@@ -7,8 +7,8 @@
 #   build   the C build of ./run (libstb-dev; gcc, make and libgomp come with gcc)
 #   fetch   models/fetch.sh's downloads (curl)
 #   run     make run: build and fetch
-#   test    the test suite: build and fetch, Criterion, git (tests/test_fresh_machine.sh clones
-#           the repository), the Python side of the tests
+#   test    the test suite: build and fetch, Criterion, git (tests/test_fresh_machine.sh copies
+#           the repository's tracked files), the Python side of the tests
 #   fuzz    make fuzz: build and fetch, clang with libFuzzer's runtime
 #   plot    tools/plot_compare.py and the twin study's pictures (matplotlib)
 #   train   export.py, train.py and make twins (PyTorch with OpenBLAS, NumPy, SentencePiece, tqdm)
