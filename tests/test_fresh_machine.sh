@@ -14,14 +14,15 @@
 #
 # Run by `make test` after it has fetched the models: the copies take stories260K.bin and
 # tok512.bin from this repository's models/ (MODELS_MIRROR), so no network is needed.
-# Environment: CC (default cc), STB_INCLUDE (where the real stb_ds.h is; /usr/include/stb).
+# Environment: CC (default cc), STB_INCLUDE (where the real stb_ds.h is; /usr/include/stb),
+# TMPDIR (where the copies go; /tmp).
 # Prints one line per case and "fresh machine: N passed, M failed"; exit 1 if any failed.
 set -uo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 real_stb=${STB_INCLUDE:-/usr/include/stb}/stb_ds.h
 cc=${CC:-cc}
-tmp=$(mktemp -d /tmp/normllama-fresh-XXXXXX)
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/normllama-fresh-XXXXXX")
 trap 'rm -rf -- "$tmp"' EXIT
 
 # --- the stubs, which read $FRESH (the case's directory) and $FAKE_UID ---
