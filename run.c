@@ -45,6 +45,7 @@ typedef struct {
     float topp;        /* nucleus mass; <= 0 or >= 1 samples from the whole distribution */
     unsigned long long rng_state; /* xorshift64* state, never 0 */
     ProbIndex *candidates;        /* (vocab_size) scratch for top-p */
+    int stop_at_eos;              /* 1: EOS ends a text as BOS does; 0: BOS alone (llama2.c) */
 } Sampler;
 
 /* xorshift64* (Vigna 2016), upper 32 bits. */
@@ -108,6 +109,12 @@ static int sample_topp(const float *probs, int n, float topp, ProbIndex *candida
     return candidates[last].index;
 }
 
+/* Whether a sampled token ends the text: BOS, which starts the next text (llama2.c stops at it
+ * alone), and EOS unless the sampler keeps llama2.c's rule (llama.cpp stops at EOS). */
+static int ends_text(const Sampler *s, int token) {
+    return token == TOKEN_BOS || (s->stop_at_eos && token == TOKEN_EOS);
+}
+
 /* Picks the next token from logits (vocab_size), which it overwrites with probabilities unless
  * the temperature is 0 (greedy). */
 static int sample(Sampler *s, float *logits) {
@@ -130,6 +137,7 @@ typedef struct {
     const char *model_path;
     const char *tokenizer_path; /* NULL: look beside the model */
     const char *prompt;         /* NULL: no prompt, generation starts from BOS */
+    int ignore_eos;             /* --ignore-eos: only BOS ends a text, as in llama2.c */
     float temperature;
     float topp;
     unsigned long long seed;   /* 0: from the clock */
@@ -169,6 +177,8 @@ static void usage(FILE *f) {
             "  -s INT            random seed, >= 0; 0 takes one from the clock (default 0)\n"
             "  -n INT            positions to run, prompt tokens included, as in llama2.c;\n"
             "                    clamped to the model's seq_len (default 256)\n"
+            "  --ignore-eos      generation ends only at BOS, as in llama2.c; by default\n"
+            "                    EOS (id 2) ends it too, as in llama.cpp\n"
             "  --norm=NAME       every norm in the model, one of\n"
             "                    %s\n"
             "                    (default: the norm the model was trained with; rmsnorm\n"
@@ -292,6 +302,8 @@ static Options parse_args(int argc, char **argv) {
         if (strcmp(flag, "-i") == 0) {
             if (o.prompt) die("the prompt is given twice");
             o.prompt = option_value(argc, argv, &i, flag);
+        } else if (strcmp(a, "--ignore-eos") == 0) {
+            o.ignore_eos = 1;
         } else if (strcmp(flag, "-z") == 0) {
             o.tokenizer_path = option_value(argc, argv, &i, flag);
         } else if (strcmp(flag, "-t") == 0) {
@@ -384,6 +396,8 @@ static Options parse_args(int argc, char **argv) {
             "nothing",
             o.sampling_flag);
     if (o.norm && tokenize) die("--norm changes the forward pass, which --tokenize runs none of");
+    if (o.ignore_eos && (o.ppl_path || tokenize))
+        die("--ignore-eos goes with generation and --compare, not with --ppl or --tokenize");
     return o;
 }
 
@@ -591,7 +605,7 @@ typedef struct {
 
 /* Runs positions 0..steps-1 from the prompt (n_prompt >= 1 ids, prompt[0] = BOS): position pos
  * feeds a token and predicts the one at pos + 1, forced from the prompt while there is one,
- * sampled after. BOS (id 1) ends the text, as in llama2.c. Writes the fed and predicted tokens
+ * sampled after, until a token that ends_text. Writes the fed and predicted tokens
  * (at most steps + 1) into tokens, the number of forward passes into *n_forward, and returns the
  * number of tokens. print: stream the text to stdout. logits_out (or NULL): its file gets every
  * position's logits, vocab_size float32 each; a failed write dies naming it. With m->profile set,
@@ -633,7 +647,7 @@ static int generate(Model *m, Sampler *sampler, const Tokenizer *t, const int *p
             if (m->profile) profile_lap(m->profile, OP_SAMPLING);
         }
         pos++;
-        if (next == TOKEN_BOS) break;
+        if (ends_text(sampler, next)) break;
         if (print) {
             tokenizer_print_piece(tokenizer_decode(t, token, next));
             fflush(stdout);
@@ -1149,6 +1163,7 @@ int main(int argc, char **argv) {
         .topp = o.topp,
         .rng_state = o.seed ? o.seed : (unsigned long long)time(NULL),
         .candidates = malloc(c->vocab_size * sizeof(ProbIndex)),
+        .stop_at_eos = !o.ignore_eos,
     };
     if (!sampler.candidates) die("out of memory for the sampler");
 

