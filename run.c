@@ -137,6 +137,7 @@ typedef struct {
     const char *model_path;
     const char *tokenizer_path; /* NULL: look beside the model */
     const char *prompt;         /* NULL: no prompt, generation starts from BOS */
+    const char *prompt_file;    /* -f FILE, or "-" (-f - or -i -): the prompt is read from it */
     int ignore_eos;             /* --ignore-eos: only BOS ends a text, as in llama2.c */
     float temperature;
     float topp;
@@ -168,7 +169,10 @@ static void usage(FILE *f) {
             "                    (e.g. models/stories260K.bin)\n"
             "  PROMPT            text to continue; may also be given with -i\n"
             "options:\n"
-            "  -i TEXT           the prompt\n"
+            "  -i TEXT           the prompt; -i - reads it from stdin\n"
+            "  -f FILE           the prompt from FILE (- : stdin), one final newline\n"
+            "                    dropped as llama.cpp's -f does; for prompts too long for\n"
+            "                    one argument\n"
             "  -z FILE           tokenizer file (default: tok<vocab_size>.bin beside the\n"
             "                    model, else tokenizer.bin beside it)\n"
             "  -t FLOAT          temperature, >= 0; 0 is greedy (default 1.0)\n"
@@ -278,6 +282,16 @@ static int is_norm_pair(const char *s) {
     return norm_by_name(first) && norm_by_name(comma + 1);
 }
 
+/* Sets the prompt from -i, -f or the PROMPT argument: "-" as -i's value or as PROMPT, and -f's
+ * file, are read later (read_prompt). */
+static void set_prompt(Options *o, const char *flag, const char *value) {
+    if (o->prompt || o->prompt_file) die("the prompt is given twice");
+    if (strcmp(flag, "-f") == 0 || strcmp(value, "-") == 0)
+        o->prompt_file = value;
+    else
+        o->prompt = value;
+}
+
 static Options parse_args(int argc, char **argv) {
     Options o = {.temperature = 1.0f, .topp = 0.9f, .steps = 256};
     for (int i = 1; i < argc; i++) {
@@ -289,8 +303,8 @@ static Options parse_args(int argc, char **argv) {
         if (a[0] != '-' || a[1] == '\0') {
             if (!o.model_path)
                 o.model_path = a;
-            else if (!o.prompt)
-                o.prompt = a;
+            else if (!o.prompt && !o.prompt_file)
+                set_prompt(&o, "PROMPT", a);
             else
                 die("unexpected argument '%s' (the prompt is given already; quote one with spaces)",
                     a);
@@ -299,9 +313,8 @@ static Options parse_args(int argc, char **argv) {
         size_t name_len = strcspn(a, "=");
         char flag[32];
         snprintf(flag, sizeof(flag), "%.*s", (int)name_len, a);
-        if (strcmp(flag, "-i") == 0) {
-            if (o.prompt) die("the prompt is given twice");
-            o.prompt = option_value(argc, argv, &i, flag);
+        if (strcmp(flag, "-i") == 0 || strcmp(flag, "-f") == 0) {
+            set_prompt(&o, flag, option_value(argc, argv, &i, flag));
         } else if (strcmp(a, "--ignore-eos") == 0) {
             o.ignore_eos = 1;
         } else if (strcmp(flag, "-z") == 0) {
@@ -370,8 +383,9 @@ static Options parse_args(int argc, char **argv) {
     }
     int tokenize = o.tokenize_text || o.tokenize_file;
     int generating = !o.compare && !o.ppl_path && !tokenize;
+    int has_prompt = o.prompt || o.prompt_file;
     if (o.tokenize_text && o.tokenize_file) die("give --tokenize or --tokenize-file, not both");
-    if (tokenize && o.prompt) die("--tokenize and --tokenize-file take no prompt");
+    if (tokenize && has_prompt) die("--tokenize and --tokenize-file take no prompt");
     if (o.json && !o.tokenize_text && !o.compare) die("--json goes with --tokenize or --compare");
     if (!o.model_path) die("no model given (usage: run MODEL [PROMPT] [options]; see run --help)");
     if (o.compare + !!o.ppl_path + tokenize > 1)
@@ -380,7 +394,7 @@ static Options parse_args(int argc, char **argv) {
     if (o.compare && o.norm)
         die("--compare runs its own two norms; name them with --compare=A,B instead of --norm");
     if (o.compare && o.profile) die("--compare times both norms itself; drop --profile");
-    if (o.ppl_path && o.prompt) die("--ppl reads its text from FILE; drop the prompt");
+    if (o.ppl_path && has_prompt) die("--ppl reads its text from FILE; drop the prompt");
     if (o.logits_path && !generating)
         die("--logits goes with generation, not with --compare, --ppl or --tokenize");
     if (o.batch && o.serial_prompt)
@@ -432,10 +446,23 @@ static void require_utf8(const char *what, const char *text, char *owned) {
     die("%s: not valid UTF-8 (byte 0x%02X at offset %ld)", what, byte, bad);
 }
 
+/* The longest text read from a file or stdin, in bytes. */
+enum { MAX_TEXT = 64 << 20 };
+
+/* Dies unless buf (len bytes read from `name`, then a NUL) holds no NUL byte and is valid UTF-8,
+ * freeing buf first. */
+static void require_text(char *buf, size_t len, const char *name) {
+    size_t text_len = strlen(buf);
+    if (text_len != len) {
+        free(buf);
+        die("%s: the text contains a NUL byte at offset %zu", name, text_len);
+    }
+    require_utf8(name, buf, buf);
+}
+
 /* Reads a whole text file as a NUL-terminated string, or dies naming the file: missing,
  * not a regular file, empty, over 64 MiB, holding a NUL byte, or not valid UTF-8. */
 static char *read_text(const char *path) {
-    enum { MAX_TEXT = 64 << 20 };
     struct stat st;
     if (stat(path, &st) != 0) die("%s: cannot open: %s", path, strerror(errno));
     if (!S_ISREG(st.st_mode)) die("%s: not a regular file", path);
@@ -449,14 +476,48 @@ static char *read_text(const char *path) {
     size_t n = fread(buf, 1, size, f);
     fclose(f);
     buf[n] = '\0';
-    size_t len = strlen(buf);
-    if (n != size || len != size) {
+    if (n != size) {
         free(buf);
-        if (n != size) die("%s: cannot read the whole file", path);
-        die("%s: the text contains a NUL byte at offset %zu", path, len);
+        die("%s: cannot read the whole file", path);
     }
-    require_utf8(path, buf, buf);
+    require_text(buf, n, path);
     return buf;
+}
+
+/* Reads stdin to its end as a NUL-terminated string, or dies as read_text does, naming "stdin":
+ * a read error, nothing at all, over 64 MiB, a NUL byte, not valid UTF-8. A pipe has no size to
+ * ask for first, so the buffer doubles as it fills. */
+static char *read_stdin_text(void) {
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap + 1);
+    for (;;) {
+        if (!buf) die("out of memory for the text on stdin");
+        len += fread(buf + len, 1, cap - len, stdin);
+        if (len > MAX_TEXT) die("stdin: more than %d MiB of text", MAX_TEXT >> 20);
+        if (len < cap) break; /* the end, or an error */
+        cap *= 2;
+        char *grown = realloc(buf, cap + 1);
+        if (!grown) free(buf);
+        buf = grown;
+    }
+    if (ferror(stdin)) die("stdin: cannot read: %s", strerror(errno));
+    if (len == 0) die("stdin: the text is empty");
+    buf[len] = '\0';
+    require_text(buf, len, "stdin");
+    return buf;
+}
+
+/* The prompt the options give (the caller frees): -i's or PROMPT's text; the file of -f, or
+ * stdin for "-", with one final newline dropped, as llama.cpp's -f does (a file's last line ends
+ * in one); "" when there is none. Dies as read_text does. */
+static char *read_prompt(const Options *o) {
+    char *text = !o->prompt_file                    ? strdup(o->prompt ? o->prompt : "")
+                 : strcmp(o->prompt_file, "-") == 0 ? read_stdin_text()
+                                                    : read_text(o->prompt_file);
+    if (!text) die("out of memory for the prompt");
+    size_t len = strlen(text);
+    if (o->prompt_file && len > 0 && text[len - 1] == '\n') text[len - 1] = '\0';
+    return text;
 }
 
 /* Dies when the --logits file `logits_path` is the file at `path` (same device and inode), the
@@ -1098,8 +1159,8 @@ int main(int argc, char **argv) {
     Options o = parse_args(argc, argv);
     if (o.threads > 0) omp_set_num_threads(o.threads);
     signal(SIGXFSZ, SIG_IGN); /* past a file size limit, writes fail (EFBIG) with an error line */
-    const char *prompt = o.prompt ? o.prompt : "";
-    require_utf8("the prompt", prompt, NULL);
+    char *prompt = read_prompt(&o);
+    require_utf8("the prompt", prompt, prompt);
 
     /* the header first: --tokenize and the checks of the tokenizer, the prompt and the --ppl text
      * need no weights, whose load takes seconds for a large model */
@@ -1118,6 +1179,7 @@ int main(int argc, char **argv) {
     if (o.tokenize_text || o.tokenize_file) {
         tokenize_command(&tokenizer, &o);
         tokenizer_free(&tokenizer);
+        free(prompt);
         return 0;
     }
     int n_prompt = 0, n_text = 0;
@@ -1147,6 +1209,7 @@ int main(int argc, char **argv) {
     if (o.ppl_path) {
         run_perplexity(&model, text_tokens, n_text, &o);
         free(text_tokens);
+        free(prompt);
         tokenizer_free(&tokenizer);
         model_free(&model);
         return 0;
@@ -1175,6 +1238,7 @@ int main(int argc, char **argv) {
 
     free(sampler.candidates);
     free(prompt_tokens);
+    free(prompt);
     tokenizer_free(&tokenizer);
     model_free(&model);
     return 0;

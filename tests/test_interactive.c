@@ -75,3 +75,64 @@ Test(bad_input, ignore_eos_where_nothing_is_sampled) {
     expect_error((const char *[]){MODEL, "--tokenize", "Hi", "--ignore-eos", NULL},
                  "--ignore-eos goes with generation and --compare");
 }
+
+/* ----------------------------------------------------------------------------
+ * Prompts from a file (-f) and from stdin (-f -, -i -) */
+
+Test(prompt, from_a_file_or_stdin_equals_the_argument) {
+    make_scratch();
+    char *path = scratch_path("prompt.txt");
+    const char *text = "Once upon a time, Lily\n"; /* the final newline is dropped */
+    cr_assert_eq(write_file(path, text, strlen(text)), 0);
+    RunResult arg =
+        run_program((const char *[]){MODEL, "-t", "0", "-n", "64", "Once upon a time, Lily", NULL});
+    cr_assert_eq(arg.exit_code, 0, "stderr: %s", arg.err);
+    const char *const ways[][2] = {{"-f", path}, {"-f", "-"}, {"-i", "-"}, {"-", NULL}};
+    for (int k = 0; k < 4; k++) {
+        RunResult r = run_program_input(
+            (const char *[]){MODEL, "-t", "0", "-n", "64", ways[k][0], ways[k][1], NULL}, text,
+            strlen(text));
+        cr_assert_eq(r.exit_code, 0, "%s %s: %s", ways[k][0], ways[k][1], r.err);
+        cr_assert_str_eq(r.out, arg.out, "%s %s", ways[k][0], ways[k][1]);
+        result_free(&r);
+    }
+    result_free(&arg);
+}
+
+Test(prompt, longer_than_an_argument_can_be) {
+    /* 70000 times " a", one token each: 140000 bytes, past the kernel's 128 KiB for one argument */
+    make_scratch();
+    size_t size = 140000;
+    char *text = malloc(size + 1);
+    for (size_t i = 0; i < size; i += 2) memcpy(text + i, " a", 2);
+    char *path = scratch_path("long.txt");
+    cr_assert_eq(write_file(path, text, size), 0);
+    expect_error((const char *[]){MODEL, "-f", path, NULL},
+                 "the prompt is 70001 tokens, longer than the model's seq_len 512");
+    expect_error_input((const char *[]){MODEL, "-i", "-", NULL}, text, size,
+                       "the prompt is 70001 tokens, longer than the model's seq_len 512");
+    free(text);
+}
+
+Test(bad_input, prompt_files) {
+    make_scratch();
+    char *empty = scratch_path("empty.txt"), *bad = scratch_path("bad.txt");
+    cr_assert_eq(write_file(empty, "", 0), 0);
+    cr_assert_eq(write_file(bad, "caf\xc3 au lait", 12), 0);
+    expect_error((const char *[]){MODEL, "-f", empty, NULL}, "empty.txt: the text file is empty");
+    expect_error((const char *[]){MODEL, "-f", bad, NULL},
+                 "bad.txt: not valid UTF-8 (byte 0xC3 at offset 3)");
+    expect_error((const char *[]){MODEL, "-f", "/nonexistent/p.txt", NULL},
+                 "/nonexistent/p.txt: cannot open");
+    expect_error((const char *[]){MODEL, "-f", "models", NULL}, "models: not a regular file");
+    expect_error_input((const char *[]){MODEL, "-f", "-", NULL}, "", 0, "stdin: the text is empty");
+    expect_error_input((const char *[]){MODEL, "-i", "-", NULL}, "caf\xc3", 4,
+                       "stdin: not valid UTF-8 (byte 0xC3 at offset 3)");
+    expect_error_input((const char *[]){MODEL, "-i", "-", NULL}, "ab\0c", 4,
+                       "stdin: the text contains a NUL byte at offset 2");
+    expect_error((const char *[]){MODEL, "-i", "Once", "-f", empty, NULL},
+                 "the prompt is given twice");
+    expect_error((const char *[]){MODEL, "-f", empty, "Once", NULL}, "unexpected argument 'Once'");
+    expect_error((const char *[]){MODEL, "--ppl", "data/stories.txt", "-f", empty, NULL},
+                 "--ppl reads its text from FILE; drop the prompt");
+}
