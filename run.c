@@ -30,6 +30,8 @@
 #include "norm.h"
 #include "tokenizer.h"
 
+#define NORMLLAMA_VERSION "0.1"
+
 /* ----------------------------------------------------------------------------
  * Sampler: greedy, temperature, top-p. Same random generator and procedures as llama2.c's
  * run.c, so that equal seeds draw equal tokens. */
@@ -44,6 +46,7 @@ typedef struct {
     float temperature; /* 0: greedy */
     float topp;        /* nucleus mass; <= 0 or >= 1 samples from the whole distribution */
     unsigned long long rng_state; /* xorshift64* state, never 0 */
+    unsigned long long seed;      /* rng_state at the start, which the summary prints */
     ProbIndex *candidates;        /* (vocab_size) scratch for top-p */
     int stop_at_eos;              /* 1: EOS ends a text as BOS does; 0: BOS alone (llama2.c) */
 } Sampler;
@@ -107,6 +110,16 @@ static int sample_topp(const float *probs, int n, float topp, ProbIndex *candida
         if (r < cdf) return candidates[i].index;
     }
     return candidates[last].index;
+}
+
+/* A seed for -s 0 from the real-time clock in nanoseconds, so that two runs within one second
+ * differ; never 0, a state xorshift cannot leave (the nanoseconds since 1970 stay below the
+ * largest -s, 2^63 - 1, until the year 2262). */
+static unsigned long long clock_seed(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    unsigned long long seed = (unsigned long long)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+    return seed ? seed : 1;
 }
 
 /* Whether a sampled token ends the text: BOS, which starts the next text (llama2.c stops at it
@@ -210,7 +223,14 @@ static void usage(FILE *f) {
             "                    on A's, statistics of every norm site's input, speed\n"
             "  --json            with --tokenize: print {\"ids\": [...], \"pieces\": [...]};\n"
             "                    with --compare: the same numbers as JSON on stdout\n"
-            "  -h, --help        this text\n",
+            "  -h, --help        this text\n"
+            "  --version         print the version\n"
+            "The summary line on stderr gives the seed used; -s with it repeats a text.\n"
+            "examples:\n"
+            "  run models/stories260K.bin \"Once upon a time\"\n"
+            "  run models/stories260K.bin -t 0 -n 64 -f prompt.txt\n"
+            "  run models/stories260K.bin -s 42 --norm=layernorm \"Lily saw a cat\"\n"
+            "  run models/stories260K.bin --ppl data/stories.txt\n",
             norm_names());
 }
 
@@ -298,6 +318,10 @@ static Options parse_args(int argc, char **argv) {
         const char *a = argv[i];
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             usage(stdout);
+            exit(0);
+        }
+        if (strcmp(a, "--version") == 0) {
+            printf("normllama %s\n", NORMLLAMA_VERSION);
             exit(0);
         }
         if (a[0] != '-' || a[1] == '\0') {
@@ -642,20 +666,31 @@ static void tokenize_command(const Tokenizer *t, const Options *o) {
 /* ----------------------------------------------------------------------------
  * Generation */
 
+/* What a run's summary line reports. */
+typedef struct {
+    int n_prompt;    /* tokens given */
+    int n_generated; /* tokens sampled */
+    int n_forward;   /* forward passes */
+    double prompt_seconds, generation_seconds;
+    const char *norm;
+    unsigned long long seed;
+} Summary;
+
 /* The run's summary line on stderr: prompt and generated token counts, then the speed of each
  * part as llama.cpp reports it: the prompt's positions per second of prompt_seconds, and the
- * generated positions (n_forward beyond the prompt) per second of generation_seconds. The prompt
- * rate includes the first forward pass, slower while caches are cold. */
-static void print_summary(int n_prompt, int n_generated, int n_forward, double prompt_seconds,
-                          double generation_seconds, const char *norm) {
-    int prompt_forward = n_forward < n_prompt ? n_forward : n_prompt;
-    fprintf(stderr, "prompt tokens %d, generated tokens %d, prompt %.1f tokens/s, ", n_prompt,
-            n_generated, prompt_seconds > 0 ? prompt_forward / prompt_seconds : 0.0);
-    if (n_forward > n_prompt && generation_seconds > 0)
-        fprintf(stderr, "generation %.1f tokens/s, ", (n_forward - n_prompt) / generation_seconds);
+ * generated positions (n_forward beyond the prompt) per second of generation_seconds; the norm
+ * and the seed (which -s takes to repeat the text). The prompt rate includes the first forward
+ * pass, slower while caches are cold. */
+static void print_summary(const Summary *s) {
+    int prompt_forward = s->n_forward < s->n_prompt ? s->n_forward : s->n_prompt;
+    fprintf(stderr, "prompt tokens %d, generated tokens %d, prompt %.1f tokens/s, ", s->n_prompt,
+            s->n_generated, s->prompt_seconds > 0 ? prompt_forward / s->prompt_seconds : 0.0);
+    if (s->n_forward > s->n_prompt && s->generation_seconds > 0)
+        fprintf(stderr, "generation %.1f tokens/s, ",
+                (s->n_forward - s->n_prompt) / s->generation_seconds);
     else
         fprintf(stderr, "generation - tokens/s, ");
-    fprintf(stderr, "norm %s\n", norm);
+    fprintf(stderr, "norm %s, seed %llu\n", s->norm, s->seed);
 }
 
 /* The --logits file: its stream and its name, for the error messages. */
@@ -759,8 +794,14 @@ static void run_generation(Model *m, const Tokenizer *t, Sampler *sampler, const
     if (logits_out && fclose(logits_out->file) != 0)
         die("cannot write --logits file %s: %s", logits_out->path, strerror(errno));
     double end = now_seconds(), elapsed = end - start;
-    print_summary(n_prompt, n_tokens - n_prompt, n_forward, prompt_done - start, end - prompt_done,
-                  norm_name(m->norm));
+    Summary summary = {.n_prompt = n_prompt,
+                       .n_generated = n_tokens - n_prompt,
+                       .n_forward = n_forward,
+                       .prompt_seconds = prompt_done - start,
+                       .generation_seconds = end - prompt_done,
+                       .norm = norm_name(m->norm),
+                       .seed = sampler->seed};
+    print_summary(&summary);
     if (o->profile) print_profile(stderr, &profile, elapsed);
     m->profile = NULL; /* profile ends with this function */
     free(tokens);
@@ -1224,10 +1265,11 @@ int main(int argc, char **argv) {
         .vocab_size = c->vocab_size,
         .temperature = o.temperature,
         .topp = o.topp,
-        .rng_state = o.seed ? o.seed : (unsigned long long)time(NULL),
+        .rng_state = o.seed ? o.seed : clock_seed(),
         .candidates = malloc(c->vocab_size * sizeof(ProbIndex)),
         .stop_at_eos = !o.ignore_eos,
     };
+    sampler.seed = sampler.rng_state;
     if (!sampler.candidates) die("out of memory for the sampler");
 
     if (o.compare)

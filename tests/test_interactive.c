@@ -136,3 +136,56 @@ Test(bad_input, prompt_files) {
     expect_error((const char *[]){MODEL, "--ppl", "data/stories.txt", "-f", empty, NULL},
                  "--ppl reads its text from FILE; drop the prompt");
 }
+
+/* ----------------------------------------------------------------------------
+ * The seed, --version, --help */
+
+/* The seed in a run's summary line. */
+static unsigned long long summary_seed(const char *err) {
+    const char *p = strstr(err, ", seed ");
+    cr_assert_not_null(p, "no seed in: %s", err);
+    return strtoull(p + 7, NULL, 10);
+}
+
+Test(run, the_summary_gives_the_seed_to_repeat_a_text) {
+    const char *args[] = {MODEL, "-n", "48", "-s", "0", "Lily", NULL};
+    RunResult a = run_program(args), b = run_program(args);
+    cr_assert_eq(a.exit_code, 0, "stderr: %s", a.err);
+    unsigned long long seed_a = summary_seed(a.err), seed_b = summary_seed(b.err);
+    cr_assert_neq(seed_a, 0);
+    cr_assert_neq(seed_a, seed_b, "two runs from the clock, within a second");
+    char seed[32];
+    snprintf(seed, sizeof(seed), "%llu", seed_a);
+    args[4] = seed;
+    RunResult c = run_program(args);
+    cr_assert_eq(c.exit_code, 0, "stderr: %s", c.err);
+    cr_assert_str_eq(c.out, a.out, "-s %s repeats the text", seed);
+    cr_assert_eq(summary_seed(c.err), seed_a);
+    result_free(&a);
+    result_free(&b);
+    result_free(&c);
+}
+
+Test(run, version) {
+    RunResult r = run_program((const char *[]){"--version", NULL});
+    cr_assert_eq(r.exit_code, 0);
+    unsigned major, minor;
+    char end;
+    cr_assert_eq(sscanf(r.out, "normllama %u.%u%c", &major, &minor, &end), 3, "%s", r.out);
+    cr_assert_eq(end, '\n', "%s", r.out);
+    cr_assert_eq(count_lines(r.out), 1, "%s", r.out);
+    result_free(&r);
+}
+
+Test(run, help_ends_with_examples) {
+    RunResult r = run_program((const char *[]){"--help", NULL});
+    cr_assert_eq(r.exit_code, 0);
+    const char *examples = strstr(r.out, "\nexamples:\n");
+    cr_assert_not_null(examples, "%s", r.out);
+    int n = 0;
+    for (const char *line = examples + 11; *line; line = strchr(line, '\n') + 1, n++)
+        cr_assert(strncmp(line, "  run models/", 13) == 0, "not an example: %s", line);
+    cr_assert(n >= 3 && n <= 5, "%d examples", n);
+    cr_assert(strstr(r.out, "--ignore-eos"));
+    result_free(&r);
+}
