@@ -5,12 +5,13 @@
  * Loads the model and its tokenizer, feeds the prompt, then samples one token at a time and
  * streams the text to stdout; a summary goes to stderr (--logits also writes every position's
  * logits to a file, --profile adds the time per operation class). See usage() for the options.
- * The other modes: --tokenize TEXT and --tokenize-file FILE run the tokenizer alone, and two
- * measure the norms: --ppl FILE (perplexity of a text) and --compare (the same prompt under two
- * norms: texts, next-token distributions, norm inputs, speed).
+ * The other modes: -m chat (a conversation in the Llama 2 chat template, user turns read from
+ * stdin), --tokenize TEXT and --tokenize-file FILE run the tokenizer alone, and two measure the
+ * norms: --ppl FILE (perplexity of a text) and --compare (the same prompt under two norms: texts,
+ * next-token distributions, norm inputs, speed).
  *
  * The sections below, in order: the sampler, the command line, set-up, --tokenize, generation,
- * --ppl, --compare, main.
+ * chat, --ppl, --compare, main.
  */
 #include <errno.h>
 #include <limits.h>
@@ -151,6 +152,8 @@ typedef struct {
     const char *tokenizer_path; /* NULL: look beside the model */
     const char *prompt;         /* NULL: no prompt, generation starts from BOS */
     const char *prompt_file;    /* -f FILE, or "-" (-f - or -i -): the prompt is read from it */
+    int chat;                   /* -m chat: a conversation with the Llama 2 chat template */
+    const char *system_prompt;  /* -y: chat's system prompt; NULL: asked for on a terminal */
     int ignore_eos;             /* --ignore-eos: only BOS ends a text, as in llama2.c */
     float temperature;
     float topp;
@@ -186,6 +189,11 @@ static void usage(FILE *f) {
             "  -f FILE           the prompt from FILE (- : stdin), one final newline\n"
             "                    dropped as llama.cpp's -f does; for prompts too long for\n"
             "                    one argument\n"
+            "  -m MODE           generate: continue the prompt (default); chat: a\n"
+            "                    conversation in the Llama 2 chat template, user turns\n"
+            "                    read from stdin line by line (see below)\n"
+            "  -y TEXT           with -m chat: the system prompt (default: asked for when\n"
+            "                    stdin is a terminal, none otherwise)\n"
             "  -z FILE           tokenizer file (default: tok<vocab_size>.bin beside the\n"
             "                    model, else tokenizer.bin beside it)\n"
             "  -t FLOAT          temperature, >= 0; 0 is greedy (default 1.0)\n"
@@ -193,7 +201,8 @@ static void usage(FILE *f) {
             "                    (default 0.9)\n"
             "  -s INT            random seed, >= 0; 0 takes one from the clock (default 0)\n"
             "  -n INT            positions to run, prompt tokens included, as in llama2.c;\n"
-            "                    clamped to the model's seq_len (default 256)\n"
+            "                    clamped to the model's seq_len (default 256; with -m chat\n"
+            "                    seq_len, for all turns together)\n"
             "  --ignore-eos      generation ends only at BOS, as in llama2.c; by default\n"
             "                    EOS (id 2) ends it too, as in llama.cpp\n"
             "  --norm=NAME       every norm in the model, one of\n"
@@ -225,11 +234,16 @@ static void usage(FILE *f) {
             "                    with --compare: the same numbers as JSON on stdout\n"
             "  -h, --help        this text\n"
             "  --version         print the version\n"
+            "chat: \"User: \" and \"Assistant: \" mark the turns on stdout (a turn read from\n"
+            "a pipe or file is echoed after its marker); a reply ends at EOS (or BOS), and\n"
+            "the kv cache keeps the whole conversation. The chat ends with status 0 at\n"
+            "the end of stdin or when the context (-n, seq_len) is full, saying which.\n"
             "The summary line on stderr gives the seed used; -s with it repeats a text.\n"
             "examples:\n"
             "  run models/stories260K.bin \"Once upon a time\"\n"
             "  run models/stories260K.bin -t 0 -n 64 -f prompt.txt\n"
             "  run models/stories260K.bin -s 42 --norm=layernorm \"Lily saw a cat\"\n"
+            "  run models/stories260K.bin -m chat -y \"You tell stories.\"\n"
             "  run models/stories260K.bin --ppl data/stories.txt\n",
             norm_names());
 }
@@ -312,8 +326,30 @@ static void set_prompt(Options *o, const char *flag, const char *value) {
         o->prompt = value;
 }
 
+/* Dies on the options -m chat, -y and --ignore-eos conflict with: chat is a mode of its own that
+ * reads its turns from stdin and feeds them one position at a time, and its replies end at EOS;
+ * --ppl and --tokenize sample nothing to end. */
+static void check_chat_options(const Options *o, int tokenize) {
+    if (o->system_prompt && !o->chat) die("-y (the system prompt) goes with -m chat");
+    if (o->ignore_eos && (o->chat || o->ppl_path || tokenize))
+        die("--ignore-eos goes with generation and --compare, not with -m chat (a reply ends at "
+            "EOS), --ppl or --tokenize");
+    if (!o->chat) return;
+    if (o->compare || o->ppl_path || tokenize)
+        die("-m chat is a mode of its own, not one to combine with --compare, --ppl or "
+            "--tokenize");
+    if (o->prompt_file && strcmp(o->prompt_file, "-") == 0)
+        die("-m chat reads its turns from stdin; give the first one with -i TEXT or -f FILE");
+    const char *flag = o->logits_path     ? "--logits"
+                       : o->batch         ? "--batch"
+                       : o->prefill_given ? "--prefill"
+                       : o->profile       ? "--profile"
+                                          : NULL;
+    if (flag) die("%s goes with -m generate, not with -m chat", flag);
+}
+
 static Options parse_args(int argc, char **argv) {
-    Options o = {.temperature = 1.0f, .topp = 0.9f, .steps = 256};
+    Options o = {.temperature = 1.0f, .topp = 0.9f};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
@@ -339,6 +375,13 @@ static Options parse_args(int argc, char **argv) {
         snprintf(flag, sizeof(flag), "%.*s", (int)name_len, a);
         if (strcmp(flag, "-i") == 0 || strcmp(flag, "-f") == 0) {
             set_prompt(&o, flag, option_value(argc, argv, &i, flag));
+        } else if (strcmp(flag, "-m") == 0) {
+            const char *mode = option_value(argc, argv, &i, flag);
+            if (strcmp(mode, "generate") != 0 && strcmp(mode, "chat") != 0)
+                die("unknown -m '%s' (expected generate or chat)", mode);
+            o.chat = strcmp(mode, "chat") == 0;
+        } else if (strcmp(flag, "-y") == 0) {
+            o.system_prompt = option_value(argc, argv, &i, flag);
         } else if (strcmp(a, "--ignore-eos") == 0) {
             o.ignore_eos = 1;
         } else if (strcmp(flag, "-z") == 0) {
@@ -434,8 +477,7 @@ static Options parse_args(int argc, char **argv) {
             "nothing",
             o.sampling_flag);
     if (o.norm && tokenize) die("--norm changes the forward pass, which --tokenize runs none of");
-    if (o.ignore_eos && (o.ppl_path || tokenize))
-        die("--ignore-eos goes with generation and --compare, not with --ppl or --tokenize");
+    check_chat_options(&o, tokenize);
     return o;
 }
 
@@ -668,7 +710,7 @@ static void tokenize_command(const Tokenizer *t, const Options *o) {
 
 /* What a run's summary line reports. */
 typedef struct {
-    int n_prompt;    /* tokens given */
+    int n_prompt;    /* tokens given: the prompt's, or in chat every turn's */
     int n_generated; /* tokens sampled */
     int n_forward;   /* forward passes */
     double prompt_seconds, generation_seconds;
@@ -698,6 +740,13 @@ typedef struct {
     FILE *file;
     const char *path;
 } LogitsOut;
+
+/* Dies unless every one of the logits (vocab_size) of position pos is finite. */
+static void require_finite(const float *logits, int vocab_size, int pos) {
+    for (int i = 0; i < vocab_size; i++)
+        if (!isfinite(logits[i]))
+            die("the model computed a non-finite logit at position %d (corrupt weights?)", pos);
+}
 
 /* Runs positions 0..steps-1 from the prompt (n_prompt >= 1 ids, prompt[0] = BOS): position pos
  * feeds a token and predicts the one at pos + 1, forced from the prompt while there is one,
@@ -730,9 +779,7 @@ static int generate(Model *m, Sampler *sampler, const Tokenizer *t, const int *p
         if (logits_out &&
             fwrite(logits, sizeof(float), vocab_size, logits_out->file) != (size_t)vocab_size)
             die("cannot write --logits file %s: %s", logits_out->path, strerror(errno));
-        for (int i = 0; logits && i < vocab_size; i++)
-            if (!isfinite(logits[i]))
-                die("the model computed a non-finite logit at position %d (corrupt weights?)", pos);
+        if (logits) require_finite(logits, vocab_size, pos);
         if (prompt_done && pos == n_prompt - 1) *prompt_done = now_seconds();
         int next;
         if (pos + 1 < n_prompt) {
@@ -805,6 +852,187 @@ static void run_generation(Model *m, const Tokenizer *t, Sampler *sampler, const
     if (o->profile) print_profile(stderr, &profile, elapsed);
     m->profile = NULL; /* profile ends with this function */
     free(tokens);
+}
+
+/* ----------------------------------------------------------------------------
+ * Chat (-m chat): a conversation in the Llama 2 chat template */
+
+/* A conversation so far: the kv cache holds its positions 0..pos-1, every turn and reply. */
+typedef struct {
+    Model *m;
+    const Tokenizer *t;
+    Sampler *sampler;
+    int steps;        /* positions the conversation may fill: -n, at most seq_len */
+    int pos;          /* positions fed */
+    int ended_by_eos; /* the last reply ended at EOS, which the next turn feeds first */
+    int interactive;  /* stdin is a terminal: "User: " is shown before reading, not after */
+    int line_no;      /* lines read from stdin */
+    Summary summary;  /* counts and times of all turns */
+} Chat;
+
+/* The text of a user turn in the Llama 2 chat template (malloc'd), as Meta's reference code and
+ * llama2.c write it: "[INST] <<SYS>>\n{system}\n<</SYS>>\n\n{user} [/INST]" for the first turn
+ * when there is a system prompt, else "[INST] {user} [/INST]". */
+static char *chat_turn_text(const char *system, const char *user) {
+    size_t len = strlen(user) + (system ? strlen(system) : 0) + 64;
+    char *text = malloc(len);
+    if (!text) die("out of memory for a chat turn");
+    if (system && system[0])
+        snprintf(text, len, "[INST] <<SYS>>\n%s\n<</SYS>>\n\n%s [/INST]", system, user);
+    else
+        snprintf(text, len, "[INST] %s [/INST]", user);
+    return text;
+}
+
+/* Reads one line of stdin into *line (getline's buffer, *cap bytes) without its "\n" or "\r\n",
+ * after showing `marker` on a terminal. Returns 0 at the end of stdin. Dies on a read error, or a
+ * line with a NUL byte or not valid UTF-8 (named by its number). */
+static int read_line(Chat *c, const char *marker, char **line, size_t *cap) {
+    if (c->interactive) {
+        fputs(marker, stdout);
+        fflush(stdout);
+    }
+    errno = 0;
+    ssize_t n = getline(line, cap, stdin);
+    if (n < 0) {
+        if (ferror(stdin)) die("stdin: cannot read: %s", strerror(errno));
+        if (c->interactive) putchar('\n'); /* the shell's prompt on a line of its own */
+        return 0;
+    }
+    c->line_no++;
+    if (n > 0 && (*line)[n - 1] == '\n') (*line)[--n] = '\0';
+    if (n > 0 && (*line)[n - 1] == '\r') (*line)[--n] = '\0';
+    char what[64];
+    snprintf(what, sizeof(what), "stdin line %d", c->line_no);
+    if (strlen(*line) != (size_t)n) die("%s: a NUL byte at offset %zu", what, strlen(*line));
+    require_utf8(what, *line, NULL);
+    return 1;
+}
+
+/* Reads the next user turn, skipping empty lines; 0 at the end of stdin. A turn read from a pipe
+ * or file is echoed after "User: ", so that stdout is the whole transcript. */
+static int read_turn(Chat *c, char **line, size_t *cap) {
+    do {
+        if (!read_line(c, "User: ", line, cap)) return 0;
+    } while ((*line)[0] == '\0');
+    if (!c->interactive) printf("User: %s\n", *line);
+    return 1;
+}
+
+/* The one line that ends a full conversation: stdout's text first, then the notice on stderr. */
+static void say_context_full(const Chat *c, const char *what) {
+    int seq_len = c->m->config.seq_len;
+    fflush(stdout);
+    fprintf(stderr, "run: the context is full: %s (%d positions: %s %d); the chat ends\n", what,
+            c->steps, c->steps < seq_len ? "-n" : "seq_len",
+            c->steps < seq_len ? c->steps : seq_len);
+}
+
+/* Feeds a user turn (system: the system prompt for the first turn, or NULL): the EOS that ended
+ * the last reply (closing it, as Meta's template does), then BOS and the templated text. Returns
+ * the logits of its last position, or NULL, saying so, when the turn does not fit in the
+ * positions left. */
+static float *feed_turn(Chat *c, const char *system, const char *user) {
+    char *text = chat_turn_text(system, user);
+    int *ids = malloc((strlen(text) + 4) * sizeof(int));
+    if (!ids) die("out of memory for a chat turn");
+    int n = c->ended_by_eos;
+    ids[0] = TOKEN_EOS; /* kept only when the last reply ended at EOS */
+    n += tokenizer_encode(c->t, text, 1, 0, ids + n);
+    free(text);
+    float *logits = NULL;
+    if (c->pos + n > c->steps) {
+        char what[128];
+        snprintf(what, sizeof(what), "the turn needs %d positions, %d are left", n,
+                 c->steps - c->pos);
+        say_context_full(c, what);
+    } else {
+        double start = now_seconds();
+        for (int i = 0; i < n; i++, c->pos++) logits = model_forward(c->m, ids[i], c->pos);
+        c->summary.prompt_seconds += now_seconds() - start;
+        c->summary.n_prompt += n;
+        require_finite(logits, c->m->config.vocab_size, c->pos - 1);
+    }
+    free(ids);
+    return logits;
+}
+
+/* Samples the reply from `logits` (those of the turn's last position) and streams it after
+ * "Assistant: " (its leading spaces dropped) until a token that ends_text, which is not fed.
+ * Returns 1, or 0, saying so, when the reply fills the last position: that token is shown, as
+ * generation shows the one predicted at its last position. */
+static int chat_reply(Chat *c, float *logits) {
+    double start = now_seconds();
+    /* prev: the reply is decoded as a text of its own, as after BOS */
+    int vocab_size = c->m->config.vocab_size, prev = TOKEN_BOS, at_start = 1, done = 1;
+    fputs("Assistant: ", stdout);
+    for (;;) {
+        int next = sample(c->sampler, logits);
+        if (ends_text(c->sampler, next)) {
+            c->ended_by_eos = next == TOKEN_EOS;
+            break;
+        }
+        c->summary.n_generated++;
+        const char *piece = tokenizer_decode(c->t, prev, next);
+        if (at_start && tokenizer_piece_printed(piece)) {
+            piece += strspn(piece, " ");
+            at_start = piece[0] == '\0';
+        }
+        tokenizer_print_piece(piece);
+        fflush(stdout);
+        if (c->pos == c->steps) {
+            done = 0;
+            break;
+        }
+        logits = model_forward(c->m, next, c->pos);
+        require_finite(logits, vocab_size, c->pos++);
+        prev = next;
+    }
+    putchar('\n');
+    c->summary.generation_seconds += now_seconds() - start;
+    if (!done) say_context_full(c, "the reply reached the last position");
+    return done;
+}
+
+/* -m chat: user turns from first_turn (if not empty) and then stdin, each fed in the Llama 2 chat
+ * template after the conversation so far (the kv cache keeps it all), each answered with a
+ * reply streamed to stdout. The system prompt is -y's, or asked for once when stdin is a
+ * terminal. Ends at the end of stdin or when the context is full, then prints the summary. */
+static void run_chat(Model *m, const Tokenizer *t, Sampler *sampler, const char *first_turn,
+                     const Options *o) {
+    Chat c = {.m = m, .t = t, .sampler = sampler, .steps = o->steps};
+    c.interactive = isatty(STDIN_FILENO);
+    c.summary.norm = norm_name(m->norm);
+    c.summary.seed = sampler->seed;
+    char *line = NULL, *system = NULL;
+    size_t cap = 0;
+    int more = 1;
+    if (o->system_prompt) {
+        system = strdup(o->system_prompt);
+        if (!system) die("out of memory for the system prompt");
+    } else if (c.interactive) {
+        more = read_line(&c, "System prompt (optional): ", &line, &cap);
+        system = line; /* the next read gets a buffer of its own */
+        line = NULL, cap = 0;
+    }
+    if (more && first_turn[0]) {
+        printf("User: %s\n", first_turn);
+        float *logits = feed_turn(&c, system, first_turn);
+        more = logits && chat_reply(&c, logits);
+        free(system);
+        system = NULL;
+    }
+    while (more && read_turn(&c, &line, &cap)) {
+        float *logits = feed_turn(&c, system, line);
+        more = logits && chat_reply(&c, logits);
+        free(system); /* the first turn alone has it */
+        system = NULL;
+    }
+    fflush(stdout);
+    c.summary.n_forward = c.pos;
+    print_summary(&c.summary);
+    free(system);
+    free(line);
 }
 
 /* ----------------------------------------------------------------------------
@@ -1208,6 +1436,7 @@ int main(int argc, char **argv) {
     char err[1024];
     Config header;
     if (model_read_config(&header, o.model_path, err, sizeof(err)) != 0) die("%s", err);
+    if (!o.steps) o.steps = o.chat ? header.seq_len : 256; /* no -n: 256, a chat the context */
     char found[1024];
     const char *tokenizer_path = o.tokenizer_path;
     if (!tokenizer_path) {
@@ -1224,8 +1453,10 @@ int main(int argc, char **argv) {
         return 0;
     }
     int n_prompt = 0, n_text = 0;
-    int *prompt_tokens =
-        o.ppl_path ? NULL : encode_prompt(&tokenizer, prompt, &header, o.steps, &n_prompt);
+    /* a chat's first turn is checked against the context as it is fed */
+    int *prompt_tokens = o.ppl_path || o.chat
+                             ? NULL
+                             : encode_prompt(&tokenizer, prompt, &header, o.steps, &n_prompt);
     int *text_tokens = o.ppl_path ? encode_ppl_text(&tokenizer, o.ppl_path, &n_text) : NULL;
     if (o.logits_path) {
         refuse_logits_over(o.logits_path, o.model_path, "model file");
@@ -1274,6 +1505,8 @@ int main(int argc, char **argv) {
 
     if (o.compare)
         run_compare(&model, &tokenizer, &sampler, prompt_tokens, n_prompt, &o);
+    else if (o.chat)
+        run_chat(&model, &tokenizer, &sampler, prompt, &o);
     else
         run_generation(&model, &tokenizer, &sampler, prompt_tokens, n_prompt, &o,
                        o.logits_path ? &logits_out : NULL);

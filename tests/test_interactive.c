@@ -189,3 +189,278 @@ Test(run, help_ends_with_examples) {
     cr_assert(strstr(r.out, "--ignore-eos"));
     result_free(&r);
 }
+
+/* ----------------------------------------------------------------------------
+ * Chat (-m chat) */
+
+#define SYSTEM "You tell stories."
+#define TURN1  "Tell me a story about a cat."
+#define TURN2  "What happened next?"
+
+/* The Llama 2 chat template, as Meta's reference code writes a turn (spelled out here, not
+ * taken from run.c). */
+static char *templated(const char *system, const char *user) {
+    static char text[2][1024];
+    static int next;
+    char *t = text[next++ % 2];
+    if (system)
+        snprintf(t, 1024, "[INST] <<SYS>>\n%s\n<</SYS>>\n\n%s [/INST]", system, user);
+    else
+        snprintf(t, 1024, "[INST] %s [/INST]", user);
+    return t;
+}
+
+/* Runs a greedy chat on model with input on stdin; extra: more arguments (NULL-terminated) or
+ * NULL. */
+static RunResult chat(const char *model, const char *input, const char *const *extra) {
+    const char *args[16] = {model, "-z", TOKENIZER, "-m", "chat", "-t", "0"};
+    int n = 7;
+    while (extra && *extra) args[n++] = *extra++;
+    args[n] = NULL;
+    return run_program_input(args, input, strlen(input));
+}
+
+/* The reply after the k-th "Assistant: " of a chat's stdout (k from 0), up to its newline
+ * (static buffer). */
+static const char *reply(const char *out, int k) {
+    static char text[8192];
+    const char *p = out;
+    for (int i = 0; i <= k; i++) {
+        p = strstr(p, "Assistant: ");
+        cr_assert_not_null(p, "reply %d missing: %s", k, out);
+        p += strlen("Assistant: ");
+    }
+    const char *end = strstr(p, "\nUser: ");
+    size_t n = end ? (size_t)(end - p) : strlen(p) - 1;
+    snprintf(text, sizeof(text), "%.*s", (int)n, p);
+    return text;
+}
+
+/* ----------------------------------------------------------------------------
+ * Greedy decoding over model.c, the reference for a reply after a whole transcript */
+
+typedef struct {
+    Model m;
+    Tokenizer t;
+    int ids[1024]; /* the transcript: turns and replies, as the kv cache should hold them */
+    int n;
+} Transcript;
+
+static void transcript_open(Transcript *s, const char *model) {
+    char err[512];
+    cr_assert_eq(model_load(&s->m, model, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(tokenizer_load(&s->t, TOKENIZER, err, sizeof(err)), 0, "%s", err);
+    s->n = 0;
+}
+
+static void transcript_close(Transcript *s) {
+    model_free(&s->m);
+    tokenizer_free(&s->t);
+}
+
+/* Appends BOS and the ids of text. */
+static void add_turn(Transcript *s, const char *text) {
+    s->n += tokenizer_encode(&s->t, text, 1, 0, s->ids + s->n);
+}
+
+/* Feeds the whole transcript from position 0, then appends greedy tokens until EOS or BOS
+ * (returned, not appended), or one past the last position of the context (-1: the one predicted
+ * there, not fed); the reply's text (printed pieces, leading spaces dropped) goes to
+ * text[size]. */
+static int greedy_reply(Transcript *s, char *text, size_t size) {
+    const float *logits = NULL;
+    for (int pos = 0; pos < s->n; pos++) logits = model_forward(&s->m, s->ids[pos], pos);
+    int start = s->n;
+    int next;
+    while ((next = argmax(logits, s->m.config.vocab_size)) != TOKEN_EOS && next != TOKEN_BOS) {
+        s->ids[s->n] = next;
+        if (s->n++ == s->m.config.seq_len) {
+            next = -1;
+            break;
+        }
+        logits = model_forward(&s->m, next, s->n - 1);
+    }
+    text[0] = '\0';
+    for (int i = start; i < s->n; i++) {
+        const char *piece = tokenizer_decode(&s->t, s->ids[i - 1], s->ids[i]);
+        if (tokenizer_piece_printed(piece)) strncat(text, piece, size - strlen(text) - 1);
+    }
+    memmove(text, text + strspn(text, " "), strlen(text) + 1 - strspn(text, " "));
+    return next;
+}
+
+/* The number in the summary line after `label` ("generated tokens "). */
+static int summary_count(const char *err, const char *label) {
+    const char *p = strstr(err, label);
+    cr_assert_not_null(p, "'%s' not in: %s", label, err);
+    return atoi(p + strlen(label));
+}
+
+Test(chat, first_reply_continues_the_templated_prompt) {
+    /* the first turn is BOS and the templated text, as generation encodes that text as a prompt
+     * (and runs it through batched prefill, where chat feeds one position at a time) */
+    const char *systems[] = {SYSTEM, NULL};
+    char *replies[2];
+    for (int k = 0; k < 2; k++) {
+        const char *extra[] = {systems[k] ? "-y" : NULL, systems[k], NULL};
+        RunResult r = chat(MODEL, TURN1 "\n", extra);
+        cr_assert_eq(r.exit_code, 0, "stderr: %s", r.err);
+        replies[k] = continuation(MODEL, templated(systems[k], TURN1), "512", NULL);
+        char expected[8192];
+        snprintf(expected, sizeof(expected), "User: %s\nAssistant: %s\n", TURN1, replies[k]);
+        cr_assert_str_eq(r.out, expected, "with -y: %d", !k);
+        cr_assert_gt(strlen(replies[k]), 100, "a story: %s", replies[k]);
+        result_free(&r);
+    }
+    cr_assert_str_neq(replies[0], replies[1], "-y changes the reply");
+    free(replies[0]);
+    free(replies[1]);
+}
+
+/* Two turns: the second reply must be what greedy decoding gives after the whole transcript,
+ * fed from position 0: the kv cache kept the first turn and reply. With stories260K the first
+ * reply ends at BOS (a story's end); with the EOS model at EOS, which the next turn feeds first,
+ * closing the reply as Meta's template does. */
+static void check_two_turns(const char *model, int ends_with) {
+    RunResult r = chat(model, TURN1 "\n" TURN2 "\n", (const char *[]){"-y", SYSTEM, NULL});
+    cr_assert_eq(r.exit_code, 0, "stderr: %s", r.err);
+    Transcript s;
+    transcript_open(&s, model);
+    char text[8192];
+    add_turn(&s, templated(SYSTEM, TURN1));
+    int n_prompt = s.n;
+    cr_assert_eq(greedy_reply(&s, text, sizeof(text)), ends_with, "the first reply's end");
+    cr_assert_str_eq(reply(r.out, 0), text);
+    int n_generated = s.n - n_prompt;
+    if (ends_with == TOKEN_EOS) s.ids[s.n++] = TOKEN_EOS;
+    int before = s.n;
+    add_turn(&s, templated(NULL, TURN2));
+    n_prompt += s.n - before + (ends_with == TOKEN_EOS);
+    before = s.n;
+    greedy_reply(&s, text, sizeof(text));
+    cr_assert_str_eq(reply(r.out, 1), text, "the second reply");
+    n_generated += s.n - before;
+    cr_assert_eq(summary_count(r.err, "prompt tokens "), n_prompt, "%s", r.err);
+    cr_assert_eq(summary_count(r.err, "generated tokens "), n_generated, "%s", r.err);
+    transcript_close(&s);
+
+    /* the test can fail: the second turn alone gets another reply */
+    RunResult alone = chat(model, TURN2 "\n", NULL);
+    cr_assert_eq(alone.exit_code, 0, "stderr: %s", alone.err);
+    char *second = strdup(reply(r.out, 1));
+    cr_assert_str_neq(reply(alone.out, 0), second);
+    free(second);
+    result_free(&alone);
+    result_free(&r);
+}
+
+Test(chat, the_kv_cache_keeps_the_conversation) {
+    check_two_turns(MODEL, TOKEN_BOS);
+}
+
+Test(chat, a_reply_ends_at_eos) {
+    make_scratch();
+    char *model = write_eos_model();
+    check_two_turns(model, TOKEN_EOS);
+    /* generation without the EOS stop shows the EOS (as its piece "\n</s>\n") where the reply
+     * ended */
+    RunResult r = chat(model, TURN1 "\n", NULL);
+    cr_assert_eq(r.exit_code, 0, "stderr: %s", r.err);
+    char *full = continuation(model, templated(NULL, TURN1), "512", "--ignore-eos");
+    char expected[8192];
+    snprintf(expected, sizeof(expected), "%s\n</s>\n", reply(r.out, 0));
+    cr_assert(strncmp(full, expected, strlen(expected)) == 0, "'%s' does not start with '%s'", full,
+              expected);
+    free(full);
+    result_free(&r);
+}
+
+Test(chat, says_when_the_context_is_full) {
+    /* -n 40: the first turn (17 positions) fits, the reply reaches the last position; its last
+     * token is shown, as generation -n 40 shows the one predicted at position 39 */
+    RunResult r = chat(MODEL, TURN1 "\n" TURN2 "\n", (const char *[]){"-n", "40", NULL});
+    cr_assert_eq(r.exit_code, 0, "stderr: %s", r.err);
+    char *expected = continuation(MODEL, templated(NULL, TURN1), "40", NULL);
+    cr_assert_str_eq(reply(r.out, 0), expected);
+    cr_assert_null(strstr(r.out, TURN2), "the second turn is not read: %s", r.out);
+    cr_assert(strstr(r.err, "run: the context is full: the reply reached the last position (40 "
+                            "positions: -n 40); the chat ends\n"),
+              "%s", r.err);
+    cr_assert_eq(count_lines(r.err), 2, "the notice and the summary: %s", r.err);
+    free(expected);
+    result_free(&r);
+
+    /* a turn that does not fit is not fed: -n 12 against BOS and 16 ids of "[INST] ... [/INST]" */
+    Transcript s;
+    transcript_open(&s, MODEL);
+    add_turn(&s, templated(NULL, TURN1));
+    char needle[128];
+    snprintf(needle, sizeof(needle), "the turn needs %d positions, 12 are left", s.n);
+    transcript_close(&s);
+    r = chat(MODEL, TURN1 "\n", (const char *[]){"-n", "12", NULL});
+    cr_assert_eq(r.exit_code, 0, "stderr: %s", r.err);
+    cr_assert_str_eq(r.out, "User: " TURN1 "\n");
+    cr_assert(strstr(r.err, needle), "'%s' not in: %s", needle, r.err);
+    cr_assert(strstr(r.err, "prompt tokens 0, generated tokens 0,"), "%s", r.err);
+    result_free(&r);
+}
+
+Test(chat, ends_at_the_end_of_stdin) {
+    RunResult r = chat(MODEL, "", NULL);
+    cr_assert_eq(r.exit_code, 0, "stderr: %s", r.err);
+    cr_assert_str_eq(r.out, "");
+    cr_assert(strstr(r.err, "prompt tokens 0, generated tokens 0,"), "%s", r.err);
+    cr_assert_eq(count_lines(r.err), 1, "the summary alone: %s", r.err);
+    result_free(&r);
+    /* empty lines are skipped, a last line without its newline is a turn, and -i gives the
+     * first turn as a line of stdin would */
+    RunResult a = chat(MODEL, "\n\r\n" TURN1, NULL);
+    RunResult b = chat(MODEL, "", (const char *[]){"-i", TURN1, NULL});
+    RunResult c = chat(MODEL, TURN1 "\r\n", NULL);
+    cr_assert_eq(a.exit_code, 0, "stderr: %s", a.err);
+    cr_assert(strncmp(a.out, "User: " TURN1 "\nAssistant: ", 35) == 0, "%s", a.out);
+    cr_assert_str_eq(a.out, b.out);
+    cr_assert_str_eq(a.out, c.out);
+    result_free(&a);
+    result_free(&b);
+    result_free(&c);
+}
+
+Test(chat, samples_as_seeded) {
+    /* at -t 1 the replies follow the seed: equal seeds, equal chats; the summary gives it */
+    const char *extra[] = {"-t", "1", "-s", "7", NULL};
+    RunResult a = chat(MODEL, TURN1 "\n" TURN2 "\n", extra);
+    RunResult b = chat(MODEL, TURN1 "\n" TURN2 "\n", extra);
+    extra[3] = "8";
+    RunResult c = chat(MODEL, TURN1 "\n" TURN2 "\n", extra);
+    cr_assert_eq(a.exit_code, 0, "stderr: %s", a.err);
+    cr_assert_str_eq(a.out, b.out);
+    cr_assert_str_neq(a.out, c.out);
+    cr_assert(strstr(a.err, ", seed 7\n"), "%s", a.err);
+    result_free(&a);
+    result_free(&b);
+    result_free(&c);
+}
+
+Test(bad_input, chat) {
+    const char *input = "caf\xc3\n";
+    expect_error_input((const char *[]){MODEL, "-m", "chat", NULL}, input, strlen(input),
+                       "stdin line 1: not valid UTF-8 (byte 0xC3 at offset 3)");
+    expect_error_input((const char *[]){MODEL, "-m", "chat", NULL}, "\na\0b\n", 5,
+                       "stdin line 2: a NUL byte at offset 1");
+    expect_error((const char *[]){MODEL, "-m", "talk", NULL},
+                 "unknown -m 'talk' (expected generate or chat)");
+    expect_error((const char *[]){MODEL, "-y", SYSTEM, NULL}, "-y (the system prompt) goes with");
+    expect_error((const char *[]){MODEL, "-m", "chat", "--ignore-eos", NULL},
+                 "--ignore-eos goes with generation and --compare, not with -m chat");
+    expect_error((const char *[]){MODEL, "-m", "chat", "-i", "-", NULL},
+                 "-m chat reads its turns from stdin");
+    expect_error((const char *[]){MODEL, "-m", "chat", "--compare", NULL},
+                 "-m chat is a mode of its own");
+    expect_error((const char *[]){MODEL, "-m", "chat", "--logits", "/tmp/x", NULL},
+                 "--logits goes with -m generate, not with -m chat");
+    expect_error((const char *[]){MODEL, "-m", "chat", "-b", "8", NULL},
+                 "--batch goes with -m generate");
+    expect_error((const char *[]){MODEL, "-m", "chat", "--profile", NULL},
+                 "--profile goes with -m generate");
+}
