@@ -5,12 +5,13 @@
  * Loads the model and its tokenizer, feeds the prompt, then samples one token at a time and
  * streams the text to stdout; a summary goes to stderr (--logits also writes every position's
  * logits to a file, --profile adds the time per operation class). See usage() for the options.
- * The other modes: --tokenize TEXT and --tokenize-file FILE run the tokenizer alone, and two
- * measure the norms: --ppl FILE (perplexity of a text) and --compare (the same prompt under two
- * norms: texts, next-token distributions, norm inputs, speed).
+ * The other modes: -m chat (a conversation in the Llama 2 chat template, user turns read from
+ * stdin), --tokenize TEXT and --tokenize-file FILE run the tokenizer alone, and two measure the
+ * norms: --ppl FILE (perplexity of a text) and --compare (the same prompt under two norms: texts,
+ * next-token distributions, norm inputs, speed).
  *
  * The sections below, in order: the sampler, the command line, set-up, --tokenize, generation,
- * --ppl, --compare, main.
+ * chat, --ppl, --compare, main.
  */
 #include <errno.h>
 #include <limits.h>
@@ -30,6 +31,8 @@
 #include "norm.h"
 #include "tokenizer.h"
 
+#define NORMLLAMA_VERSION "0.1"
+
 /* ----------------------------------------------------------------------------
  * Sampler: greedy, temperature, top-p. Same random generator and procedures as llama2.c's
  * run.c, so that equal seeds draw equal tokens. */
@@ -44,7 +47,9 @@ typedef struct {
     float temperature; /* 0: greedy */
     float topp;        /* nucleus mass; <= 0 or >= 1 samples from the whole distribution */
     unsigned long long rng_state; /* xorshift64* state, never 0 */
+    unsigned long long seed;      /* rng_state at the start, which the summary prints */
     ProbIndex *candidates;        /* (vocab_size) scratch for top-p */
+    int stop_at_eos;              /* 1: EOS ends a text as BOS does; 0: BOS alone (llama2.c) */
 } Sampler;
 
 /* xorshift64* (Vigna 2016), upper 32 bits. */
@@ -108,6 +113,22 @@ static int sample_topp(const float *probs, int n, float topp, ProbIndex *candida
     return candidates[last].index;
 }
 
+/* A seed for -s 0 from the real-time clock in nanoseconds, so that two runs within one second
+ * differ; never 0, a state xorshift cannot leave (the nanoseconds since 1970 stay below the
+ * largest -s, 2^63 - 1, until the year 2262). */
+static unsigned long long clock_seed(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    unsigned long long seed = (unsigned long long)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+    return seed ? seed : 1;
+}
+
+/* Whether a sampled token ends the text: BOS, which starts the next text (llama2.c stops at it
+ * alone), and EOS unless the sampler keeps llama2.c's rule (llama.cpp stops at EOS). */
+static int ends_text(const Sampler *s, int token) {
+    return token == TOKEN_BOS || (s->stop_at_eos && token == TOKEN_EOS);
+}
+
 /* Picks the next token from logits (vocab_size), which it overwrites with probabilities unless
  * the temperature is 0 (greedy). */
 static int sample(Sampler *s, float *logits) {
@@ -130,6 +151,10 @@ typedef struct {
     const char *model_path;
     const char *tokenizer_path; /* NULL: look beside the model */
     const char *prompt;         /* NULL: no prompt, generation starts from BOS */
+    const char *prompt_file;    /* -f FILE, or "-" (-f - or -i -): the prompt is read from it */
+    int chat;                   /* -m chat: a conversation with the Llama 2 chat template */
+    const char *system_prompt;  /* -y: chat's system prompt; NULL: asked for on a terminal */
+    int ignore_eos;             /* --ignore-eos: only BOS ends a text, as in llama2.c */
     float temperature;
     float topp;
     unsigned long long seed;   /* 0: from the clock */
@@ -160,7 +185,15 @@ static void usage(FILE *f) {
             "                    (e.g. models/stories260K.bin)\n"
             "  PROMPT            text to continue; may also be given with -i\n"
             "options:\n"
-            "  -i TEXT           the prompt\n"
+            "  -i TEXT           the prompt; -i - reads it from stdin\n"
+            "  -f FILE           the prompt from FILE (- : stdin), one final newline\n"
+            "                    dropped as llama.cpp's -f does; for prompts too long for\n"
+            "                    one argument\n"
+            "  -m MODE           generate: continue the prompt (default); chat: a\n"
+            "                    conversation in the Llama 2 chat template, user turns\n"
+            "                    read from stdin line by line (see below)\n"
+            "  -y TEXT           with -m chat: the system prompt (default: asked for when\n"
+            "                    stdin is a terminal, none otherwise)\n"
             "  -z FILE           tokenizer file (default: tok<vocab_size>.bin beside the\n"
             "                    model, else tokenizer.bin beside it)\n"
             "  -t FLOAT          temperature, >= 0; 0 is greedy (default 1.0)\n"
@@ -168,7 +201,10 @@ static void usage(FILE *f) {
             "                    (default 0.9)\n"
             "  -s INT            random seed, >= 0; 0 takes one from the clock (default 0)\n"
             "  -n INT            positions to run, prompt tokens included, as in llama2.c;\n"
-            "                    clamped to the model's seq_len (default 256)\n"
+            "                    clamped to the model's seq_len (default 256; with -m chat\n"
+            "                    seq_len, for all turns together)\n"
+            "  --ignore-eos      generation ends only at BOS, as in llama2.c; by default\n"
+            "                    EOS (id 2) ends it too, as in llama.cpp\n"
             "  --norm=NAME       every norm in the model, one of\n"
             "                    %s\n"
             "                    (default: the norm the model was trained with; rmsnorm\n"
@@ -196,7 +232,19 @@ static void usage(FILE *f) {
             "                    on A's, statistics of every norm site's input, speed\n"
             "  --json            with --tokenize: print {\"ids\": [...], \"pieces\": [...]};\n"
             "                    with --compare: the same numbers as JSON on stdout\n"
-            "  -h, --help        this text\n",
+            "  -h, --help        this text\n"
+            "  --version         print the version\n"
+            "chat: \"User: \" and \"Assistant: \" mark the turns on stdout (a turn read from\n"
+            "a pipe or file is echoed after its marker); a reply ends at EOS (or BOS), and\n"
+            "the kv cache keeps the whole conversation. The chat ends with status 0 at\n"
+            "the end of stdin or when the context (-n, seq_len) is full, saying which.\n"
+            "The summary line on stderr gives the seed used; -s with it repeats a text.\n"
+            "examples:\n"
+            "  run models/stories260K.bin \"Once upon a time\"\n"
+            "  run models/stories260K.bin -t 0 -n 64 -f prompt.txt\n"
+            "  run models/stories260K.bin -s 42 --norm=layernorm \"Lily saw a cat\"\n"
+            "  run models/stories260K.bin -m chat -y \"You tell stories.\"\n"
+            "  run models/stories260K.bin --ppl data/stories.txt\n",
             norm_names());
 }
 
@@ -268,19 +316,55 @@ static int is_norm_pair(const char *s) {
     return norm_by_name(first) && norm_by_name(comma + 1);
 }
 
+/* Sets the prompt from -i, -f or the PROMPT argument: "-" as -i's value or as PROMPT, and -f's
+ * file, are read later (read_prompt). */
+static void set_prompt(Options *o, const char *flag, const char *value) {
+    if (o->prompt || o->prompt_file) die("the prompt is given twice");
+    if (strcmp(flag, "-f") == 0 || strcmp(value, "-") == 0)
+        o->prompt_file = value;
+    else
+        o->prompt = value;
+}
+
+/* Dies on the options -m chat, -y and --ignore-eos conflict with: chat is a mode of its own that
+ * reads its turns from stdin and feeds them one position at a time, and its replies end at EOS;
+ * --ppl and --tokenize sample nothing to end. */
+static void check_chat_options(const Options *o, int tokenize) {
+    if (o->system_prompt && !o->chat) die("-y (the system prompt) goes with -m chat");
+    if (o->ignore_eos && (o->chat || o->ppl_path || tokenize))
+        die("--ignore-eos goes with generation and --compare, not with -m chat (a reply ends at "
+            "EOS), --ppl or --tokenize");
+    if (!o->chat) return;
+    if (o->compare || o->ppl_path || tokenize)
+        die("-m chat is a mode of its own, not one to combine with --compare, --ppl or "
+            "--tokenize");
+    if (o->prompt_file && strcmp(o->prompt_file, "-") == 0)
+        die("-m chat reads its turns from stdin; give the first one with -i TEXT or -f FILE");
+    const char *flag = o->logits_path     ? "--logits"
+                       : o->batch         ? "--batch"
+                       : o->prefill_given ? "--prefill"
+                       : o->profile       ? "--profile"
+                                          : NULL;
+    if (flag) die("%s goes with -m generate, not with -m chat", flag);
+}
+
 static Options parse_args(int argc, char **argv) {
-    Options o = {.temperature = 1.0f, .topp = 0.9f, .steps = 256};
+    Options o = {.temperature = 1.0f, .topp = 0.9f};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             usage(stdout);
             exit(0);
         }
+        if (strcmp(a, "--version") == 0) {
+            printf("normllama %s\n", NORMLLAMA_VERSION);
+            exit(0);
+        }
         if (a[0] != '-' || a[1] == '\0') {
             if (!o.model_path)
                 o.model_path = a;
-            else if (!o.prompt)
-                o.prompt = a;
+            else if (!o.prompt && !o.prompt_file)
+                set_prompt(&o, "PROMPT", a);
             else
                 die("unexpected argument '%s' (the prompt is given already; quote one with spaces)",
                     a);
@@ -289,9 +373,17 @@ static Options parse_args(int argc, char **argv) {
         size_t name_len = strcspn(a, "=");
         char flag[32];
         snprintf(flag, sizeof(flag), "%.*s", (int)name_len, a);
-        if (strcmp(flag, "-i") == 0) {
-            if (o.prompt) die("the prompt is given twice");
-            o.prompt = option_value(argc, argv, &i, flag);
+        if (strcmp(flag, "-i") == 0 || strcmp(flag, "-f") == 0) {
+            set_prompt(&o, flag, option_value(argc, argv, &i, flag));
+        } else if (strcmp(flag, "-m") == 0) {
+            const char *mode = option_value(argc, argv, &i, flag);
+            if (strcmp(mode, "generate") != 0 && strcmp(mode, "chat") != 0)
+                die("unknown -m '%s' (expected generate or chat)", mode);
+            o.chat = strcmp(mode, "chat") == 0;
+        } else if (strcmp(flag, "-y") == 0) {
+            o.system_prompt = option_value(argc, argv, &i, flag);
+        } else if (strcmp(a, "--ignore-eos") == 0) {
+            o.ignore_eos = 1;
         } else if (strcmp(flag, "-z") == 0) {
             o.tokenizer_path = option_value(argc, argv, &i, flag);
         } else if (strcmp(flag, "-t") == 0) {
@@ -358,8 +450,9 @@ static Options parse_args(int argc, char **argv) {
     }
     int tokenize = o.tokenize_text || o.tokenize_file;
     int generating = !o.compare && !o.ppl_path && !tokenize;
+    int has_prompt = o.prompt || o.prompt_file;
     if (o.tokenize_text && o.tokenize_file) die("give --tokenize or --tokenize-file, not both");
-    if (tokenize && o.prompt) die("--tokenize and --tokenize-file take no prompt");
+    if (tokenize && has_prompt) die("--tokenize and --tokenize-file take no prompt");
     if (o.json && !o.tokenize_text && !o.compare) die("--json goes with --tokenize or --compare");
     if (!o.model_path) die("no model given (usage: run MODEL [PROMPT] [options]; see run --help)");
     if (o.compare + !!o.ppl_path + tokenize > 1)
@@ -368,7 +461,7 @@ static Options parse_args(int argc, char **argv) {
     if (o.compare && o.norm)
         die("--compare runs its own two norms; name them with --compare=A,B instead of --norm");
     if (o.compare && o.profile) die("--compare times both norms itself; drop --profile");
-    if (o.ppl_path && o.prompt) die("--ppl reads its text from FILE; drop the prompt");
+    if (o.ppl_path && has_prompt) die("--ppl reads its text from FILE; drop the prompt");
     if (o.logits_path && !generating)
         die("--logits goes with generation, not with --compare, --ppl or --tokenize");
     if (o.batch && o.serial_prompt)
@@ -384,6 +477,7 @@ static Options parse_args(int argc, char **argv) {
             "nothing",
             o.sampling_flag);
     if (o.norm && tokenize) die("--norm changes the forward pass, which --tokenize runs none of");
+    check_chat_options(&o, tokenize);
     return o;
 }
 
@@ -418,10 +512,23 @@ static void require_utf8(const char *what, const char *text, char *owned) {
     die("%s: not valid UTF-8 (byte 0x%02X at offset %ld)", what, byte, bad);
 }
 
+/* The longest text read from a file or stdin, in bytes. */
+enum { MAX_TEXT = 64 << 20 };
+
+/* Dies unless buf (len bytes read from `name`, then a NUL) holds no NUL byte and is valid UTF-8,
+ * freeing buf first. */
+static void require_text(char *buf, size_t len, const char *name) {
+    size_t text_len = strlen(buf);
+    if (text_len != len) {
+        free(buf);
+        die("%s: the text contains a NUL byte at offset %zu", name, text_len);
+    }
+    require_utf8(name, buf, buf);
+}
+
 /* Reads a whole text file as a NUL-terminated string, or dies naming the file: missing,
  * not a regular file, empty, over 64 MiB, holding a NUL byte, or not valid UTF-8. */
 static char *read_text(const char *path) {
-    enum { MAX_TEXT = 64 << 20 };
     struct stat st;
     if (stat(path, &st) != 0) die("%s: cannot open: %s", path, strerror(errno));
     if (!S_ISREG(st.st_mode)) die("%s: not a regular file", path);
@@ -435,14 +542,48 @@ static char *read_text(const char *path) {
     size_t n = fread(buf, 1, size, f);
     fclose(f);
     buf[n] = '\0';
-    size_t len = strlen(buf);
-    if (n != size || len != size) {
+    if (n != size) {
         free(buf);
-        if (n != size) die("%s: cannot read the whole file", path);
-        die("%s: the text contains a NUL byte at offset %zu", path, len);
+        die("%s: cannot read the whole file", path);
     }
-    require_utf8(path, buf, buf);
+    require_text(buf, n, path);
     return buf;
+}
+
+/* Reads stdin to its end as a NUL-terminated string, or dies as read_text does, naming "stdin":
+ * a read error, nothing at all, over 64 MiB, a NUL byte, not valid UTF-8. A pipe has no size to
+ * ask for first, so the buffer doubles as it fills. */
+static char *read_stdin_text(void) {
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap + 1);
+    for (;;) {
+        if (!buf) die("out of memory for the text on stdin");
+        len += fread(buf + len, 1, cap - len, stdin);
+        if (len > MAX_TEXT) die("stdin: more than %d MiB of text", MAX_TEXT >> 20);
+        if (len < cap) break; /* the end, or an error */
+        cap *= 2;
+        char *grown = realloc(buf, cap + 1);
+        if (!grown) free(buf);
+        buf = grown;
+    }
+    if (ferror(stdin)) die("stdin: cannot read: %s", strerror(errno));
+    if (len == 0) die("stdin: the text is empty");
+    buf[len] = '\0';
+    require_text(buf, len, "stdin");
+    return buf;
+}
+
+/* The prompt the options give (the caller frees): -i's or PROMPT's text; the file of -f, or
+ * stdin for "-", with one final newline dropped, as llama.cpp's -f does (a file's last line ends
+ * in one); "" when there is none. Dies as read_text does. */
+static char *read_prompt(const Options *o) {
+    char *text = !o->prompt_file                    ? strdup(o->prompt ? o->prompt : "")
+                 : strcmp(o->prompt_file, "-") == 0 ? read_stdin_text()
+                                                    : read_text(o->prompt_file);
+    if (!text) die("out of memory for the prompt");
+    size_t len = strlen(text);
+    if (o->prompt_file && len > 0 && text[len - 1] == '\n') text[len - 1] = '\0';
+    return text;
 }
 
 /* Dies when the --logits file `logits_path` is the file at `path` (same device and inode), the
@@ -567,20 +708,31 @@ static void tokenize_command(const Tokenizer *t, const Options *o) {
 /* ----------------------------------------------------------------------------
  * Generation */
 
+/* What a run's summary line reports. */
+typedef struct {
+    int n_prompt;    /* tokens given: the prompt's, or in chat every turn's */
+    int n_generated; /* tokens sampled */
+    int n_forward;   /* forward passes */
+    double prompt_seconds, generation_seconds;
+    const char *norm;
+    unsigned long long seed;
+} Summary;
+
 /* The run's summary line on stderr: prompt and generated token counts, then the speed of each
  * part as llama.cpp reports it: the prompt's positions per second of prompt_seconds, and the
- * generated positions (n_forward beyond the prompt) per second of generation_seconds. The prompt
- * rate includes the first forward pass, slower while caches are cold. */
-static void print_summary(int n_prompt, int n_generated, int n_forward, double prompt_seconds,
-                          double generation_seconds, const char *norm) {
-    int prompt_forward = n_forward < n_prompt ? n_forward : n_prompt;
-    fprintf(stderr, "prompt tokens %d, generated tokens %d, prompt %.1f tokens/s, ", n_prompt,
-            n_generated, prompt_seconds > 0 ? prompt_forward / prompt_seconds : 0.0);
-    if (n_forward > n_prompt && generation_seconds > 0)
-        fprintf(stderr, "generation %.1f tokens/s, ", (n_forward - n_prompt) / generation_seconds);
+ * generated positions (n_forward beyond the prompt) per second of generation_seconds; the norm
+ * and the seed (which -s takes to repeat the text). The prompt rate includes the first forward
+ * pass, slower while caches are cold. */
+static void print_summary(const Summary *s) {
+    int prompt_forward = s->n_forward < s->n_prompt ? s->n_forward : s->n_prompt;
+    fprintf(stderr, "prompt tokens %d, generated tokens %d, prompt %.1f tokens/s, ", s->n_prompt,
+            s->n_generated, s->prompt_seconds > 0 ? prompt_forward / s->prompt_seconds : 0.0);
+    if (s->n_forward > s->n_prompt && s->generation_seconds > 0)
+        fprintf(stderr, "generation %.1f tokens/s, ",
+                (s->n_forward - s->n_prompt) / s->generation_seconds);
     else
         fprintf(stderr, "generation - tokens/s, ");
-    fprintf(stderr, "norm %s\n", norm);
+    fprintf(stderr, "norm %s, seed %llu\n", s->norm, s->seed);
 }
 
 /* The --logits file: its stream and its name, for the error messages. */
@@ -589,9 +741,16 @@ typedef struct {
     const char *path;
 } LogitsOut;
 
+/* Dies unless every one of the logits (vocab_size) of position pos is finite. */
+static void require_finite(const float *logits, int vocab_size, int pos) {
+    for (int i = 0; i < vocab_size; i++)
+        if (!isfinite(logits[i]))
+            die("the model computed a non-finite logit at position %d (corrupt weights?)", pos);
+}
+
 /* Runs positions 0..steps-1 from the prompt (n_prompt >= 1 ids, prompt[0] = BOS): position pos
  * feeds a token and predicts the one at pos + 1, forced from the prompt while there is one,
- * sampled after. BOS (id 1) ends the text, as in llama2.c. Writes the fed and predicted tokens
+ * sampled after, until a token that ends_text. Writes the fed and predicted tokens
  * (at most steps + 1) into tokens, the number of forward passes into *n_forward, and returns the
  * number of tokens. print: stream the text to stdout. logits_out (or NULL): its file gets every
  * position's logits, vocab_size float32 each; a failed write dies naming it. With m->profile set,
@@ -620,9 +779,7 @@ static int generate(Model *m, Sampler *sampler, const Tokenizer *t, const int *p
         if (logits_out &&
             fwrite(logits, sizeof(float), vocab_size, logits_out->file) != (size_t)vocab_size)
             die("cannot write --logits file %s: %s", logits_out->path, strerror(errno));
-        for (int i = 0; logits && i < vocab_size; i++)
-            if (!isfinite(logits[i]))
-                die("the model computed a non-finite logit at position %d (corrupt weights?)", pos);
+        if (logits) require_finite(logits, vocab_size, pos);
         if (prompt_done && pos == n_prompt - 1) *prompt_done = now_seconds();
         int next;
         if (pos + 1 < n_prompt) {
@@ -633,7 +790,7 @@ static int generate(Model *m, Sampler *sampler, const Tokenizer *t, const int *p
             if (m->profile) profile_lap(m->profile, OP_SAMPLING);
         }
         pos++;
-        if (next == TOKEN_BOS) break;
+        if (ends_text(sampler, next)) break;
         if (print) {
             tokenizer_print_piece(tokenizer_decode(t, token, next));
             fflush(stdout);
@@ -684,11 +841,198 @@ static void run_generation(Model *m, const Tokenizer *t, Sampler *sampler, const
     if (logits_out && fclose(logits_out->file) != 0)
         die("cannot write --logits file %s: %s", logits_out->path, strerror(errno));
     double end = now_seconds(), elapsed = end - start;
-    print_summary(n_prompt, n_tokens - n_prompt, n_forward, prompt_done - start, end - prompt_done,
-                  norm_name(m->norm));
+    Summary summary = {.n_prompt = n_prompt,
+                       .n_generated = n_tokens - n_prompt,
+                       .n_forward = n_forward,
+                       .prompt_seconds = prompt_done - start,
+                       .generation_seconds = end - prompt_done,
+                       .norm = norm_name(m->norm),
+                       .seed = sampler->seed};
+    print_summary(&summary);
     if (o->profile) print_profile(stderr, &profile, elapsed);
     m->profile = NULL; /* profile ends with this function */
     free(tokens);
+}
+
+/* ----------------------------------------------------------------------------
+ * Chat (-m chat): a conversation in the Llama 2 chat template */
+
+/* A conversation so far: the kv cache holds its positions 0..pos-1, every turn and reply. */
+typedef struct {
+    Model *m;
+    const Tokenizer *t;
+    Sampler *sampler;
+    int steps;        /* positions the conversation may fill: -n, at most seq_len */
+    int pos;          /* positions fed */
+    int ended_by_eos; /* the last reply ended at EOS, which the next turn feeds first */
+    int interactive;  /* stdin is a terminal: "User: " is shown before reading, not after */
+    int line_no;      /* lines read from stdin */
+    Summary summary;  /* counts and times of all turns */
+} Chat;
+
+/* The text of a user turn in the Llama 2 chat template (malloc'd), as Meta's reference code and
+ * llama2.c write it: "[INST] <<SYS>>\n{system}\n<</SYS>>\n\n{user} [/INST]" for the first turn
+ * when there is a system prompt, else "[INST] {user} [/INST]". */
+static char *chat_turn_text(const char *system, const char *user) {
+    size_t len = strlen(user) + (system ? strlen(system) : 0) + 64;
+    char *text = malloc(len);
+    if (!text) die("out of memory for a chat turn");
+    if (system && system[0])
+        snprintf(text, len, "[INST] <<SYS>>\n%s\n<</SYS>>\n\n%s [/INST]", system, user);
+    else
+        snprintf(text, len, "[INST] %s [/INST]", user);
+    return text;
+}
+
+/* Reads one line of stdin into *line (getline's buffer, *cap bytes) without its "\n" or "\r\n",
+ * after showing `marker` on a terminal. Returns 0 at the end of stdin. Dies on a read error, or a
+ * line with a NUL byte or not valid UTF-8 (named by its number). */
+static int read_line(Chat *c, const char *marker, char **line, size_t *cap) {
+    if (c->interactive) {
+        fputs(marker, stdout);
+        fflush(stdout);
+    }
+    errno = 0;
+    ssize_t n = getline(line, cap, stdin);
+    if (n < 0) {
+        if (ferror(stdin)) die("stdin: cannot read: %s", strerror(errno));
+        if (c->interactive) putchar('\n'); /* the shell's prompt on a line of its own */
+        return 0;
+    }
+    c->line_no++;
+    if (n > 0 && (*line)[n - 1] == '\n') (*line)[--n] = '\0';
+    if (n > 0 && (*line)[n - 1] == '\r') (*line)[--n] = '\0';
+    char what[64];
+    snprintf(what, sizeof(what), "stdin line %d", c->line_no);
+    if (strlen(*line) != (size_t)n) die("%s: a NUL byte at offset %zu", what, strlen(*line));
+    require_utf8(what, *line, NULL);
+    return 1;
+}
+
+/* Reads the next user turn, skipping empty lines; 0 at the end of stdin. A turn read from a pipe
+ * or file is echoed after "User: ", so that stdout is the whole transcript. */
+static int read_turn(Chat *c, char **line, size_t *cap) {
+    do {
+        if (!read_line(c, "User: ", line, cap)) return 0;
+    } while ((*line)[0] == '\0');
+    if (!c->interactive) printf("User: %s\n", *line);
+    return 1;
+}
+
+/* The one line that ends a full conversation: stdout's text first, then the notice on stderr. */
+static void say_context_full(const Chat *c, const char *what) {
+    int seq_len = c->m->config.seq_len;
+    fflush(stdout);
+    fprintf(stderr, "run: the context is full: %s (%d positions: %s %d); the chat ends\n", what,
+            c->steps, c->steps < seq_len ? "-n" : "seq_len",
+            c->steps < seq_len ? c->steps : seq_len);
+}
+
+/* Feeds a user turn (system: the system prompt for the first turn, or NULL): the EOS that ended
+ * the last reply (closing it, as Meta's template does), then BOS and the templated text. Returns
+ * the logits of its last position, or NULL, saying so, when the turn does not fit in the
+ * positions left. */
+static float *feed_turn(Chat *c, const char *system, const char *user) {
+    char *text = chat_turn_text(system, user);
+    int *ids = malloc((strlen(text) + 4) * sizeof(int));
+    if (!ids) die("out of memory for a chat turn");
+    int n = c->ended_by_eos;
+    ids[0] = TOKEN_EOS; /* kept only when the last reply ended at EOS */
+    n += tokenizer_encode(c->t, text, 1, 0, ids + n);
+    free(text);
+    float *logits = NULL;
+    if (c->pos + n > c->steps) {
+        char what[128];
+        snprintf(what, sizeof(what), "the turn needs %d positions, %d are left", n,
+                 c->steps - c->pos);
+        say_context_full(c, what);
+    } else {
+        double start = now_seconds();
+        for (int i = 0; i < n; i++, c->pos++) logits = model_forward(c->m, ids[i], c->pos);
+        c->summary.prompt_seconds += now_seconds() - start;
+        c->summary.n_prompt += n;
+        require_finite(logits, c->m->config.vocab_size, c->pos - 1);
+    }
+    free(ids);
+    return logits;
+}
+
+/* Samples the reply from `logits` (those of the turn's last position) and streams it after
+ * "Assistant: " (its leading spaces dropped) until a token that ends_text, which is not fed.
+ * Returns 1, or 0, saying so, when the reply fills the last position: that token is shown, as
+ * generation shows the one predicted at its last position. */
+static int chat_reply(Chat *c, float *logits) {
+    double start = now_seconds();
+    /* prev: the reply is decoded as a text of its own, as after BOS */
+    int vocab_size = c->m->config.vocab_size, prev = TOKEN_BOS, at_start = 1, done = 1;
+    fputs("Assistant: ", stdout);
+    for (;;) {
+        int next = sample(c->sampler, logits);
+        if (ends_text(c->sampler, next)) {
+            c->ended_by_eos = next == TOKEN_EOS;
+            break;
+        }
+        c->summary.n_generated++;
+        const char *piece = tokenizer_decode(c->t, prev, next);
+        if (at_start && tokenizer_piece_printed(piece)) {
+            piece += strspn(piece, " ");
+            at_start = piece[0] == '\0';
+        }
+        tokenizer_print_piece(piece);
+        fflush(stdout);
+        if (c->pos == c->steps) {
+            done = 0;
+            break;
+        }
+        logits = model_forward(c->m, next, c->pos);
+        require_finite(logits, vocab_size, c->pos++);
+        prev = next;
+    }
+    putchar('\n');
+    c->summary.generation_seconds += now_seconds() - start;
+    if (!done) say_context_full(c, "the reply reached the last position");
+    return done;
+}
+
+/* -m chat: user turns from first_turn (if not empty) and then stdin, each fed in the Llama 2 chat
+ * template after the conversation so far (the kv cache keeps it all), each answered with a
+ * reply streamed to stdout. The system prompt is -y's, or asked for once when stdin is a
+ * terminal. Ends at the end of stdin or when the context is full, then prints the summary. */
+static void run_chat(Model *m, const Tokenizer *t, Sampler *sampler, const char *first_turn,
+                     const Options *o) {
+    Chat c = {.m = m, .t = t, .sampler = sampler, .steps = o->steps};
+    c.interactive = isatty(STDIN_FILENO);
+    c.summary.norm = norm_name(m->norm);
+    c.summary.seed = sampler->seed;
+    char *line = NULL, *system = NULL;
+    size_t cap = 0;
+    int more = 1;
+    if (o->system_prompt) {
+        system = strdup(o->system_prompt);
+        if (!system) die("out of memory for the system prompt");
+    } else if (c.interactive) {
+        more = read_line(&c, "System prompt (optional): ", &line, &cap);
+        system = line; /* the next read gets a buffer of its own */
+        line = NULL, cap = 0;
+    }
+    if (more && first_turn[0]) {
+        printf("User: %s\n", first_turn);
+        float *logits = feed_turn(&c, system, first_turn);
+        more = logits && chat_reply(&c, logits);
+        free(system);
+        system = NULL;
+    }
+    while (more && read_turn(&c, &line, &cap)) {
+        float *logits = feed_turn(&c, system, line);
+        more = logits && chat_reply(&c, logits);
+        free(system); /* the first turn alone has it */
+        system = NULL;
+    }
+    fflush(stdout);
+    c.summary.n_forward = c.pos;
+    print_summary(&c.summary);
+    free(system);
+    free(line);
 }
 
 /* ----------------------------------------------------------------------------
@@ -1084,14 +1428,15 @@ int main(int argc, char **argv) {
     Options o = parse_args(argc, argv);
     if (o.threads > 0) omp_set_num_threads(o.threads);
     signal(SIGXFSZ, SIG_IGN); /* past a file size limit, writes fail (EFBIG) with an error line */
-    const char *prompt = o.prompt ? o.prompt : "";
-    require_utf8("the prompt", prompt, NULL);
+    char *prompt = read_prompt(&o);
+    require_utf8("the prompt", prompt, prompt);
 
     /* the header first: --tokenize and the checks of the tokenizer, the prompt and the --ppl text
      * need no weights, whose load takes seconds for a large model */
     char err[1024];
     Config header;
     if (model_read_config(&header, o.model_path, err, sizeof(err)) != 0) die("%s", err);
+    if (!o.steps) o.steps = o.chat ? header.seq_len : 256; /* no -n: 256, a chat the context */
     char found[1024];
     const char *tokenizer_path = o.tokenizer_path;
     if (!tokenizer_path) {
@@ -1104,11 +1449,14 @@ int main(int argc, char **argv) {
     if (o.tokenize_text || o.tokenize_file) {
         tokenize_command(&tokenizer, &o);
         tokenizer_free(&tokenizer);
+        free(prompt);
         return 0;
     }
     int n_prompt = 0, n_text = 0;
-    int *prompt_tokens =
-        o.ppl_path ? NULL : encode_prompt(&tokenizer, prompt, &header, o.steps, &n_prompt);
+    /* a chat's first turn is checked against the context as it is fed */
+    int *prompt_tokens = o.ppl_path || o.chat
+                             ? NULL
+                             : encode_prompt(&tokenizer, prompt, &header, o.steps, &n_prompt);
     int *text_tokens = o.ppl_path ? encode_ppl_text(&tokenizer, o.ppl_path, &n_text) : NULL;
     if (o.logits_path) {
         refuse_logits_over(o.logits_path, o.model_path, "model file");
@@ -1133,6 +1481,7 @@ int main(int argc, char **argv) {
     if (o.ppl_path) {
         run_perplexity(&model, text_tokens, n_text, &o);
         free(text_tokens);
+        free(prompt);
         tokenizer_free(&tokenizer);
         model_free(&model);
         return 0;
@@ -1147,19 +1496,24 @@ int main(int argc, char **argv) {
         .vocab_size = c->vocab_size,
         .temperature = o.temperature,
         .topp = o.topp,
-        .rng_state = o.seed ? o.seed : (unsigned long long)time(NULL),
+        .rng_state = o.seed ? o.seed : clock_seed(),
         .candidates = malloc(c->vocab_size * sizeof(ProbIndex)),
+        .stop_at_eos = !o.ignore_eos,
     };
+    sampler.seed = sampler.rng_state;
     if (!sampler.candidates) die("out of memory for the sampler");
 
     if (o.compare)
         run_compare(&model, &tokenizer, &sampler, prompt_tokens, n_prompt, &o);
+    else if (o.chat)
+        run_chat(&model, &tokenizer, &sampler, prompt, &o);
     else
         run_generation(&model, &tokenizer, &sampler, prompt_tokens, n_prompt, &o,
                        o.logits_path ? &logits_out : NULL);
 
     free(sampler.candidates);
     free(prompt_tokens);
+    free(prompt);
     tokenizer_free(&tokenizer);
     model_free(&model);
     return 0;

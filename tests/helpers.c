@@ -1,5 +1,6 @@
 #include "helpers.h"
 
+#include <criterion/criterion.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,12 +33,21 @@ int write_file(const char *path, const void *data, size_t size) {
     return (fclose(f) == 0 && written == size) ? 0 : -1;
 }
 
-/* Output goes to temporary files rather than pipes, so neither stream can fill and block. */
 RunResult run_program(const char *const *args) {
+    return run_program_input(args, NULL, 0);
+}
+
+/* Output goes to temporary files rather than pipes, so neither stream can fill and block; so
+ * does the input, which then ends where a pipe's writer would close it. */
+RunResult run_program_input(const char *const *args, const char *input, size_t size) {
     const char *program = getenv("NORMLLAMA_RUN");
     if (!program) program = "./run";
     char out_path[] = "/tmp/normllama-out-XXXXXX", err_path[] = "/tmp/normllama-err-XXXXXX";
+    char in_path[] = "/tmp/normllama-in-XXXXXX";
     int out_fd = mkstemp(out_path), err_fd = mkstemp(err_path);
+    int in_fd = input ? mkstemp(in_path) : open("/dev/null", O_RDONLY);
+    if (input && (write(in_fd, input, size) != (ssize_t)size || lseek(in_fd, 0, SEEK_SET) != 0))
+        in_fd = -1; /* the child then reads a closed stdin: the test sees the failure */
     const char *argv[64] = {program};
     int argc = 1;
     while (args[argc - 1] && argc < 63) argv[argc] = args[argc - 1], argc++;
@@ -47,8 +57,10 @@ RunResult run_program(const char *const *args) {
     if (pid == 0) {
         dup2(out_fd, STDOUT_FILENO);
         dup2(err_fd, STDERR_FILENO);
-        int devnull = open("/dev/null", O_RDONLY);
-        dup2(devnull, STDIN_FILENO);
+        if (in_fd >= 0)
+            dup2(in_fd, STDIN_FILENO);
+        else
+            close(STDIN_FILENO);
         execv(program, (char *const *)argv);
         _exit(127);
     }
@@ -56,6 +68,8 @@ RunResult run_program(const char *const *args) {
     waitpid(pid, &status, 0);
     close(out_fd);
     close(err_fd);
+    close(in_fd);
+    if (input) unlink(in_path);
     RunResult r;
     r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     r.out = read_file(out_path, NULL);
@@ -75,4 +89,33 @@ int count_lines(const char *s) {
     int n = 0;
     for (; *s; s++) n += *s == '\n';
     return n;
+}
+
+void expect_error(const char *const *args, const char *needle) {
+    expect_error_input(args, NULL, 0, needle);
+}
+
+void expect_error_input(const char *const *args, const char *input, size_t size,
+                        const char *needle) {
+    RunResult r = run_program_input(args, input, size);
+    cr_assert_eq(r.exit_code, 1, "exit code %d for '%s', stderr: %s", r.exit_code, needle, r.err);
+    cr_assert_eq(count_lines(r.err), 1, "one line expected: %s", r.err);
+    cr_assert(strstr(r.err, needle), "'%s' not in: %s", needle, r.err);
+    cr_assert_str_eq(r.out, "", "nothing on stdout: %s", r.out);
+    result_free(&r);
+}
+
+char scratch[64];
+
+void make_scratch(void) {
+    snprintf(scratch, sizeof(scratch), "/tmp/normllama-test-XXXXXX");
+    cr_assert_not_null(mkdtemp(scratch));
+}
+
+char *scratch_path(const char *name) {
+    static char paths[4][128];
+    static int next;
+    char *p = paths[next++ % 4];
+    snprintf(p, 128, "%s/%s", scratch, name);
+    return p;
 }

@@ -1,4 +1,5 @@
-/* Test helpers: run the `run` binary as a subprocess and capture what it prints. */
+/* Test helpers: run the `run` binary as a subprocess and capture what it prints, expect its
+ * one-line errors, and scratch files for the tests. */
 #ifndef TESTS_HELPERS_H
 #define TESTS_HELPERS_H
 
@@ -14,6 +15,9 @@ typedef struct {
  * argument list args (without argv[0]) and waits for it. */
 RunResult run_program(const char *const *args);
 
+/* As run_program, with the size bytes of input (NULL: nothing, /dev/null) on its stdin. */
+RunResult run_program_input(const char *const *args, const char *input, size_t size);
+
 void result_free(RunResult *r);
 
 /* Reads a whole file into a NUL-terminated buffer (caller frees); NULL if it cannot. */
@@ -21,6 +25,20 @@ char *read_file(const char *path, size_t *size);
 
 /* Writes size bytes to path; returns 0 on success. */
 int write_file(const char *path, const void *data, size_t size);
+
+/* Runs args (as run_program) and asserts a bad-input exit: status 1, exactly one line on stderr,
+ * containing `needle`, and nothing on stdout. */
+void expect_error(const char *const *args, const char *needle);
+
+/* expect_error with the size bytes of input on stdin (as run_program_input). */
+void expect_error_input(const char *const *args, const char *input, size_t size,
+                        const char *needle);
+
+/* A scratch directory per test (make_scratch asserts it is made), left to the OS's tmp cleaning;
+ * scratch_path gives name inside it, in one of four buffers used in turn. */
+extern char scratch[64];
+void make_scratch(void);
+char *scratch_path(const char *name);
 
 /* Number of '\n'-terminated lines in s. */
 int count_lines(const char *s);

@@ -102,31 +102,7 @@ Test(run, help_exits_zero) {
 }
 
 /* ----------------------------------------------------------------------------
- * Bad input: exit 1, exactly one line on stderr containing `needle` */
-
-static void expect_error(const char *const *args, const char *needle) {
-    RunResult r = run_program(args);
-    cr_assert_eq(r.exit_code, 1, "exit code %d for '%s', stderr: %s", r.exit_code, needle, r.err);
-    cr_assert_eq(count_lines(r.err), 1, "one line expected: %s", r.err);
-    cr_assert(strstr(r.err, needle), "'%s' not in: %s", needle, r.err);
-    cr_assert_str_eq(r.out, "", "nothing on stdout: %s", r.out);
-    result_free(&r);
-}
-
-/* A scratch directory per test, removed by the OS's tmp cleaning; paths are built inside it. */
-static char scratch[64];
-static void make_scratch(void) {
-    snprintf(scratch, sizeof(scratch), "/tmp/normllama-test-XXXXXX");
-    cr_assert_not_null(mkdtemp(scratch));
-}
-
-static char *scratch_path(const char *name) {
-    static char paths[4][128];
-    static int next;
-    char *p = paths[next++ % 4];
-    snprintf(p, 128, "%s/%s", scratch, name);
-    return p;
-}
+ * Bad input: exit 1, exactly one line on stderr containing `needle` (expect_error) */
 
 /* Writes the first `size` bytes of `src` (or of src padded with zeros) as scratch/name. */
 static char *write_prefix(const char *src, const char *name, size_t size) {
