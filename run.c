@@ -13,6 +13,7 @@
  * --ppl, --compare, main.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <omp.h>
@@ -215,6 +216,21 @@ static void die(const char *fmt, ...) {
     _exit(1);
 }
 
+/* 1 when stdout's reader is gone (EPIPE: `run ... | head` closed the pipe), 0 when everything
+ * written so far went out; any other failed write (a full disk, a closed stdout) dies naming
+ * stdout. SIGPIPE is ignored (main), so that a closed pipe shows here as EPIPE. */
+static int stdout_reader_gone(void) {
+    if (fflush(stdout) == 0 && !ferror(stdout)) return 0;
+    if (errno == EPIPE) return 1;
+    die("cannot write to stdout: %s", strerror(errno));
+}
+
+/* Checks everything written to stdout at the end of a mode: a reader gone ends the run quietly
+ * with status 0, as Unix tools in a pipeline into `head` do; other failures die. */
+static void finish_stdout(void) {
+    if (stdout_reader_gone()) _exit(0);
+}
+
 static float parse_float(const char *flag, const char *s) {
     char *end;
     errno = 0;
@@ -274,6 +290,7 @@ static Options parse_args(int argc, char **argv) {
         const char *a = argv[i];
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             usage(stdout);
+            finish_stdout();
             exit(0);
         }
         if (a[0] != '-' || a[1] == '\0') {
@@ -636,7 +653,7 @@ static int generate(Model *m, Sampler *sampler, const Tokenizer *t, const int *p
         if (next == TOKEN_BOS) break;
         if (print) {
             tokenizer_print_piece(tokenizer_decode(t, token, next));
-            fflush(stdout);
+            if (stdout_reader_gone()) break; /* as if the text ended here */
         }
         token = tokens[n++] = next;
     }
@@ -679,10 +696,10 @@ static void run_generation(Model *m, const Tokenizer *t, Sampler *sampler, const
     int n_forward;
     int n_tokens = generate(m, sampler, t, prompt, n_prompt, o->steps, tokens, &n_forward, 1,
                             logits_out, !o->serial_prompt, &prompt_done);
-    printf("\n");
-    fflush(stdout); /* the summary on stderr comes after the text, also in a shared log */
     if (logits_out && fclose(logits_out->file) != 0)
         die("cannot write --logits file %s: %s", logits_out->path, strerror(errno));
+    printf("\n");
+    finish_stdout(); /* the summary on stderr comes after the text, also in a shared log */
     double end = now_seconds(), elapsed = end - start;
     print_summary(n_prompt, n_tokens - n_prompt, n_forward, prompt_done - start, end - prompt_done,
                   norm_name(m->norm));
@@ -724,6 +741,7 @@ static void run_perplexity(Model *m, const int *tokens, int n_tokens, const Opti
            "perplexity %.4f\n",
            o->ppl_path, n_predicted, n_chunks, m->config.seq_len, norm_name(m->norm), mean,
            exp(mean));
+    finish_stdout(); /* before the speed line, so that an error is the only line */
     fprintf(stderr, "scored %d tokens, %.1f tokens/s\n", n_predicted,
             elapsed > 0 ? n_predicted / elapsed : 0.0);
     if (o->profile) print_profile(stderr, &profile, elapsed);
@@ -1081,6 +1099,9 @@ static void run_compare(Model *m, const Tokenizer *t, Sampler *sampler, const in
  * main: every check, then one mode */
 
 int main(int argc, char **argv) {
+    /* a closed stdout would let the first file opened take its descriptor, and the text go there */
+    if (fcntl(STDOUT_FILENO, F_GETFD) == -1) die("cannot write to stdout: %s", strerror(errno));
+    signal(SIGPIPE, SIG_IGN); /* a closed pipe shows as EPIPE (see stdout_reader_gone) */
     Options o = parse_args(argc, argv);
     if (o.threads > 0) omp_set_num_threads(o.threads);
     signal(SIGXFSZ, SIG_IGN); /* past a file size limit, writes fail (EFBIG) with an error line */
@@ -1104,6 +1125,7 @@ int main(int argc, char **argv) {
     if (o.tokenize_text || o.tokenize_file) {
         tokenize_command(&tokenizer, &o);
         tokenizer_free(&tokenizer);
+        finish_stdout();
         return 0;
     }
     int n_prompt = 0, n_text = 0;
@@ -1162,5 +1184,6 @@ int main(int argc, char **argv) {
     free(prompt_tokens);
     tokenizer_free(&tokenizer);
     model_free(&model);
+    finish_stdout();
     return 0;
 }

@@ -1,6 +1,7 @@
 #include "helpers.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,8 +33,33 @@ int write_file(const char *path, const void *data, size_t size) {
     return (fclose(f) == 0 && written == size) ? 0 : -1;
 }
 
-/* Output goes to temporary files rather than pipes, so neither stream can fill and block. */
+/* Points the child's stdout (descriptor 1) as `kind` says, captured_fd being the temporary file
+ * of STDOUT_CAPTURED. */
+static void redirect_stdout(StdoutKind kind, int captured_fd) {
+    if (kind == STDOUT_CAPTURED) {
+        dup2(captured_fd, STDOUT_FILENO);
+    } else if (kind == STDOUT_FULL) {
+        int full = open("/dev/full", O_WRONLY);
+        dup2(full, STDOUT_FILENO);
+        close(full);
+    } else if (kind == STDOUT_CLOSED) {
+        close(STDOUT_FILENO);
+    } else {
+        int fds[2];
+        if (pipe(fds) != 0) _exit(126);
+        close(fds[0]);
+        dup2(fds[1], STDOUT_FILENO);
+        close(fds[1]);
+    }
+    close(captured_fd);
+}
+
 RunResult run_program(const char *const *args) {
+    return run_program_stdout(args, STDOUT_CAPTURED);
+}
+
+/* Output goes to temporary files rather than pipes, so neither stream can fill and block. */
+RunResult run_program_stdout(const char *const *args, StdoutKind kind) {
     const char *program = getenv("NORMLLAMA_RUN");
     if (!program) program = "./run";
     char out_path[] = "/tmp/normllama-out-XXXXXX", err_path[] = "/tmp/normllama-err-XXXXXX";
@@ -45,10 +71,12 @@ RunResult run_program(const char *const *args) {
 
     pid_t pid = fork();
     if (pid == 0) {
-        dup2(out_fd, STDOUT_FILENO);
+        redirect_stdout(kind, out_fd);
         dup2(err_fd, STDERR_FILENO);
         int devnull = open("/dev/null", O_RDONLY);
         dup2(devnull, STDIN_FILENO);
+        if (devnull != STDIN_FILENO) close(devnull); /* it may hold a closed stdout's number */
+        signal(SIGPIPE, SIG_DFL);                    /* as a shell starts a program */
         execv(program, (char *const *)argv);
         _exit(127);
     }

@@ -14,6 +14,17 @@ typedef struct {
  * argument list args (without argv[0]) and waits for it. */
 RunResult run_program(const char *const *args);
 
+/* Where run_program_stdout points the program's stdout. */
+typedef enum {
+    STDOUT_CAPTURED,    /* a temporary file, read into RunResult.out (what run_program does) */
+    STDOUT_FULL,        /* /dev/full: every write fails with ENOSPC */
+    STDOUT_CLOSED,      /* descriptor 1 closed */
+    STDOUT_PIPE_CLOSED, /* a pipe whose reader has gone: writes fail with EPIPE (or SIGPIPE) */
+} StdoutKind;
+
+/* run_program with stdout as `kind` says; RunResult.out is "" unless STDOUT_CAPTURED. */
+RunResult run_program_stdout(const char *const *args, StdoutKind kind);
+
 void result_free(RunResult *r);
 
 /* Reads a whole file into a NUL-terminated buffer (caller frees); NULL if it cannot. */

@@ -710,3 +710,43 @@ Test(run, compare_at_full_seq_len) {
     cr_assert(strstr(r.out, "teacher-forced along A's text (512 positions)"), "%s", r.out);
     result_free(&r);
 }
+
+/* ----------------------------------------------------------------------------
+ * stdout: a failed write is an error; a reader gone (`run ... | head`) ends quietly */
+
+/* Each mode that prints to stdout, with stdout on /dev/full and closed: exit 1 and one line
+ * naming stdout; into a pipe whose reader has gone: status 0 and nothing on stderr. */
+Test(bad_input, failed_writes_to_stdout) {
+    const char *modes[][8] = {
+        {MODEL, "-t", "0", "-n", "20", "Once", NULL},
+        {MODEL, "--ppl", "data/stories.txt", NULL},
+        {MODEL, "--tokenize", "Once upon a time", NULL},
+        {MODEL, "-t", "0", "-n", "20", "--compare", "--json", NULL},
+        {"--help", NULL},
+    };
+    const struct {
+        StdoutKind kind;
+        const char *error; /* NULL: none, status 0 */
+    } outs[] = {
+        {STDOUT_FULL, "run: cannot write to stdout: No space left on device"},
+        {STDOUT_CLOSED, "run: cannot write to stdout: Bad file descriptor"},
+        {STDOUT_PIPE_CLOSED, NULL},
+    };
+    for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
+        for (size_t k = 0; k < sizeof(outs) / sizeof(outs[0]); k++) {
+            RunResult r = run_program_stdout(modes[m], outs[k].kind);
+            if (outs[k].error) {
+                cr_assert_eq(r.exit_code, 1, "%s (%zu): exit %d, stderr: %s", modes[m][1], k,
+                             r.exit_code, r.err);
+                cr_assert_eq(count_lines(r.err), 1, "%s (%zu): one line: %s", modes[m][1], k,
+                             r.err);
+                cr_assert(strstr(r.err, outs[k].error), "%s (%zu): %s", modes[m][1], k, r.err);
+            } else {
+                cr_assert_eq(r.exit_code, 0, "%s: exit %d into a closed pipe, stderr: %s",
+                             modes[m][1], r.exit_code, r.err);
+                cr_assert_str_eq(r.err, "", "%s: quiet into a closed pipe", modes[m][1]);
+            }
+            result_free(&r);
+        }
+    }
+}
