@@ -405,7 +405,16 @@ static Options parse_args(int argc, char **argv) {
 }
 
 /* ----------------------------------------------------------------------------
- * Set-up: the input files found and checked before the weights load */
+ * Set-up: the thread count, then the input files found and checked before the weights load */
+
+/* Dies when OMP_NUM_THREADS asks for more threads than --threads allows: libgomp starts them all
+ * (100000 overflowed its stack in the first parallel region). Its first level is the one read;
+ * a value libgomp cannot parse (0, "abc") it reports itself and replaces with the default. */
+static void require_env_threads(void) {
+    const char *env = getenv("OMP_NUM_THREADS");
+    if (env && omp_get_max_threads() > 1024)
+        die("OMP_NUM_THREADS=%s is more than 1024 threads (give --threads=N, 1..1024)", env);
+}
 
 /* Finds the tokenizer beside the model: tok<vocab_size>.bin, then tokenizer.bin. */
 static void find_tokenizer(const char *model_path, int vocab_size, char *out, size_t outlen) {
@@ -1103,7 +1112,10 @@ int main(int argc, char **argv) {
     if (fcntl(STDOUT_FILENO, F_GETFD) == -1) die("cannot write to stdout: %s", strerror(errno));
     signal(SIGPIPE, SIG_IGN); /* a closed pipe shows as EPIPE (see stdout_reader_gone) */
     Options o = parse_args(argc, argv);
-    if (o.threads > 0) omp_set_num_threads(o.threads);
+    if (o.threads > 0)
+        omp_set_num_threads(o.threads);
+    else
+        require_env_threads();
     signal(SIGXFSZ, SIG_IGN); /* past a file size limit, writes fail (EFBIG) with an error line */
     const char *prompt = o.prompt ? o.prompt : "";
     require_utf8("the prompt", prompt, NULL);

@@ -750,3 +750,13 @@ Test(bad_input, failed_writes_to_stdout) {
         }
     }
 }
+
+/* The thread count from the environment is bounded as --threads is; --threads overrides it. */
+Test(bad_input, omp_num_threads_out_of_range) {
+    setenv("OMP_NUM_THREADS", "100000", 1);
+    expect_error((const char *[]){MODEL, "-n", "8", "Hi", NULL},
+                 "OMP_NUM_THREADS=100000 is more than 1024 threads");
+    RunResult r = run_program((const char *[]){MODEL, "-n", "8", "--threads=2", "Hi", NULL});
+    cr_assert_eq(r.exit_code, 0, "with --threads: %s", r.err);
+    result_free(&r);
+}
