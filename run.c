@@ -201,15 +201,44 @@ static void usage(FILE *f) {
             norm_names());
 }
 
-/* Prints "run: <message>" on one line to stderr and exits 1. */
+/* Writes s to f on one line: a newline as \n, other control bytes (below 0x20, and 0x7F) as \xNN,
+ * and, unless raw_high is set, each byte that does not start well-formed UTF-8 as \xNN (raw_high:
+ * for a piece, whose bytes may be part of a character spread over tokens). Returns the characters
+ * written (a UTF-8 continuation byte starts none), which a table pads to. */
+static int write_escaped(FILE *f, const char *s, int raw_high) {
+    int shown = 0;
+    while (*s) {
+        long bad = raw_high ? -1 : tokenizer_utf8_invalid_at(s);
+        const char *end = bad < 0 ? s + strlen(s) : s + bad;
+        for (; s < end; s++) {
+            unsigned char c = (unsigned char)*s;
+            if (c == '\n') {
+                shown += fprintf(f, "\\n");
+            } else if (c < 0x20 || c == 0x7F) {
+                shown += fprintf(f, "\\x%02X", c);
+            } else {
+                fputc(c, f);
+                shown += (c & 0xC0) != 0x80;
+            }
+        }
+        if (bad >= 0) shown += fprintf(f, "\\x%02X", (unsigned char)*s++);
+    }
+    return shown;
+}
+
+/* Prints "run: <message>" on one line to stderr and exits 1. The message is escaped as
+ * write_escaped does, so that a name the user gave (a path, an option) with a newline or a
+ * terminal's escape codes keeps it one line and plain text. */
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void die(const char *fmt, ...) {
+    char message[8192];
     va_list ap;
     va_start(ap, fmt);
-    fputs("run: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vsnprintf(message, sizeof(message), fmt, ap);
     va_end(ap);
+    fputs("run: ", stderr);
+    write_escaped(stderr, message, 0);
+    fputc('\n', stderr);
     fflush(NULL); /* the text printed before the error stays */
     /* _exit rather than exit: nothing is freed on the way out of an error, and exit would have
      * LeakSanitizer call whatever a register no longer points to a leak */
@@ -543,14 +572,7 @@ static void print_json_string(const char *s) {
 static void print_ids(const Tokenizer *t, const int *ids, int n) {
     for (int i = 0; i < n; i++) {
         printf("%6d -> '", ids[i]);
-        for (const unsigned char *p = (const unsigned char *)shown_piece(t, ids[i]); *p; p++) {
-            if (*p == '\n')
-                fputs("\\n", stdout);
-            else if (*p < 0x20 || *p == 0x7F)
-                printf("\\x%02X", *p);
-            else
-                putchar(*p);
-        }
+        write_escaped(stdout, shown_piece(t, ids[i]), 0);
         printf("'\n");
     }
 }
@@ -579,10 +601,11 @@ static void tokenize_command(const Tokenizer *t, const Options *o) {
     double start = now_seconds();
     int n = tokenizer_encode(t, input, 1, 0, ids);
     double seconds = now_seconds() - start;
-    if (o->tokenize_file)
-        printf("%s: %d tokens (BOS included) from %zu bytes in %.3f s, %.1f MB/s\n",
-               o->tokenize_file, n, size, seconds, seconds > 0 ? size / seconds / 1e6 : 0.0);
-    else if (o->json)
+    if (o->tokenize_file) {
+        write_escaped(stdout, o->tokenize_file, 0);
+        printf(": %d tokens (BOS included) from %zu bytes in %.3f s, %.1f MB/s\n", n, size, seconds,
+               seconds > 0 ? size / seconds / 1e6 : 0.0);
+    } else if (o->json)
         print_ids_json(t, ids, n);
     else
         print_ids(t, ids, n);
@@ -746,10 +769,10 @@ static void run_perplexity(Model *m, const int *tokens, int n_tokens, const Opti
     double mean = nll / n_predicted;
     if (!isfinite(mean)) /* a NaN or infinite logit, as generation refuses them */
         die("the model computed a non-finite log-likelihood of %s (corrupt weights?)", o->ppl_path);
-    printf("%s: %d tokens predicted in %d chunks of up to %d, norm %s: mean NLL %.4f nats/token, "
+    write_escaped(stdout, o->ppl_path, 0);
+    printf(": %d tokens predicted in %d chunks of up to %d, norm %s: mean NLL %.4f nats/token, "
            "perplexity %.4f\n",
-           o->ppl_path, n_predicted, n_chunks, m->config.seq_len, norm_name(m->norm), mean,
-           exp(mean));
+           n_predicted, n_chunks, m->config.seq_len, norm_name(m->norm), mean, exp(mean));
     finish_stdout(); /* before the speed line, so that an error is the only line */
     fprintf(stderr, "scored %d tokens, %.1f tokens/s\n", n_predicted,
             elapsed > 0 ? n_predicted / elapsed : 0.0);
@@ -760,24 +783,10 @@ static void run_perplexity(Model *m, const int *tokens, int n_tokens, const Opti
 /* ----------------------------------------------------------------------------
  * --compare: one prompt under two norms */
 
-/* Writes a printed piece for the table, newlines shown as \n and control bytes as \xNN. Returns
- * the characters written (a UTF-8 continuation byte starts none), which the table pads to. */
+/* Writes a printed piece for the table, escaped by write_escaped. Returns the characters
+ * written, which the table pads to. */
 static int write_piece(FILE *f, const char *piece) {
-    if (!tokenizer_piece_printed(piece)) return 0;
-    int shown = 0;
-    for (const unsigned char *p = (const unsigned char *)piece; *p; p++) {
-        if (*p == '\n') {
-            fputs("\\n", f);
-            shown += 2;
-        } else if (*p < 0x20) {
-            fprintf(f, "\\x%02x", *p);
-            shown += 4;
-        } else {
-            fputc(*p, f);
-            shown += (*p & 0xC0) != 0x80;
-        }
-    }
-    return shown;
+    return tokenizer_piece_printed(piece) ? write_escaped(f, piece, 1) : 0;
 }
 
 static void write_text(FILE *f, const Tokenizer *t, const int *tokens, int n) {

@@ -760,3 +760,15 @@ Test(bad_input, omp_num_threads_out_of_range) {
     cr_assert_eq(r.exit_code, 0, "with --threads: %s", r.err);
     result_free(&r);
 }
+
+/* A name with a newline, a terminal's escape code or a byte that is not UTF-8 is printed
+ * escaped, as --tokenize escapes pieces, so that the error stays one line of plain text. */
+Test(bad_input, names_are_escaped_in_errors) {
+    expect_error((const char *[]){"no\nsuch\x1b[31m.bin", NULL}, "no\\nsuch\\x1B[31m.bin");
+    expect_error((const char *[]){MODEL, "-z", "tok\r\n.bin", NULL}, "tok\\x0D\\n.bin");
+    expect_error((const char *[]){MODEL, "--ppl", "t\n.txt", NULL}, "t\\n.txt: cannot open");
+    expect_error((const char *[]){MODEL, "--norm=rms\nnorm", NULL}, "unknown --norm 'rms\\nnorm'");
+    expect_error((const char *[]){MODEL, "--a\nb", NULL}, "unknown option '--a\\nb'");
+    expect_error((const char *[]){MODEL, "--caf\xc3\xa9\xff", NULL},
+                 "unknown option '--caf\xc3\xa9\\xFF'");
+}
