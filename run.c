@@ -176,7 +176,8 @@ static void usage(FILE *f) {
             "                    for llama2.c files)\n"
             "  --logits FILE     write the logits of every position run (prompt positions\n"
             "                    teacher-forced) to FILE: vocab_size float32 (native byte\n"
-            "                    order) per position, position after position\n"
+            "                    order) per position, position after position; an\n"
+            "                    error removes the file\n"
             "  --threads=N       OpenMP threads, 1..1024 (default: all cores)\n"
             "  --prefill=MODE    batch: the prompt goes through the model in batches of\n"
             "                    positions (default); serial: one position at a time\n"
@@ -226,6 +227,26 @@ static int write_escaped(FILE *f, const char *s, int raw_high) {
     return shown;
 }
 
+/* The output file an error would leave incomplete, which die removes: the --logits file until it
+ * is closed. Its device and inode, so that die removes that file only, never one put at the
+ * path since (see remove_on_error). */
+static struct {
+    const char *path; /* NULL: none */
+    dev_t dev;
+    ino_t ino;
+} incomplete;
+
+/* Has die remove `path`, just opened as f, if it is a regular file (never a device or a FIFO,
+ * such as --logits /dev/null); path NULL: nothing is removed any more. */
+static void remove_on_error(const char *path, FILE *f) {
+    struct stat st;
+    incomplete.path = NULL;
+    if (!path || fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) return;
+    incomplete.path = path;
+    incomplete.dev = st.st_dev;
+    incomplete.ino = st.st_ino;
+}
+
 /* Prints "run: <message>" on one line to stderr and exits 1. The message is escaped as
  * write_escaped does, so that a name the user gave (a path, an option) with a newline or a
  * terminal's escape codes keeps it one line and plain text. */
@@ -240,6 +261,10 @@ static void die(const char *fmt, ...) {
     write_escaped(stderr, message, 0);
     fputc('\n', stderr);
     fflush(NULL); /* the text printed before the error stays */
+    struct stat st;
+    if (incomplete.path && stat(incomplete.path, &st) == 0 && st.st_dev == incomplete.dev &&
+        st.st_ino == incomplete.ino)
+        unlink(incomplete.path);
     /* _exit rather than exit: nothing is freed on the way out of an error, and exit would have
      * LeakSanitizer call whatever a register no longer points to a leak */
     _exit(1);
@@ -730,6 +755,7 @@ static void run_generation(Model *m, const Tokenizer *t, Sampler *sampler, const
                             logits_out, !o->serial_prompt, &prompt_done);
     if (logits_out && fclose(logits_out->file) != 0)
         die("cannot write --logits file %s: %s", logits_out->path, strerror(errno));
+    remove_on_error(NULL, NULL); /* the file is complete */
     printf("\n");
     finish_stdout(); /* the summary on stderr comes after the text, also in a shared log */
     double end = now_seconds(), elapsed = end - start;
@@ -1168,6 +1194,7 @@ int main(int argc, char **argv) {
     LogitsOut logits_out = {NULL, o.logits_path};
     if (o.logits_path && !(logits_out.file = fopen(o.logits_path, "wb")))
         die("cannot open --logits file %s: %s", o.logits_path, strerror(errno));
+    if (o.logits_path) remove_on_error(o.logits_path, logits_out.file);
 
     /* notices after every check, so that an error is the only line */
     if (c->norm_bias && model.norm != layernorm) /* the RMSNorms have no shift */

@@ -1196,7 +1196,7 @@ def logits_past_a_file_size_limit_is_an_error():
                        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (8192, 8192)))
     assert (p.returncode, p.stderr) == (1, f"run: cannot write --logits file {out}: File too "
                                            "large\n"), (p.returncode, p.stderr)
-    os.remove(out)
+    assert not os.path.exists(out), "the partial --logits file is removed"
 
 
 @test

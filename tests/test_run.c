@@ -290,6 +290,11 @@ Test(bad_input, non_finite_logits) {
     cr_assert_eq(write_file(path, data, n), 0);
     free(data);
     expect_error((const char *[]){path, "-z", TOKENIZER, NULL}, "non-finite logit at position 0");
+    /* the --logits file, written up to the error, is removed rather than left partial */
+    char *logits = scratch_path("logits.f32");
+    expect_error((const char *[]){path, "-z", TOKENIZER, "--logits", logits, NULL},
+                 "non-finite logit at position 0");
+    cr_assert_neq(access(logits, F_OK), 0, "the partial --logits file is removed");
 }
 
 Test(bad_input, model_folder_too_long_to_look_beside) {
