@@ -135,6 +135,7 @@ typedef struct {
     float topp;
     unsigned long long seed;   /* 0: from the clock */
     int steps;                 /* positions to run, prompt included, as llama2.c counts them */
+    int steps_given;           /* -n was given: clamping it to seq_len is worth a notice */
     int threads;               /* 0: OpenMP's default */
     NormFn norm;               /* NULL: the norm the model was trained with */
     const char *logits_path;   /* NULL: do not write logits */
@@ -285,6 +286,11 @@ static void finish_stdout(void) {
     if (stdout_reader_gone()) _exit(0);
 }
 
+/* The plural ending of a count: "1 token", "2 tokens". */
+static const char *plural(long n) {
+    return n == 1 ? "" : "s";
+}
+
 static float parse_float(const char *flag, const char *s) {
     char *end;
     errno = 0;
@@ -298,7 +304,8 @@ static long long parse_int(const char *flag, const char *s) {
     char *end;
     errno = 0;
     long long v = strtoll(s, &end, 10);
-    if (end == s || *end != '\0' || errno != 0) die("%s needs an integer, got '%s'", flag, s);
+    if (end == s || *end != '\0') die("%s needs an integer, got '%s'", flag, s);
+    if (errno == ERANGE) die("%s is out of range, got '%s'", flag, s);
     return v;
 }
 
@@ -385,6 +392,7 @@ static Options parse_args(int argc, char **argv) {
             if (steps <= 0 || steps > INT_MAX)
                 die("-n (steps) must be in 1..%d, got %lld", INT_MAX, steps);
             o.steps = (int)steps;
+            o.steps_given = 1;
             if (!o.sampling_flag) o.sampling_flag = "-n";
         } else if (strcmp(flag, "--norm") == 0) {
             const char *name = option_value(argc, argv, &i, flag);
@@ -628,8 +636,8 @@ static void tokenize_command(const Tokenizer *t, const Options *o) {
     double seconds = now_seconds() - start;
     if (o->tokenize_file) {
         write_escaped(stdout, o->tokenize_file, 0);
-        printf(": %d tokens (BOS included) from %zu bytes in %.3f s, %.1f MB/s\n", n, size, seconds,
-               seconds > 0 ? size / seconds / 1e6 : 0.0);
+        printf(": %d token%s (BOS included) from %zu byte%s in %.3f s, %.1f MB/s\n", n, plural(n),
+               size, plural((long)size), seconds, seconds > 0 ? size / seconds / 1e6 : 0.0);
     } else if (o->json)
         print_ids_json(t, ids, n);
     else
@@ -796,11 +804,12 @@ static void run_perplexity(Model *m, const int *tokens, int n_tokens, const Opti
     if (!isfinite(mean)) /* a NaN or infinite logit, as generation refuses them */
         die("the model computed a non-finite log-likelihood of %s (corrupt weights?)", o->ppl_path);
     write_escaped(stdout, o->ppl_path, 0);
-    printf(": %d tokens predicted in %d chunks of up to %d, norm %s: mean NLL %.4f nats/token, "
+    printf(": %d token%s predicted in %d chunk%s of up to %d, norm %s: mean NLL %.4f nats/token, "
            "perplexity %.4f\n",
-           n_predicted, n_chunks, m->config.seq_len, norm_name(m->norm), mean, exp(mean));
+           n_predicted, plural(n_predicted), n_chunks, plural(n_chunks), m->config.seq_len,
+           norm_name(m->norm), mean, exp(mean));
     finish_stdout(); /* before the speed line, so that an error is the only line */
-    fprintf(stderr, "scored %d tokens, %.1f tokens/s\n", n_predicted,
+    fprintf(stderr, "scored %d token%s, %.1f tokens/s\n", n_predicted, plural(n_predicted),
             elapsed > 0 ? n_predicted / elapsed : 0.0);
     if (o->profile) print_profile(stderr, &profile, elapsed);
     m->profile = NULL; /* profile ends with this function */
@@ -1081,7 +1090,7 @@ static void print_comparison_text(const Comparison *cmp, const Tokenizer *t, con
         printf("\n");
     }
     if (cmp->same) {
-        printf("\nthe two texts are the same (%d tokens)\n", n);
+        printf("\nthe two texts are the same (%d token%s)\n", n, plural(n));
     } else {
         printf("\nfirst difference at position %d (continuation token %d): A '", split,
                split - cmp->n_prompt + 1);
@@ -1093,7 +1102,8 @@ static void print_comparison_text(const Comparison *cmp, const Tokenizer *t, con
         printf("'%s\n", split < runs[0].n_tokens && split < runs[1].n_tokens ? "" : " (end)");
     }
 
-    printf("\nteacher-forced along A's text (%d positions): next-token distributions\n", n);
+    printf("\nteacher-forced along A's text (%d position%s): next-token distributions\n", n,
+           plural(n));
     printf("%5s  %-14s %12s %5s %12s\n", "pos", "input token", "KL(A||B)", "top1", "max|dlogit|");
     for (int pos = 0; pos < n; pos++) {
         printf("%5d  '", pos);
@@ -1106,9 +1116,9 @@ static void print_comparison_text(const Comparison *cmp, const Tokenizer *t, con
            s.kl_sum / n, s.kl_max, s.kl_max_pos, s.agree, n, 100.0 * s.agree / n, s.diff_sum / n,
            s.diff_max);
 
-    printf("\nnorm inputs per call site (averages over the %d positions of each vector's "
+    printf("\nnorm inputs per call site (averages over the %d position%s of each vector's "
            "statistic)\n",
-           n);
+           n, plural(n));
     printf("%-18s %10s %10s %12s %14s\n", "site", "mean", "RMS", "|mean|/RMS", "|mean|/RMS (B)");
     for (int site = 0; site < cmp->n_sites; site++) {
         char name[32];
@@ -1208,8 +1218,9 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (o.steps > c->seq_len) {
-        fprintf(stderr, "run: -n %d is more than seq_len %d; running %d positions\n", o.steps,
-                c->seq_len, c->seq_len);
+        if (o.steps_given)
+            fprintf(stderr, "run: -n %d is more than seq_len %d; running %d position%s\n", o.steps,
+                    c->seq_len, c->seq_len, plural(c->seq_len));
         o.steps = c->seq_len;
     }
 

@@ -777,3 +777,56 @@ Test(bad_input, names_are_escaped_in_errors) {
     expect_error((const char *[]){MODEL, "--caf\xc3\xa9\xff", NULL},
                  "unknown option '--caf\xc3\xa9\\xFF'");
 }
+
+/* ----------------------------------------------------------------------------
+ * Messages that misled */
+
+/* stories260K.bin with seq_len 1: its rope tables (seq_len * head_size floats, the file's last
+ * bytes, as the classifier is shared) cut to one row. */
+static char *write_seq_len_1_model(void) {
+    size_t n;
+    char *data = read_file(MODEL, &n);
+    cr_assert_not_null(data);
+    int32_t seq_len = 1;
+    memcpy(data + 24, &seq_len, sizeof(seq_len));
+    char *path = scratch_path("seq_len_1.bin");
+    cr_assert_eq(write_file(path, data, n - 511 * 8 * sizeof(float)), 0);
+    free(data);
+    return path;
+}
+
+Test(run, counts_of_one_are_singular_and_no_notice_about_an_n_not_given) {
+    make_scratch();
+    char *model = write_seq_len_1_model();
+    RunResult r = run_program((const char *[]){model, "-z", TOKENIZER, "-t", "0", NULL});
+    cr_assert_eq(r.exit_code, 0, "stderr: %s", r.err);
+    cr_assert_eq(count_lines(r.err), 1, "the summary alone, no notice about -n: %s", r.err);
+    result_free(&r);
+    r = run_program((const char *[]){model, "-z", TOKENIZER, "-t", "0", "-n", "3", NULL});
+    cr_assert(strstr(r.err, "run: -n 3 is more than seq_len 1; running 1 position\n"), "%s", r.err);
+    result_free(&r);
+    r = run_program((const char *[]){model, "-z", TOKENIZER, "-t", "0", "--compare", NULL});
+    cr_assert_eq(r.exit_code, 0, "stderr: %s", r.err);
+    cr_assert_str_eq(r.err, "", "no notice about -n");
+    cr_assert(strstr(r.out, "the two texts are the same (1 token)\n"), "%s", r.out);
+    cr_assert(strstr(r.out, "teacher-forced along A's text (1 position):"), "%s", r.out);
+    cr_assert(strstr(r.out, "averages over the 1 position of"), "%s", r.out);
+    result_free(&r);
+    /* BOS and " a": one token predicted */
+    char *text = scratch_path("a.txt");
+    cr_assert_eq(write_file(text, "a", 1), 0);
+    r = run_program((const char *[]){MODEL, "--ppl", text, NULL});
+    cr_assert(strstr(r.out, ": 1 token predicted in 1 chunk of up to 512,"), "%s", r.out);
+    cr_assert(strstr(r.err, "scored 1 token,"), "%s", r.err);
+    result_free(&r);
+    r = run_program((const char *[]){MODEL, "--tokenize-file", text, NULL});
+    cr_assert(strstr(r.out, ": 2 tokens (BOS included) from 1 byte in"), "%s", r.out);
+    result_free(&r);
+}
+
+Test(bad_input, integer_out_of_range_is_not_a_non_integer) {
+    expect_error((const char *[]){MODEL, "-n", "99999999999999999999", NULL},
+                 "-n is out of range, got '99999999999999999999'");
+    expect_error((const char *[]){MODEL, "-s", "-99999999999999999999", NULL},
+                 "-s is out of range, got '-99999999999999999999'");
+}
