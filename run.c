@@ -478,6 +478,27 @@ static void require_env_threads(void) {
         die("OMP_NUM_THREADS=%s is more than 1024 threads (give --threads=N, 1..1024)", env);
 }
 
+/* Dies with err, the loader's message about `path` given as the model (as_model 1) or as the
+ * tokenizer (0); but when the file is a regular file that loads as the other kind, says that
+ * instead: the two were given the wrong way round. */
+static void die_loading(const char *path, int as_model, const char *err) {
+    struct stat st;
+    char other_err[1024];
+    Tokenizer t;
+    Config c;
+    if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) {
+        if (as_model && tokenizer_load(&t, path, other_err, sizeof(other_err)) == 0)
+            die("%s looks like a tokenizer file, not a model (the model comes first; give the "
+                "tokenizer with -z)",
+                path);
+        if (!as_model && model_read_config(&c, path, other_err, sizeof(other_err)) == 0)
+            die("%s looks like a model file, not a tokenizer (-z takes a tokenizer file such as "
+                "tok512.bin)",
+                path);
+    }
+    die("%s", err);
+}
+
 /* Finds the tokenizer beside the model: tok<vocab_size>.bin, then tokenizer.bin. */
 static void find_tokenizer(const char *model_path, int vocab_size, char *out, size_t outlen) {
     const char *slash = strrchr(model_path, '/');
@@ -1169,7 +1190,8 @@ int main(int argc, char **argv) {
      * need no weights, whose load takes seconds for a large model */
     char err[1024];
     Config header;
-    if (model_read_config(&header, o.model_path, err, sizeof(err)) != 0) die("%s", err);
+    if (model_read_config(&header, o.model_path, err, sizeof(err)) != 0)
+        die_loading(o.model_path, 1, err);
     char found[1024];
     const char *tokenizer_path = o.tokenizer_path;
     if (!tokenizer_path) {
@@ -1177,7 +1199,8 @@ int main(int argc, char **argv) {
         tokenizer_path = found;
     }
     Tokenizer tokenizer;
-    if (tokenizer_load(&tokenizer, tokenizer_path, err, sizeof(err)) != 0) die("%s", err);
+    if (tokenizer_load(&tokenizer, tokenizer_path, err, sizeof(err)) != 0)
+        die_loading(tokenizer_path, 0, err);
     require_vocab(&tokenizer, tokenizer_path, &header);
     if (o.tokenize_text || o.tokenize_file) {
         tokenize_command(&tokenizer, &o);

@@ -830,3 +830,13 @@ Test(bad_input, integer_out_of_range_is_not_a_non_integer) {
     expect_error((const char *[]){MODEL, "-s", "-99999999999999999999", NULL},
                  "-s is out of range, got '-99999999999999999999'");
 }
+
+/* The model and the tokenizer given the wrong way round: the error says which kind the file is. */
+Test(bad_input, model_and_tokenizer_swapped) {
+    expect_error((const char *[]){MODEL, "-z", MODEL, NULL},
+                 "run: models/stories260K.bin looks like a model file, not a tokenizer");
+    expect_error((const char *[]){TOKENIZER, NULL},
+                 "run: models/tok512.bin looks like a tokenizer file, not a model");
+    expect_error((const char *[]){TOKENIZER, "-z", MODEL, NULL},
+                 "run: models/tok512.bin looks like a tokenizer file, not a model");
+}
