@@ -24,10 +24,12 @@ import json
 import math
 import numbers
 import os
+import pickle
 import signal
 import struct
 import sys
 import tempfile
+import types
 
 import numpy as np
 
@@ -397,12 +399,72 @@ def field(where, data, key, kind, default=None):
     return value
 
 
-def torch_load(path):
-    import torch
+class RefusedGlobal(pickle.UnpicklingError):
+    """A pickle naming a global outside TENSOR_GLOBALS: the message names it."""
 
+
+# What a pickled state dict needs beyond plain containers (dict, list, tuple, str, numbers, which
+# pickle builds without naming a global): the globals torch's weights_only unpickler admits, its
+# tensor rebuilds, OrderedDict, torch.Size, layouts and dtypes (so that a sparse or complex tensor
+# reaches to_numpy's message). Storage classes torch's readers resolve themselves (for a name
+# holding "Storage") before asking find_class. torch 1.13's weights_only=True refuses
+# stories260K.pt (its unpickler lacks BINFLOAT, the opcode of a float such as norm_eps).
+TENSOR_GLOBALS = [("collections", "OrderedDict"), ("torch", "Size"), ("torch", "Tensor"),
+                  ("torch.nn.parameter", "Parameter"), ("torch.serialization", "_get_layout")] + \
+    [("torch._utils", f"_rebuild_{kind}") for kind in
+     ("tensor", "tensor_v2", "parameter", "sparse_tensor", "sparse_csr_tensor",
+      "meta_tensor_no_storage")] + \
+    [("torch", dtype) for dtype in ("float16", "bfloat16", "float32", "float64", "complex32",
+                                    "complex64", "complex128", "int8", "int16", "int32", "int64",
+                                    "uint8", "bool")]
+
+
+class TensorUnpickler(pickle.Unpickler):
+    """An unpickler that builds only TENSOR_GLOBALS: a pickle naming any other global (os.system,
+    builtins.eval, a class whose constructor runs code) is refused before anything of it runs."""
+
+    def find_class(self, module, name):
+        if (module, name) in TENSOR_GLOBALS:
+            return super().find_class(module, name)
+        raise RefusedGlobal(f"{module}.{name}")
+
+
+def tensor_pickle_module():
+    """A pickle_module for torch's readers: TensorUnpickler, and a load that uses it (the legacy
+    format's header is read with load)."""
+    module = types.ModuleType("tensor_pickle")
+    module.Unpickler = TensorUnpickler
+    module.load = lambda f, **kwargs: TensorUnpickler(f, **kwargs).load()
+    return module
+
+
+def torch_read(path):
+    """What torch.load reads from path (zip or legacy format) onto the CPU, through TensorUnpickler.
+    torch.load's own two readers, called with the pickle module: Debian's torch 1.13.0a0
+    torch.load replaces any pickle_module with pickle unless weights_only is set, which refuses
+    stories260K.pt (see TENSOR_GLOBALS). A TorchScript archive, which torch.load would hand to
+    torch.jit.load, is no checkpoint."""
+    from torch import serialization
+
+    module = tensor_pickle_module()
+    with open(path, "rb") as f:
+        if not serialization._is_zipfile(f):
+            return serialization._legacy_load(f, "cpu", module, encoding="utf-8")
+        with serialization._open_zipfile_reader(f) as archive:
+            if serialization._is_torchscript_zip(archive):
+                raise ExportError(f"{path}: a TorchScript archive, not a checkpoint of tensors")
+            return serialization._load(archive, "cpu", module, encoding="utf-8")
+
+
+def torch_load(path):
     require_regular_file(path)
     try:
-        return torch.load(path, map_location="cpu")
+        return torch_read(path)
+    except ExportError:
+        raise
+    except RefusedGlobal as e:
+        raise ExportError(f"{path}: refused: its pickle names {e}, which no checkpoint of tensors "
+                          "needs (loading it could run code); nothing of it was run")
     except Exception as e:  # torch raises many types for a bad file
         raise ExportError(f"{path}: cannot load with torch ({type(e).__name__}: {e})")
 

@@ -6,6 +6,7 @@ test is $NORMLLAMA_RUN (default ./run). Prints one line per test and "N passed, 
 import fcntl
 import json
 import os
+import pickle
 import resource
 import shutil
 import signal
@@ -1259,6 +1260,53 @@ def model_truncated_while_run_generates_is_harmless():
         assert logits == f.read()
     for path in (model, fifo, expected):
         os.remove(path)
+
+
+class RunsCommand:
+    """Pickles as a call of os.system(command): what a hostile checkpoint holds."""
+
+    def __init__(self, command):
+        self.command = command
+
+    def __reduce__(self):
+        return (os.system, (self.command,))
+
+
+@test
+def hostile_checkpoint_runs_no_code():
+    """A .pt whose pickle calls os.system, as torch.save writes it (zip and legacy formats), as a
+    bare pickle, and as a Hugging Face pytorch_model.bin: refused in one line, nothing run."""
+    marker = tmp("hostile-ran")
+    out = tmp("never.nllm")
+    ckpt = {"model_args": RunsCommand(f"touch {marker}"), "model": {}}
+    paths = [tmp("hostile.pt"), tmp("hostile-legacy.pt"), tmp("hostile-bare.pt")]
+    torch.save(ckpt, paths[0])
+    torch.save(ckpt, paths[1], _use_new_zipfile_serialization=False)
+    with open(paths[2], "wb") as f:
+        pickle.dump(ckpt, f)
+    path, _, _ = hf_checkpoint("hostile-hf", "bin", "F32", num_key_value_heads=4,
+                               tie_word_embeddings=False)
+    torch.save({"model.norm.weight": RunsCommand(f"touch {marker}")},
+               os.path.join(path, "pytorch_model.bin"))
+    for p, name in [*((p, p) for p in paths), (path, os.path.join(path, "pytorch_model.bin"))]:
+        expect_export_error([p, "--out", out], f"{name}: refused: its pickle names posix.system")
+        assert not os.path.exists(marker), p
+    assert_nothing_written(out)
+
+
+@test
+def checkpoint_of_plain_containers_loads():
+    """What a training script saves beside the state dict (ints, floats, strings, booleans, None,
+    nested dicts, lists and tuples, a 0-d tensor) loads through the restricted unpickler: the
+    export equals stories260K.pt's."""
+    ckpt = torch.load(PT, map_location="cpu")
+    ckpt["extra"] = {"norm": "layernorm", "lr": 1e-3, "betas": (0.9, 0.95), "flags": [True, None],
+                     "losses": [torch.tensor(1.5)], "step": 10**30}
+    path = tmp("plain.pt")
+    torch.save(ckpt, path)
+    assert export_cli(path, "--out", tmp("plain.nllm"))[0] == 0
+    assert export_cli(PT, "--out", tmp("pt.nllm"))[0] == 0
+    assert open(tmp("plain.nllm"), "rb").read() == open(tmp("pt.nllm"), "rb").read()
 
 
 @test
