@@ -516,6 +516,9 @@ class TensorSource:
     def has(self, name):
         return name in self.files
 
+    def names(self):
+        return list(self.files)
+
     def get(self, name):
         if name not in self.files:
             raise ExportError(f"missing tensor '{name}' in {self.where}")
@@ -562,6 +565,20 @@ def getter(source, names, fix=None):
     return get
 
 
+def refuse_unused(source, c, names, ignored=()):
+    """Every tensor of the checkpoint (source.names(), less those ending in one of the `ignored`
+    suffixes: tables recomputed from the config) must be one the model its config describes reads: a tensor left over, such as a layer past n_layers,
+    means that the config and the weights disagree. (Shapes write_model checks.)"""
+    used = {names["wcls"]} if c.shared_classifier else set()  # compared with the embedding
+    for name, per_layer, _ in tensor_order(c):
+        used.update(names[name].format(layer)
+                    for layer in (range(c.n_layers) if per_layer else [None]))
+    for name in source.names():
+        if name not in used and not (isinstance(name, str) and name.endswith(ignored)):
+            raise ExportError(f"{source.where}: tensor {shown(name)} is not part of the model its "
+                              f"config describes (n_layers {c.n_layers}): the two disagree")
+
+
 def rows_of(source, name):
     """The rows of a matrix: hidden_dim and vocab_size where the config does not give them."""
     shape = source.get(name).shape
@@ -591,6 +608,7 @@ def load_llama2c(path, seq_len):
                seq_len or args["max_seq_len"], norm_eps=args.get("norm_eps", 1e-5),
                shared_classifier=classifier_shared(source, META_NAMES),
                keys={"seq_len": "max_seq_len"})
+    refuse_unused(source, c, META_NAMES)
     return c, getter(source, META_NAMES)
 
 
@@ -611,6 +629,9 @@ def load_meta(path, seq_len):
         def has(self, name):
             return states[0].has(name)
 
+        def names(self):  # every shard holds a part of every tensor
+            return states[0].names()
+
         def get(self, name):
             parts = [s.get(name) for s in states]
             # model parallelism splits evenly: other shapes would not concatenate, or wrongly
@@ -629,6 +650,7 @@ def load_meta(path, seq_len):
                params.get("n_kv_heads") or params["n_heads"], vocab_size, seq_len or 2048,
                rope_theta=params.get("rope_theta", 10000.0), norm_eps=params.get("norm_eps", 1e-5),
                shared_classifier=classifier_shared(source, META_NAMES))
+    refuse_unused(source, c, META_NAMES, ignored=("rope.freqs",))  # Meta's RoPE table
     return c, getter(source, META_NAMES)
 
 
@@ -681,6 +703,7 @@ def load_hf(path, seq_len):
     if cfg.get("head_dim") not in (None, c.dim // c.n_heads):
         raise ExportError(f"{path}: unsupported head_dim {cfg['head_dim']} != hidden_size / heads")
 
+    refuse_unused(source, c, HF_NAMES, ignored=("rotary_emb.inv_freq",))  # older HF's RoPE table
     shapes = {name: shape for name, _, shape in tensor_order(c)}
 
     def fix(name, t):

@@ -1262,6 +1262,31 @@ def model_truncated_while_run_generates_is_harmless():
         os.remove(path)
 
 
+@test
+def export_refuses_tensors_its_config_leaves_unused():
+    """model_args naming fewer layers than the state dict holds, or a tensor no model reads: an
+    error naming the first tensor left over, not a model silently missing it. A Hugging Face
+    rotary_emb.inv_freq, recomputed from rope_theta, is no such tensor."""
+    args = torch.load(PT, map_location="cpu")["model_args"]
+    out = tmp("never.nllm")
+    expect_export_error([pt_checkpoint("fewer-layers", dict(args, n_layers=4)), "--out", out],
+                        "tensor 'layers.4.attention.wq.weight' is not part of the model its config "
+                        "describes (n_layers 4)")
+    expect_export_error([pt_checkpoint("extra", tensors={"layers.0.attention.bias": torch.ones(64)}),
+                         "--out", out], "tensor 'layers.0.attention.bias' is not part of the model")
+    path, cfg, _ = hf_checkpoint("extra-hf", "safetensors", "F32", num_key_value_heads=2,
+                                 tie_word_embeddings=False)
+    w = hf_weights(cfg, 0)
+    inv_freq = {"model.layers.0.self_attn.rotary_emb.inv_freq": torch.ones(4)}
+    write_safetensors(os.path.join(path, "model.safetensors"), dict(w, **inv_freq), "F32")
+    assert export_cli(path, "--out", tmp("inv-freq.nllm"))[0] == 0
+    extra_layer = {"model.layers.2.mlp.up_proj.weight": w["model.layers.1.mlp.up_proj.weight"]}
+    write_safetensors(os.path.join(path, "model.safetensors"), dict(w, **extra_layer), "F32")
+    expect_export_error([path, "--out", out], "tensor 'model.layers.2.mlp.up_proj.weight' is not "
+                        f"part of the model its config describes (n_layers {cfg['num_hidden_layers']})")
+    assert_nothing_written(out)
+
+
 class RunsCommand:
     """Pickles as a call of os.system(command): what a hostile checkpoint holds."""
 
