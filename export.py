@@ -56,6 +56,27 @@ class ExportError(Exception):
     """A problem with the input, reported as one line without a traceback."""
 
 
+def one_line(text):
+    """text as run prints a name in its errors: a newline as \\n, other control characters (below
+    0x20, and DEL) as \\xNN, and a byte of a file name that was not UTF-8 (which Python holds as
+    a surrogate, U+DC80..U+DCFF) as \\xNN too, so that a name with a newline or a terminal's
+    escape codes keeps the error one line of plain text."""
+    def shown_char(ch):
+        code = ord(ch)
+        if ch == "\n":
+            return "\\n"
+        if code < 0x20 or code == 0x7F:
+            return f"\\x{code:02X}"
+        if 0xDC80 <= code <= 0xDCFF:
+            return f"\\x{code - 0xDC00:02X}"
+        return ch
+    return "".join(shown_char(ch) for ch in text)
+
+
+def print_error(message):
+    print(f"export.py: error: {one_line(message)}", file=sys.stderr)
+
+
 # ----------------------------------------------------------------------------
 # Our file: config, tensor order, writer
 
@@ -781,7 +802,8 @@ class ArgumentParser(argparse.ArgumentParser):
     and exits 2)."""
 
     def error(self, message):
-        self.exit(1, f"{self.prog}: error: {message}\n")
+        print_error(message)
+        self.exit(1)
 
 
 def refuse_options_that_do_not_apply(a):
@@ -850,13 +872,13 @@ def main(argv=None):
             c, get = load(a.input, a.seq_len)
             write_model(a.out, c, get, a.dtype, a.group_size, progress=not a.quiet)
     except ExportError as e:
-        print(f"export.py: error: {e}", file=sys.stderr)
+        print_error(str(e))
         return 1
     except KeyError as e:
-        print(f"export.py: error: {a.input}: missing field {e} in its config", file=sys.stderr)
+        print_error(f"{a.input}: missing field {e} in its config")
         return 1
     except OSError as e:
-        print(f"export.py: error: {a.input}: {e}", file=sys.stderr)
+        print_error(f"{a.input}: {e}")
         return 1
     return 0
 

@@ -1287,6 +1287,24 @@ def export_refuses_tensors_its_config_leaves_unused():
     assert_nothing_written(out)
 
 
+@test
+def export_errors_escape_names():
+    """A name with a newline or a terminal's escape code, from the command line or from the input,
+    is printed as run prints names (\\n, \\xNN): the error stays one line of plain text."""
+    out = tmp("never.nllm")
+    for args, needle in [
+            ([tmp("a\x1b[31m\nb.pt")], "a\\x1B[31m\\nb.pt: no such file or directory"),
+            ([tmp("caf\udcff.pt")], "caf\\xFF.pt: no such file or directory"),
+            ([PT, "--bogus\x1b[31m"], "unrecognized arguments: --bogus\\x1B[31m")]:
+        expect_export_error([*args, "--out", out], needle)
+    path, cfg, _ = hf_checkpoint("escape", "safetensors", "F32", num_key_value_heads=2,
+                                 tie_word_embeddings=False)
+    json.dump(dict(cfg, architectures=["\x1b[31mEvil\nModel"], model_type="evil"),
+              open(os.path.join(path, "config.json"), "w"))
+    expect_export_error([path, "--out", out], "unsupported architecture \\x1B[31mEvil\\nModel")
+    assert_nothing_written(out)
+
+
 class RunsCommand:
     """Pickles as a call of os.system(command): what a hostile checkpoint holds."""
 
