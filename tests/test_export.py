@@ -1305,6 +1305,37 @@ def export_errors_escape_names():
     assert_nothing_written(out)
 
 
+def expect_tool_error(argv, needle, stdin=None, env=None):
+    """A Python tool's bad input: exit 1, one line on stderr holding needle, no traceback."""
+    p = subprocess.run(argv, input=stdin, capture_output=True, text=True, env=env)
+    assert p.returncode == 1 and p.stderr.count("\n") == 1, (argv, p.returncode, p.stderr)
+    assert needle in p.stderr and "Traceback" not in p.stderr, (argv, needle, p.stderr)
+
+
+@test
+def plot_compare_errors_are_one_line_and_dash_reads_stdin():
+    """tools/plot_compare.py on a missing file, on text, on JSON that is not --compare's (that of
+    --tokenize --json, a --compare JSON lacking a field), on a chart it cannot write; "-" reads
+    the JSON from stdin."""
+    tool = [sys.executable, "tools/plot_compare.py"]
+    code, compare, err = run(LEGACY, "-t", "0", "-n", "12", "--compare", "--json", "Once")
+    assert code == 0, err
+    _, tokens, _ = run(LEGACY, "--tokenize", "Once", "--json")
+    broken = json.loads(compare)
+    del broken["positions"][3]["kl"]
+    png = tmp("compare.png")
+    expect_tool_error(tool + [tmp("none.json"), png], f"{tmp('none.json')}: No such file")
+    expect_tool_error(tool + [TOK_BIN, png], f"{TOK_BIN}: not JSON")
+    expect_tool_error(tool + ["-", png], "stdin: not the JSON of run --compare --json: the JSON "
+                      "has no \"model\"", stdin=tokens)
+    expect_tool_error(tool + ["-", png], "stdin: not the JSON of run --compare --json: "
+                      "the JSON.positions[3] has no \"kl\"", stdin=json.dumps(broken))
+    expect_tool_error(tool + ["-", tmp("no-such-dir/c.png")], "cannot write", stdin=compare)
+    p = subprocess.run(tool + ["-", png], input=compare, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+
+
 class RunsCommand:
     """Pickles as a call of os.system(command): what a hostile checkpoint holds."""
 
