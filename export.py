@@ -20,6 +20,7 @@ Run with Debian's Python (/usr/bin/python3, see `make export-deps`): numpy, torc
 and tqdm. Errors print one line "export.py: error: ..." and exit 1.
 """
 import argparse
+import importlib.util
 import json
 import math
 import numbers
@@ -31,7 +32,15 @@ import sys
 import tempfile
 import types
 
-import numpy as np
+# Started as ./export.py, the python3 first on PATH runs it, which may lack Debian's packages:
+# one line naming the interpreter to use, not an ImportError's traceback (here or mid-export)
+for _module in ("numpy", "torch", "sentencepiece", "tqdm"):
+    if importlib.util.find_spec(_module) is None:
+        sys.exit(f"export.py: error: {sys.executable} cannot import {_module}: run export.py with "
+                 f"/usr/bin/python3, Debian's Python, with python3-{_module} installed (make "
+                 "export-deps)")
+
+import numpy as np  # noqa: E402 (after the check above)
 
 MAGIC = 0x4D4C4C4E  # "NLLM" on disk
 VERSION = 1

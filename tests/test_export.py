@@ -1336,6 +1336,19 @@ def plot_compare_errors_are_one_line_and_dash_reads_stdin():
     assert open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
 
 
+@test
+def python_tools_under_another_python3_name_usr_bin_python3():
+    """./export.py and ./tools/plot_compare.py started with another python3 first on PATH (here
+    a venv without Debian's packages): one line naming /usr/bin/python3, not a traceback."""
+    venv = tmp("venv")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True)
+    env = dict(os.environ, PATH=os.path.join(venv, "bin") + os.pathsep + os.environ["PATH"])
+    for argv, module in [(["./export.py", "--help"], "numpy"),
+                         (["./tools/plot_compare.py", "a.json", "a.png"], "matplotlib")]:
+        expect_tool_error(argv, f"{venv}/bin/python3 cannot import {module}: run", env=env)
+        expect_tool_error(argv, "with /usr/bin/python3", env=env)
+
+
 class RunsCommand:
     """Pickles as a call of os.system(command): what a hostile checkpoint holds."""
 

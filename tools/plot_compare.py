@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """Charts of `run MODEL PROMPT --compare --json`: KL per position, |mean|/RMS per norm call site,
 and where the forward pass spends its time, under each norm.
 
@@ -8,11 +9,17 @@ and where the forward pass spends its time, under each norm.
 COMPARE.json "-" reads stdin. Errors (a file missing, JSON that is not --compare's, a chart that
 cannot be written) print one line "plot_compare.py: error: ..." and exit 1.
 """
+import importlib.util
 import json
 import numbers
 import sys
 
-import matplotlib
+# Started as ./tools/plot_compare.py, the python3 first on PATH runs it, which may lack matplotlib
+if importlib.util.find_spec("matplotlib") is None:
+    sys.exit(f"plot_compare.py: error: {sys.executable} cannot import matplotlib: run it with "
+             "/usr/bin/python3, Debian's Python, with python3-matplotlib installed")
+
+import matplotlib  # noqa: E402 (after the check above)
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402 (the backend is chosen first)
