@@ -20,16 +20,27 @@ Run with Debian's Python (/usr/bin/python3, see `make deps-train`): numpy, torch
 and tqdm. Errors print one line "export.py: error: ..." and exit 1.
 """
 import argparse
+import importlib.util
 import json
 import math
 import numbers
 import os
+import pickle
 import signal
 import struct
 import sys
 import tempfile
+import types
 
-import numpy as np
+# Started as ./export.py, the python3 first on PATH runs it, which may lack Debian's packages:
+# one line naming the interpreter to use, not an ImportError's traceback (here or mid-export)
+for _module in ("numpy", "torch", "sentencepiece", "tqdm"):
+    if importlib.util.find_spec(_module) is None:
+        sys.exit(f"export.py: error: {sys.executable} cannot import {_module}: run export.py with "
+                 f"/usr/bin/python3, Debian's Python, with python3-{_module} installed (make "
+                 "export-deps)")
+
+import numpy as np  # noqa: E402 (after the check above)
 
 MAGIC = 0x4D4C4C4E  # "NLLM" on disk
 VERSION = 1
@@ -52,6 +63,27 @@ MAX_SIZE = 1 << 20  # run's bound on every size field of the header (model.c, ch
 
 class ExportError(Exception):
     """A problem with the input, reported as one line without a traceback."""
+
+
+def one_line(text):
+    """text as run prints a name in its errors: a newline as \\n, other control characters (below
+    0x20, and DEL) as \\xNN, and a byte of a file name that was not UTF-8 (which Python holds as
+    a surrogate, U+DC80..U+DCFF) as \\xNN too, so that a name with a newline or a terminal's
+    escape codes keeps the error one line of plain text."""
+    def shown_char(ch):
+        code = ord(ch)
+        if ch == "\n":
+            return "\\n"
+        if code < 0x20 or code == 0x7F:
+            return f"\\x{code:02X}"
+        if 0xDC80 <= code <= 0xDCFF:
+            return f"\\x{code - 0xDC00:02X}"
+        return ch
+    return "".join(shown_char(ch) for ch in text)
+
+
+def print_error(message):
+    print(f"export.py: error: {one_line(message)}", file=sys.stderr)
 
 
 # ----------------------------------------------------------------------------
@@ -397,12 +429,72 @@ def field(where, data, key, kind, default=None):
     return value
 
 
-def torch_load(path):
-    import torch
+class RefusedGlobal(pickle.UnpicklingError):
+    """A pickle naming a global outside TENSOR_GLOBALS: the message names it."""
 
+
+# What a pickled state dict needs beyond plain containers (dict, list, tuple, str, numbers, which
+# pickle builds without naming a global): the globals torch's weights_only unpickler admits, its
+# tensor rebuilds, OrderedDict, torch.Size, layouts and dtypes (so that a sparse or complex tensor
+# reaches to_numpy's message). Storage classes torch's readers resolve themselves (for a name
+# holding "Storage") before asking find_class. torch 1.13's weights_only=True refuses
+# stories260K.pt (its unpickler lacks BINFLOAT, the opcode of a float such as norm_eps).
+TENSOR_GLOBALS = [("collections", "OrderedDict"), ("torch", "Size"), ("torch", "Tensor"),
+                  ("torch.nn.parameter", "Parameter"), ("torch.serialization", "_get_layout")] + \
+    [("torch._utils", f"_rebuild_{kind}") for kind in
+     ("tensor", "tensor_v2", "parameter", "sparse_tensor", "sparse_csr_tensor",
+      "meta_tensor_no_storage")] + \
+    [("torch", dtype) for dtype in ("float16", "bfloat16", "float32", "float64", "complex32",
+                                    "complex64", "complex128", "int8", "int16", "int32", "int64",
+                                    "uint8", "bool")]
+
+
+class TensorUnpickler(pickle.Unpickler):
+    """An unpickler that builds only TENSOR_GLOBALS: a pickle naming any other global (os.system,
+    builtins.eval, a class whose constructor runs code) is refused before anything of it runs."""
+
+    def find_class(self, module, name):
+        if (module, name) in TENSOR_GLOBALS:
+            return super().find_class(module, name)
+        raise RefusedGlobal(f"{module}.{name}")
+
+
+def tensor_pickle_module():
+    """A pickle_module for torch's readers: TensorUnpickler, and a load that uses it (the legacy
+    format's header is read with load)."""
+    module = types.ModuleType("tensor_pickle")
+    module.Unpickler = TensorUnpickler
+    module.load = lambda f, **kwargs: TensorUnpickler(f, **kwargs).load()
+    return module
+
+
+def torch_read(path):
+    """What torch.load reads from path (zip or legacy format) onto the CPU, through TensorUnpickler.
+    torch.load's own two readers, called with the pickle module: Debian's torch 1.13.0a0
+    torch.load replaces any pickle_module with pickle unless weights_only is set, which refuses
+    stories260K.pt (see TENSOR_GLOBALS). A TorchScript archive, which torch.load would hand to
+    torch.jit.load, is no checkpoint."""
+    from torch import serialization
+
+    module = tensor_pickle_module()
+    with open(path, "rb") as f:
+        if not serialization._is_zipfile(f):
+            return serialization._legacy_load(f, "cpu", module, encoding="utf-8")
+        with serialization._open_zipfile_reader(f) as archive:
+            if serialization._is_torchscript_zip(archive):
+                raise ExportError(f"{path}: a TorchScript archive, not a checkpoint of tensors")
+            return serialization._load(archive, "cpu", module, encoding="utf-8")
+
+
+def torch_load(path):
     require_regular_file(path)
     try:
-        return torch.load(path, map_location="cpu")
+        return torch_read(path)
+    except ExportError:
+        raise
+    except RefusedGlobal as e:
+        raise ExportError(f"{path}: refused: its pickle names {e}, which no checkpoint of tensors "
+                          "needs (loading it could run code); nothing of it was run")
     except Exception as e:  # torch raises many types for a bad file
         raise ExportError(f"{path}: cannot load with torch ({type(e).__name__}: {e})")
 
@@ -454,6 +546,9 @@ class TensorSource:
     def has(self, name):
         return name in self.files
 
+    def names(self):
+        return list(self.files)
+
     def get(self, name):
         if name not in self.files:
             raise ExportError(f"missing tensor '{name}' in {self.where}")
@@ -500,6 +595,20 @@ def getter(source, names, fix=None):
     return get
 
 
+def refuse_unused(source, c, names, ignored=()):
+    """Every tensor of the checkpoint (source.names(), less those ending in one of the `ignored`
+    suffixes: tables recomputed from the config) must be one the model its config describes reads: a tensor left over, such as a layer past n_layers,
+    means that the config and the weights disagree. (Shapes write_model checks.)"""
+    used = {names["wcls"]} if c.shared_classifier else set()  # compared with the embedding
+    for name, per_layer, _ in tensor_order(c):
+        used.update(names[name].format(layer)
+                    for layer in (range(c.n_layers) if per_layer else [None]))
+    for name in source.names():
+        if name not in used and not (isinstance(name, str) and name.endswith(ignored)):
+            raise ExportError(f"{source.where}: tensor {shown(name)} is not part of the model its "
+                              f"config describes (n_layers {c.n_layers}): the two disagree")
+
+
 def rows_of(source, name):
     """The rows of a matrix: hidden_dim and vocab_size where the config does not give them."""
     shape = source.get(name).shape
@@ -529,6 +638,7 @@ def load_llama2c(path, seq_len):
                seq_len or args["max_seq_len"], norm_eps=args.get("norm_eps", 1e-5),
                shared_classifier=classifier_shared(source, META_NAMES),
                keys={"seq_len": "max_seq_len"})
+    refuse_unused(source, c, META_NAMES)
     return c, getter(source, META_NAMES)
 
 
@@ -549,6 +659,9 @@ def load_meta(path, seq_len):
         def has(self, name):
             return states[0].has(name)
 
+        def names(self):  # every shard holds a part of every tensor
+            return states[0].names()
+
         def get(self, name):
             parts = [s.get(name) for s in states]
             # model parallelism splits evenly: other shapes would not concatenate, or wrongly
@@ -567,6 +680,7 @@ def load_meta(path, seq_len):
                params.get("n_kv_heads") or params["n_heads"], vocab_size, seq_len or 2048,
                rope_theta=params.get("rope_theta", 10000.0), norm_eps=params.get("norm_eps", 1e-5),
                shared_classifier=classifier_shared(source, META_NAMES))
+    refuse_unused(source, c, META_NAMES, ignored=("rope.freqs",))  # Meta's RoPE table
     return c, getter(source, META_NAMES)
 
 
@@ -619,6 +733,7 @@ def load_hf(path, seq_len):
     if cfg.get("head_dim") not in (None, c.dim // c.n_heads):
         raise ExportError(f"{path}: unsupported head_dim {cfg['head_dim']} != hidden_size / heads")
 
+    refuse_unused(source, c, HF_NAMES, ignored=("rotary_emb.inv_freq",))  # older HF's RoPE table
     shapes = {name: shape for name, _, shape in tensor_order(c)}
 
     def fix(name, t):
@@ -696,7 +811,8 @@ class ArgumentParser(argparse.ArgumentParser):
     and exits 2)."""
 
     def error(self, message):
-        self.exit(1, f"{self.prog}: error: {message}\n")
+        print_error(message)
+        self.exit(1)
 
 
 def refuse_options_that_do_not_apply(a):
@@ -765,13 +881,13 @@ def main(argv=None):
             c, get = load(a.input, a.seq_len)
             write_model(a.out, c, get, a.dtype, a.group_size, progress=not a.quiet)
     except ExportError as e:
-        print(f"export.py: error: {e}", file=sys.stderr)
+        print_error(str(e))
         return 1
     except KeyError as e:
-        print(f"export.py: error: {a.input}: missing field {e} in its config", file=sys.stderr)
+        print_error(f"{a.input}: missing field {e} in its config")
         return 1
     except OSError as e:
-        print(f"export.py: error: {a.input}: {e}", file=sys.stderr)
+        print_error(f"{a.input}: {e}")
         return 1
     return 0
 

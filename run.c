@@ -14,6 +14,7 @@
  * chat, --ppl, --compare, main.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <omp.h>
@@ -159,6 +160,7 @@ typedef struct {
     float topp;
     unsigned long long seed;   /* 0: from the clock */
     int steps;                 /* positions to run, prompt included, as llama2.c counts them */
+    int steps_given;           /* -n was given: clamping it to seq_len is worth a notice */
     int threads;               /* 0: OpenMP's default */
     NormFn norm;               /* NULL: the norm the model was trained with */
     const char *logits_path;   /* NULL: do not write logits */
@@ -211,7 +213,8 @@ static void usage(FILE *f) {
             "                    for llama2.c files)\n"
             "  --logits FILE     write the logits of every position run (prompt positions\n"
             "                    teacher-forced) to FILE: vocab_size float32 (native byte\n"
-            "                    order) per position, position after position\n"
+            "                    order) per position, position after position; an\n"
+            "                    error removes the file\n"
             "  --threads=N       OpenMP threads, 1..1024 (default: all cores)\n"
             "  --prefill=MODE    batch: the prompt goes through the model in batches of\n"
             "                    positions (default); serial: one position at a time\n"
@@ -248,19 +251,92 @@ static void usage(FILE *f) {
             norm_names());
 }
 
-/* Prints "run: <message>" on one line to stderr and exits 1. */
+/* Writes s to f on one line: a newline as \n, other control bytes (below 0x20, and 0x7F) as \xNN,
+ * and, unless raw_high is set, each byte that does not start well-formed UTF-8 as \xNN (raw_high:
+ * for a piece, whose bytes may be part of a character spread over tokens). Returns the characters
+ * written (a UTF-8 continuation byte starts none), which a table pads to. */
+static int write_escaped(FILE *f, const char *s, int raw_high) {
+    int shown = 0;
+    while (*s) {
+        long bad = raw_high ? -1 : tokenizer_utf8_invalid_at(s);
+        const char *end = bad < 0 ? s + strlen(s) : s + bad;
+        for (; s < end; s++) {
+            unsigned char c = (unsigned char)*s;
+            if (c == '\n') {
+                shown += fprintf(f, "\\n");
+            } else if (c < 0x20 || c == 0x7F) {
+                shown += fprintf(f, "\\x%02X", c);
+            } else {
+                fputc(c, f);
+                shown += (c & 0xC0) != 0x80;
+            }
+        }
+        if (bad >= 0) shown += fprintf(f, "\\x%02X", (unsigned char)*s++);
+    }
+    return shown;
+}
+
+/* The output file an error would leave incomplete, which die removes: the --logits file until it
+ * is closed. Its device and inode, so that die removes that file only, never one put at the
+ * path since (see remove_on_error). */
+static struct {
+    const char *path; /* NULL: none */
+    dev_t dev;
+    ino_t ino;
+} incomplete;
+
+/* Has die remove `path`, just opened as f, if it is a regular file (never a device or a FIFO,
+ * such as --logits /dev/null); path NULL: nothing is removed any more. */
+static void remove_on_error(const char *path, FILE *f) {
+    struct stat st;
+    incomplete.path = NULL;
+    if (!path || fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) return;
+    incomplete.path = path;
+    incomplete.dev = st.st_dev;
+    incomplete.ino = st.st_ino;
+}
+
+/* Prints "run: <message>" on one line to stderr and exits 1. The message is escaped as
+ * write_escaped does, so that a name the user gave (a path, an option) with a newline or a
+ * terminal's escape codes keeps it one line and plain text. */
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void die(const char *fmt, ...) {
+    char message[8192];
     va_list ap;
     va_start(ap, fmt);
-    fputs("run: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vsnprintf(message, sizeof(message), fmt, ap);
     va_end(ap);
+    fputs("run: ", stderr);
+    write_escaped(stderr, message, 0);
+    fputc('\n', stderr);
     fflush(NULL); /* the text printed before the error stays */
+    struct stat st;
+    if (incomplete.path && stat(incomplete.path, &st) == 0 && st.st_dev == incomplete.dev &&
+        st.st_ino == incomplete.ino)
+        unlink(incomplete.path);
     /* _exit rather than exit: nothing is freed on the way out of an error, and exit would have
      * LeakSanitizer call whatever a register no longer points to a leak */
     _exit(1);
+}
+
+/* 1 when stdout's reader is gone (EPIPE: `run ... | head` closed the pipe), 0 when everything
+ * written so far went out; any other failed write (a full disk, a closed stdout) dies naming
+ * stdout. SIGPIPE is ignored (main), so that a closed pipe shows here as EPIPE. */
+static int stdout_reader_gone(void) {
+    if (fflush(stdout) == 0 && !ferror(stdout)) return 0;
+    if (errno == EPIPE) return 1;
+    die("cannot write to stdout: %s", strerror(errno));
+}
+
+/* Checks everything written to stdout at the end of a mode: a reader gone ends the run quietly
+ * with status 0, as Unix tools in a pipeline into `head` do; other failures die. */
+static void finish_stdout(void) {
+    if (stdout_reader_gone()) _exit(0);
+}
+
+/* The plural ending of a count: "1 token", "2 tokens". */
+static const char *plural(long n) {
+    return n == 1 ? "" : "s";
 }
 
 static float parse_float(const char *flag, const char *s) {
@@ -276,7 +352,8 @@ static long long parse_int(const char *flag, const char *s) {
     char *end;
     errno = 0;
     long long v = strtoll(s, &end, 10);
-    if (end == s || *end != '\0' || errno != 0) die("%s needs an integer, got '%s'", flag, s);
+    if (end == s || *end != '\0') die("%s needs an integer, got '%s'", flag, s);
+    if (errno == ERANGE) die("%s is out of range, got '%s'", flag, s);
     return v;
 }
 
@@ -354,10 +431,12 @@ static Options parse_args(int argc, char **argv) {
         const char *a = argv[i];
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             usage(stdout);
+            finish_stdout();
             exit(0);
         }
         if (strcmp(a, "--version") == 0) {
             printf("normllama %s\n", NORMLLAMA_VERSION);
+            finish_stdout();
             exit(0);
         }
         if (a[0] != '-' || a[1] == '\0') {
@@ -406,6 +485,7 @@ static Options parse_args(int argc, char **argv) {
             if (steps <= 0 || steps > INT_MAX)
                 die("-n (steps) must be in 1..%d, got %lld", INT_MAX, steps);
             o.steps = (int)steps;
+            o.steps_given = 1;
             if (!o.sampling_flag) o.sampling_flag = "-n";
         } else if (strcmp(flag, "--norm") == 0) {
             const char *name = option_value(argc, argv, &i, flag);
@@ -482,7 +562,37 @@ static Options parse_args(int argc, char **argv) {
 }
 
 /* ----------------------------------------------------------------------------
- * Set-up: the input files found and checked before the weights load */
+ * Set-up: the thread count, then the input files found and checked before the weights load */
+
+/* Dies when OMP_NUM_THREADS asks for more threads than --threads allows: libgomp starts them all
+ * (100000 overflowed its stack in the first parallel region). Its first level is the one read;
+ * a value libgomp cannot parse (0, "abc") it reports itself and replaces with the default. */
+static void require_env_threads(void) {
+    const char *env = getenv("OMP_NUM_THREADS");
+    if (env && omp_get_max_threads() > 1024)
+        die("OMP_NUM_THREADS=%s is more than 1024 threads (give --threads=N, 1..1024)", env);
+}
+
+/* Dies with err, the loader's message about `path` given as the model (as_model 1) or as the
+ * tokenizer (0); but when the file is a regular file that loads as the other kind, says that
+ * instead: the two were given the wrong way round. */
+static void die_loading(const char *path, int as_model, const char *err) {
+    struct stat st;
+    char other_err[1024];
+    Tokenizer t;
+    Config c;
+    if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) {
+        if (as_model && tokenizer_load(&t, path, other_err, sizeof(other_err)) == 0)
+            die("%s looks like a tokenizer file, not a model (the model comes first; give the "
+                "tokenizer with -z)",
+                path);
+        if (!as_model && model_read_config(&c, path, other_err, sizeof(other_err)) == 0)
+            die("%s looks like a model file, not a tokenizer (-z takes a tokenizer file such as "
+                "tok512.bin)",
+                path);
+    }
+    die("%s", err);
+}
 
 /* Finds the tokenizer beside the model: tok<vocab_size>.bin, then tokenizer.bin. */
 static void find_tokenizer(const char *model_path, int vocab_size, char *out, size_t outlen) {
@@ -658,14 +768,7 @@ static void print_json_string(const char *s) {
 static void print_ids(const Tokenizer *t, const int *ids, int n) {
     for (int i = 0; i < n; i++) {
         printf("%6d -> '", ids[i]);
-        for (const unsigned char *p = (const unsigned char *)shown_piece(t, ids[i]); *p; p++) {
-            if (*p == '\n')
-                fputs("\\n", stdout);
-            else if (*p < 0x20 || *p == 0x7F)
-                printf("\\x%02X", *p);
-            else
-                putchar(*p);
-        }
+        write_escaped(stdout, shown_piece(t, ids[i]), 0);
         printf("'\n");
     }
 }
@@ -694,10 +797,11 @@ static void tokenize_command(const Tokenizer *t, const Options *o) {
     double start = now_seconds();
     int n = tokenizer_encode(t, input, 1, 0, ids);
     double seconds = now_seconds() - start;
-    if (o->tokenize_file)
-        printf("%s: %d tokens (BOS included) from %zu bytes in %.3f s, %.1f MB/s\n",
-               o->tokenize_file, n, size, seconds, seconds > 0 ? size / seconds / 1e6 : 0.0);
-    else if (o->json)
+    if (o->tokenize_file) {
+        write_escaped(stdout, o->tokenize_file, 0);
+        printf(": %d token%s (BOS included) from %zu byte%s in %.3f s, %.1f MB/s\n", n, plural(n),
+               size, plural((long)size), seconds, seconds > 0 ? size / seconds / 1e6 : 0.0);
+    } else if (o->json)
         print_ids_json(t, ids, n);
     else
         print_ids(t, ids, n);
@@ -793,7 +897,7 @@ static int generate(Model *m, Sampler *sampler, const Tokenizer *t, const int *p
         if (ends_text(sampler, next)) break;
         if (print) {
             tokenizer_print_piece(tokenizer_decode(t, token, next));
-            fflush(stdout);
+            if (stdout_reader_gone()) break; /* as if the text ended here */
         }
         token = tokens[n++] = next;
     }
@@ -836,10 +940,11 @@ static void run_generation(Model *m, const Tokenizer *t, Sampler *sampler, const
     int n_forward;
     int n_tokens = generate(m, sampler, t, prompt, n_prompt, o->steps, tokens, &n_forward, 1,
                             logits_out, !o->serial_prompt, &prompt_done);
-    printf("\n");
-    fflush(stdout); /* the summary on stderr comes after the text, also in a shared log */
     if (logits_out && fclose(logits_out->file) != 0)
         die("cannot write --logits file %s: %s", logits_out->path, strerror(errno));
+    remove_on_error(NULL, NULL); /* the file is complete */
+    printf("\n");
+    finish_stdout(); /* the summary on stderr comes after the text, also in a shared log */
     double end = now_seconds(), elapsed = end - start;
     Summary summary = {.n_prompt = n_prompt,
                        .n_generated = n_tokens - n_prompt,
@@ -890,7 +995,7 @@ static char *chat_turn_text(const char *system, const char *user) {
 static int read_line(Chat *c, const char *marker, char **line, size_t *cap) {
     if (c->interactive) {
         fputs(marker, stdout);
-        fflush(stdout);
+        finish_stdout();
     }
     errno = 0;
     ssize_t n = getline(line, cap, stdin);
@@ -922,7 +1027,7 @@ static int read_turn(Chat *c, char **line, size_t *cap) {
 /* The one line that ends a full conversation: stdout's text first, then the notice on stderr. */
 static void say_context_full(const Chat *c, const char *what) {
     int seq_len = c->m->config.seq_len;
-    fflush(stdout);
+    finish_stdout();
     fprintf(stderr, "run: the context is full: %s (%d positions: %s %d); the chat ends\n", what,
             c->steps, c->steps < seq_len ? "-n" : "seq_len",
             c->steps < seq_len ? c->steps : seq_len);
@@ -979,7 +1084,7 @@ static int chat_reply(Chat *c, float *logits) {
             at_start = piece[0] == '\0';
         }
         tokenizer_print_piece(piece);
-        fflush(stdout);
+        finish_stdout();
         if (c->pos == c->steps) {
             done = 0;
             break;
@@ -1028,7 +1133,7 @@ static void run_chat(Model *m, const Tokenizer *t, Sampler *sampler, const char 
         free(system); /* the first turn alone has it */
         system = NULL;
     }
-    fflush(stdout);
+    finish_stdout();
     c.summary.n_forward = c.pos;
     print_summary(&c.summary);
     free(system);
@@ -1064,11 +1169,13 @@ static void run_perplexity(Model *m, const int *tokens, int n_tokens, const Opti
     double mean = nll / n_predicted;
     if (!isfinite(mean)) /* a NaN or infinite logit, as generation refuses them */
         die("the model computed a non-finite log-likelihood of %s (corrupt weights?)", o->ppl_path);
-    printf("%s: %d tokens predicted in %d chunks of up to %d, norm %s: mean NLL %.4f nats/token, "
+    write_escaped(stdout, o->ppl_path, 0);
+    printf(": %d token%s predicted in %d chunk%s of up to %d, norm %s: mean NLL %.4f nats/token, "
            "perplexity %.4f\n",
-           o->ppl_path, n_predicted, n_chunks, m->config.seq_len, norm_name(m->norm), mean,
-           exp(mean));
-    fprintf(stderr, "scored %d tokens, %.1f tokens/s\n", n_predicted,
+           n_predicted, plural(n_predicted), n_chunks, plural(n_chunks), m->config.seq_len,
+           norm_name(m->norm), mean, exp(mean));
+    finish_stdout(); /* before the speed line, so that an error is the only line */
+    fprintf(stderr, "scored %d token%s, %.1f tokens/s\n", n_predicted, plural(n_predicted),
             elapsed > 0 ? n_predicted / elapsed : 0.0);
     if (o->profile) print_profile(stderr, &profile, elapsed);
     m->profile = NULL; /* profile ends with this function */
@@ -1077,24 +1184,10 @@ static void run_perplexity(Model *m, const int *tokens, int n_tokens, const Opti
 /* ----------------------------------------------------------------------------
  * --compare: one prompt under two norms */
 
-/* Writes a printed piece for the table, newlines shown as \n and control bytes as \xNN. Returns
- * the characters written (a UTF-8 continuation byte starts none), which the table pads to. */
+/* Writes a printed piece for the table, escaped by write_escaped. Returns the characters
+ * written, which the table pads to. */
 static int write_piece(FILE *f, const char *piece) {
-    if (!tokenizer_piece_printed(piece)) return 0;
-    int shown = 0;
-    for (const unsigned char *p = (const unsigned char *)piece; *p; p++) {
-        if (*p == '\n') {
-            fputs("\\n", f);
-            shown += 2;
-        } else if (*p < 0x20) {
-            fprintf(f, "\\x%02x", *p);
-            shown += 4;
-        } else {
-            fputc(*p, f);
-            shown += (*p & 0xC0) != 0x80;
-        }
-    }
-    return shown;
+    return tokenizer_piece_printed(piece) ? write_escaped(f, piece, 1) : 0;
 }
 
 static void write_text(FILE *f, const Tokenizer *t, const int *tokens, int n) {
@@ -1363,7 +1456,7 @@ static void print_comparison_text(const Comparison *cmp, const Tokenizer *t, con
         printf("\n");
     }
     if (cmp->same) {
-        printf("\nthe two texts are the same (%d tokens)\n", n);
+        printf("\nthe two texts are the same (%d token%s)\n", n, plural(n));
     } else {
         printf("\nfirst difference at position %d (continuation token %d): A '", split,
                split - cmp->n_prompt + 1);
@@ -1375,7 +1468,8 @@ static void print_comparison_text(const Comparison *cmp, const Tokenizer *t, con
         printf("'%s\n", split < runs[0].n_tokens && split < runs[1].n_tokens ? "" : " (end)");
     }
 
-    printf("\nteacher-forced along A's text (%d positions): next-token distributions\n", n);
+    printf("\nteacher-forced along A's text (%d position%s): next-token distributions\n", n,
+           plural(n));
     printf("%5s  %-14s %12s %5s %12s\n", "pos", "input token", "KL(A||B)", "top1", "max|dlogit|");
     for (int pos = 0; pos < n; pos++) {
         printf("%5d  '", pos);
@@ -1388,9 +1482,9 @@ static void print_comparison_text(const Comparison *cmp, const Tokenizer *t, con
            s.kl_sum / n, s.kl_max, s.kl_max_pos, s.agree, n, 100.0 * s.agree / n, s.diff_sum / n,
            s.diff_max);
 
-    printf("\nnorm inputs per call site (averages over the %d positions of each vector's "
+    printf("\nnorm inputs per call site (averages over the %d position%s of each vector's "
            "statistic)\n",
-           n);
+           n, plural(n));
     printf("%-18s %10s %10s %12s %14s\n", "site", "mean", "RMS", "|mean|/RMS", "|mean|/RMS (B)");
     for (int site = 0; site < cmp->n_sites; site++) {
         char name[32];
@@ -1425,8 +1519,14 @@ static void run_compare(Model *m, const Tokenizer *t, Sampler *sampler, const in
  * main: every check, then one mode */
 
 int main(int argc, char **argv) {
+    /* a closed stdout would let the first file opened take its descriptor, and the text go there */
+    if (fcntl(STDOUT_FILENO, F_GETFD) == -1) die("cannot write to stdout: %s", strerror(errno));
+    signal(SIGPIPE, SIG_IGN); /* a closed pipe shows as EPIPE (see stdout_reader_gone) */
     Options o = parse_args(argc, argv);
-    if (o.threads > 0) omp_set_num_threads(o.threads);
+    if (o.threads > 0)
+        omp_set_num_threads(o.threads);
+    else
+        require_env_threads();
     signal(SIGXFSZ, SIG_IGN); /* past a file size limit, writes fail (EFBIG) with an error line */
     char *prompt = read_prompt(&o);
     require_utf8("the prompt", prompt, prompt);
@@ -1435,7 +1535,8 @@ int main(int argc, char **argv) {
      * need no weights, whose load takes seconds for a large model */
     char err[1024];
     Config header;
-    if (model_read_config(&header, o.model_path, err, sizeof(err)) != 0) die("%s", err);
+    if (model_read_config(&header, o.model_path, err, sizeof(err)) != 0)
+        die_loading(o.model_path, 1, err);
     if (!o.steps) o.steps = o.chat ? header.seq_len : 256; /* no -n: 256, a chat the context */
     char found[1024];
     const char *tokenizer_path = o.tokenizer_path;
@@ -1444,12 +1545,14 @@ int main(int argc, char **argv) {
         tokenizer_path = found;
     }
     Tokenizer tokenizer;
-    if (tokenizer_load(&tokenizer, tokenizer_path, err, sizeof(err)) != 0) die("%s", err);
+    if (tokenizer_load(&tokenizer, tokenizer_path, err, sizeof(err)) != 0)
+        die_loading(tokenizer_path, 0, err);
     require_vocab(&tokenizer, tokenizer_path, &header);
     if (o.tokenize_text || o.tokenize_file) {
         tokenize_command(&tokenizer, &o);
         tokenizer_free(&tokenizer);
         free(prompt);
+        finish_stdout();
         return 0;
     }
     int n_prompt = 0, n_text = 0;
@@ -1473,6 +1576,7 @@ int main(int argc, char **argv) {
     LogitsOut logits_out = {NULL, o.logits_path};
     if (o.logits_path && !(logits_out.file = fopen(o.logits_path, "wb")))
         die("cannot open --logits file %s: %s", o.logits_path, strerror(errno));
+    if (o.logits_path) remove_on_error(o.logits_path, logits_out.file);
 
     /* notices after every check, so that an error is the only line */
     if (c->norm_bias && model.norm != layernorm) /* the RMSNorms have no shift */
@@ -1487,8 +1591,9 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (o.steps > c->seq_len) {
-        fprintf(stderr, "run: -n %d is more than seq_len %d; running %d positions\n", o.steps,
-                c->seq_len, c->seq_len);
+        if (o.steps_given)
+            fprintf(stderr, "run: -n %d is more than seq_len %d; running %d position%s\n", o.steps,
+                    c->seq_len, c->seq_len, plural(c->seq_len));
         o.steps = c->seq_len;
     }
 
@@ -1516,5 +1621,6 @@ int main(int argc, char **argv) {
     free(prompt);
     tokenizer_free(&tokenizer);
     model_free(&model);
+    finish_stdout();
     return 0;
 }

@@ -2,6 +2,7 @@
 
 #include <criterion/criterion.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,18 +34,52 @@ int write_file(const char *path, const void *data, size_t size) {
     return (fclose(f) == 0 && written == size) ? 0 : -1;
 }
 
+/* Points the child's stdout (descriptor 1) as `kind` says, captured_fd being the temporary file
+ * of STDOUT_CAPTURED. */
+static void redirect_stdout(StdoutKind kind, int captured_fd) {
+    if (kind == STDOUT_CAPTURED) {
+        dup2(captured_fd, STDOUT_FILENO);
+    } else if (kind == STDOUT_FULL) {
+        int full = open("/dev/full", O_WRONLY);
+        dup2(full, STDOUT_FILENO);
+        close(full);
+    } else if (kind == STDOUT_CLOSED) {
+        close(STDOUT_FILENO);
+    } else {
+        int fds[2];
+        if (pipe(fds) != 0) _exit(126);
+        close(fds[0]);
+        dup2(fds[1], STDOUT_FILENO);
+        close(fds[1]);
+    }
+    close(captured_fd);
+}
+
 RunResult run_program(const char *const *args) {
-    return run_program_input(args, NULL, 0);
+    ProgramIO io = {.input = NULL, .out = STDOUT_CAPTURED};
+    return run_program_io(args, &io);
+}
+
+RunResult run_program_input(const char *const *args, const char *input, size_t size) {
+    ProgramIO io = {.input = input, .size = size, .out = STDOUT_CAPTURED};
+    return run_program_io(args, &io);
+}
+
+RunResult run_program_stdout(const char *const *args, StdoutKind kind) {
+    ProgramIO io = {.input = NULL, .out = kind};
+    return run_program_io(args, &io);
 }
 
 /* Output goes to temporary files rather than pipes, so neither stream can fill and block; so
  * does the input, which then ends where a pipe's writer would close it. */
-RunResult run_program_input(const char *const *args, const char *input, size_t size) {
+RunResult run_program_io(const char *const *args, const ProgramIO *io) {
     const char *program = getenv("NORMLLAMA_RUN");
     if (!program) program = "./run";
     char out_path[] = "/tmp/normllama-out-XXXXXX", err_path[] = "/tmp/normllama-err-XXXXXX";
     char in_path[] = "/tmp/normllama-in-XXXXXX";
     int out_fd = mkstemp(out_path), err_fd = mkstemp(err_path);
+    const char *input = io->input;
+    size_t size = io->size;
     int in_fd = input ? mkstemp(in_path) : open("/dev/null", O_RDONLY);
     if (input && (write(in_fd, input, size) != (ssize_t)size || lseek(in_fd, 0, SEEK_SET) != 0))
         in_fd = -1; /* the child then reads a closed stdin: the test sees the failure */
@@ -55,12 +90,14 @@ RunResult run_program_input(const char *const *args, const char *input, size_t s
 
     pid_t pid = fork();
     if (pid == 0) {
-        dup2(out_fd, STDOUT_FILENO);
+        redirect_stdout(io->out, out_fd);
         dup2(err_fd, STDERR_FILENO);
         if (in_fd >= 0)
             dup2(in_fd, STDIN_FILENO);
         else
             close(STDIN_FILENO);
+        if (in_fd > STDIN_FILENO) close(in_fd);
+        signal(SIGPIPE, SIG_DFL); /* as a shell starts a program */
         execv(program, (char *const *)argv);
         _exit(127);
     }

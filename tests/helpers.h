@@ -15,8 +15,29 @@ typedef struct {
  * argument list args (without argv[0]) and waits for it. */
 RunResult run_program(const char *const *args);
 
+/* Where the program's stdout goes. */
+typedef enum {
+    STDOUT_CAPTURED,    /* a temporary file, read into RunResult.out (what run_program does) */
+    STDOUT_FULL,        /* /dev/full: every write fails with ENOSPC */
+    STDOUT_CLOSED,      /* descriptor 1 closed */
+    STDOUT_PIPE_CLOSED, /* a pipe whose reader has gone: writes fail with EPIPE (or SIGPIPE) */
+} StdoutKind;
+
+/* The program's stdin and stdout: size bytes of input (NULL: /dev/null) and where stdout goes. */
+typedef struct {
+    const char *input;
+    size_t size;
+    StdoutKind out;
+} ProgramIO;
+
+/* run_program with stdin and stdout as io says; RunResult.out is "" unless STDOUT_CAPTURED. */
+RunResult run_program_io(const char *const *args, const ProgramIO *io);
+
 /* As run_program, with the size bytes of input (NULL: nothing, /dev/null) on its stdin. */
 RunResult run_program_input(const char *const *args, const char *input, size_t size);
+
+/* As run_program, with stdout as `kind` says. */
+RunResult run_program_stdout(const char *const *args, StdoutKind kind);
 
 void result_free(RunResult *r);
 

@@ -6,6 +6,7 @@ test is $NORMLLAMA_RUN (default ./run). Prints one line per test and "N passed, 
 import fcntl
 import json
 import os
+import pickle
 import resource
 import shutil
 import signal
@@ -1196,7 +1197,7 @@ def logits_past_a_file_size_limit_is_an_error():
                        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (8192, 8192)))
     assert (p.returncode, p.stderr) == (1, f"run: cannot write --logits file {out}: File too "
                                            "large\n"), (p.returncode, p.stderr)
-    os.remove(out)
+    assert not os.path.exists(out), "the partial --logits file is removed"
 
 
 @test
@@ -1259,6 +1260,140 @@ def model_truncated_while_run_generates_is_harmless():
         assert logits == f.read()
     for path in (model, fifo, expected):
         os.remove(path)
+
+
+@test
+def export_refuses_tensors_its_config_leaves_unused():
+    """model_args naming fewer layers than the state dict holds, or a tensor no model reads: an
+    error naming the first tensor left over, not a model silently missing it. A Hugging Face
+    rotary_emb.inv_freq, recomputed from rope_theta, is no such tensor."""
+    args = torch.load(PT, map_location="cpu")["model_args"]
+    out = tmp("never.nllm")
+    expect_export_error([pt_checkpoint("fewer-layers", dict(args, n_layers=4)), "--out", out],
+                        "tensor 'layers.4.attention.wq.weight' is not part of the model its config "
+                        "describes (n_layers 4)")
+    expect_export_error([pt_checkpoint("extra", tensors={"layers.0.attention.bias": torch.ones(64)}),
+                         "--out", out], "tensor 'layers.0.attention.bias' is not part of the model")
+    path, cfg, _ = hf_checkpoint("extra-hf", "safetensors", "F32", num_key_value_heads=2,
+                                 tie_word_embeddings=False)
+    w = hf_weights(cfg, 0)
+    inv_freq = {"model.layers.0.self_attn.rotary_emb.inv_freq": torch.ones(4)}
+    write_safetensors(os.path.join(path, "model.safetensors"), dict(w, **inv_freq), "F32")
+    assert export_cli(path, "--out", tmp("inv-freq.nllm"))[0] == 0
+    extra_layer = {"model.layers.2.mlp.up_proj.weight": w["model.layers.1.mlp.up_proj.weight"]}
+    write_safetensors(os.path.join(path, "model.safetensors"), dict(w, **extra_layer), "F32")
+    expect_export_error([path, "--out", out], "tensor 'model.layers.2.mlp.up_proj.weight' is not "
+                        f"part of the model its config describes (n_layers {cfg['num_hidden_layers']})")
+    assert_nothing_written(out)
+
+
+@test
+def export_errors_escape_names():
+    """A name with a newline or a terminal's escape code, from the command line or from the input,
+    is printed as run prints names (\\n, \\xNN): the error stays one line of plain text."""
+    out = tmp("never.nllm")
+    for args, needle in [
+            ([tmp("a\x1b[31m\nb.pt")], "a\\x1B[31m\\nb.pt: no such file or directory"),
+            ([tmp("caf\udcff.pt")], "caf\\xFF.pt: no such file or directory"),
+            ([PT, "--bogus\x1b[31m"], "unrecognized arguments: --bogus\\x1B[31m")]:
+        expect_export_error([*args, "--out", out], needle)
+    path, cfg, _ = hf_checkpoint("escape", "safetensors", "F32", num_key_value_heads=2,
+                                 tie_word_embeddings=False)
+    json.dump(dict(cfg, architectures=["\x1b[31mEvil\nModel"], model_type="evil"),
+              open(os.path.join(path, "config.json"), "w"))
+    expect_export_error([path, "--out", out], "unsupported architecture \\x1B[31mEvil\\nModel")
+    assert_nothing_written(out)
+
+
+def expect_tool_error(argv, needle, stdin=None, env=None):
+    """A Python tool's bad input: exit 1, one line on stderr holding needle, no traceback."""
+    p = subprocess.run(argv, input=stdin, capture_output=True, text=True, env=env)
+    assert p.returncode == 1 and p.stderr.count("\n") == 1, (argv, p.returncode, p.stderr)
+    assert needle in p.stderr and "Traceback" not in p.stderr, (argv, needle, p.stderr)
+
+
+@test
+def plot_compare_errors_are_one_line_and_dash_reads_stdin():
+    """tools/plot_compare.py on a missing file, on text, on JSON that is not --compare's (that of
+    --tokenize --json, a --compare JSON lacking a field), on a chart it cannot write; "-" reads
+    the JSON from stdin."""
+    tool = [sys.executable, "tools/plot_compare.py"]
+    code, compare, err = run(LEGACY, "-t", "0", "-n", "12", "--compare", "--json", "Once")
+    assert code == 0, err
+    _, tokens, _ = run(LEGACY, "--tokenize", "Once", "--json")
+    broken = json.loads(compare)
+    del broken["positions"][3]["kl"]
+    png = tmp("compare.png")
+    expect_tool_error(tool + [tmp("none.json"), png], f"{tmp('none.json')}: No such file")
+    expect_tool_error(tool + [TOK_BIN, png], f"{TOK_BIN}: not JSON")
+    expect_tool_error(tool + ["-", png], "stdin: not the JSON of run --compare --json: the JSON "
+                      "has no \"model\"", stdin=tokens)
+    expect_tool_error(tool + ["-", png], "stdin: not the JSON of run --compare --json: "
+                      "the JSON.positions[3] has no \"kl\"", stdin=json.dumps(broken))
+    expect_tool_error(tool + ["-", tmp("no-such-dir/c.png")], "cannot write", stdin=compare)
+    p = subprocess.run(tool + ["-", png], input=compare, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+@test
+def python_tools_under_another_python3_name_usr_bin_python3():
+    """./export.py and ./tools/plot_compare.py started with another python3 first on PATH (here
+    a venv without Debian's packages): one line naming /usr/bin/python3, not a traceback."""
+    venv = tmp("venv")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True)
+    env = dict(os.environ, PATH=os.path.join(venv, "bin") + os.pathsep + os.environ["PATH"])
+    for argv, module in [(["./export.py", "--help"], "numpy"),
+                         (["./tools/plot_compare.py", "a.json", "a.png"], "matplotlib")]:
+        expect_tool_error(argv, f"{venv}/bin/python3 cannot import {module}: run", env=env)
+        expect_tool_error(argv, "with /usr/bin/python3", env=env)
+
+
+class RunsCommand:
+    """Pickles as a call of os.system(command): what a hostile checkpoint holds."""
+
+    def __init__(self, command):
+        self.command = command
+
+    def __reduce__(self):
+        return (os.system, (self.command,))
+
+
+@test
+def hostile_checkpoint_runs_no_code():
+    """A .pt whose pickle calls os.system, as torch.save writes it (zip and legacy formats), as a
+    bare pickle, and as a Hugging Face pytorch_model.bin: refused in one line, nothing run."""
+    marker = tmp("hostile-ran")
+    out = tmp("never.nllm")
+    ckpt = {"model_args": RunsCommand(f"touch {marker}"), "model": {}}
+    paths = [tmp("hostile.pt"), tmp("hostile-legacy.pt"), tmp("hostile-bare.pt")]
+    torch.save(ckpt, paths[0])
+    torch.save(ckpt, paths[1], _use_new_zipfile_serialization=False)
+    with open(paths[2], "wb") as f:
+        pickle.dump(ckpt, f)
+    path, _, _ = hf_checkpoint("hostile-hf", "bin", "F32", num_key_value_heads=4,
+                               tie_word_embeddings=False)
+    torch.save({"model.norm.weight": RunsCommand(f"touch {marker}")},
+               os.path.join(path, "pytorch_model.bin"))
+    for p, name in [*((p, p) for p in paths), (path, os.path.join(path, "pytorch_model.bin"))]:
+        expect_export_error([p, "--out", out], f"{name}: refused: its pickle names posix.system")
+        assert not os.path.exists(marker), p
+    assert_nothing_written(out)
+
+
+@test
+def checkpoint_of_plain_containers_loads():
+    """What a training script saves beside the state dict (ints, floats, strings, booleans, None,
+    nested dicts, lists and tuples, a 0-d tensor) loads through the restricted unpickler: the
+    export equals stories260K.pt's."""
+    ckpt = torch.load(PT, map_location="cpu")
+    ckpt["extra"] = {"norm": "layernorm", "lr": 1e-3, "betas": (0.9, 0.95), "flags": [True, None],
+                     "losses": [torch.tensor(1.5)], "step": 10**30}
+    path = tmp("plain.pt")
+    torch.save(ckpt, path)
+    assert export_cli(path, "--out", tmp("plain.nllm"))[0] == 0
+    assert export_cli(PT, "--out", tmp("pt.nllm"))[0] == 0
+    assert open(tmp("plain.nllm"), "rb").read() == open(tmp("pt.nllm"), "rb").read()
 
 
 @test

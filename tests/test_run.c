@@ -266,6 +266,11 @@ Test(bad_input, non_finite_logits) {
     cr_assert_eq(write_file(path, data, n), 0);
     free(data);
     expect_error((const char *[]){path, "-z", TOKENIZER, NULL}, "non-finite logit at position 0");
+    /* the --logits file, written up to the error, is removed rather than left partial */
+    char *logits = scratch_path("logits.f32");
+    expect_error((const char *[]){path, "-z", TOKENIZER, "--logits", logits, NULL},
+                 "non-finite logit at position 0");
+    cr_assert_neq(access(logits, F_OK), 0, "the partial --logits file is removed");
 }
 
 Test(bad_input, model_folder_too_long_to_look_beside) {
@@ -685,4 +690,131 @@ Test(run, compare_at_full_seq_len) {
     cr_assert_eq(r.exit_code, 0, "stderr: %s", r.err);
     cr_assert(strstr(r.out, "teacher-forced along A's text (512 positions)"), "%s", r.out);
     result_free(&r);
+}
+
+/* ----------------------------------------------------------------------------
+ * stdout: a failed write is an error; a reader gone (`run ... | head`) ends quietly */
+
+/* Each mode that prints to stdout, with stdout on /dev/full and closed: exit 1 and one line
+ * naming stdout; into a pipe whose reader has gone: status 0 and nothing on stderr. */
+Test(bad_input, failed_writes_to_stdout) {
+    const char *modes[][10] = {
+        {MODEL, "-t", "0", "-n", "20", "Once", NULL},
+        {MODEL, "-m", "chat", "-t", "0", "-n", "40", "-i", "Hi", NULL},
+        {"--version", NULL},
+        {MODEL, "--ppl", "data/stories.txt", NULL},
+        {MODEL, "--tokenize", "Once upon a time", NULL},
+        {MODEL, "-t", "0", "-n", "20", "--compare", "--json", NULL},
+        {"--help", NULL},
+    };
+    const struct {
+        StdoutKind kind;
+        const char *error; /* NULL: none, status 0 */
+    } outs[] = {
+        {STDOUT_FULL, "run: cannot write to stdout: No space left on device"},
+        {STDOUT_CLOSED, "run: cannot write to stdout: Bad file descriptor"},
+        {STDOUT_PIPE_CLOSED, NULL},
+    };
+    for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
+        for (size_t k = 0; k < sizeof(outs) / sizeof(outs[0]); k++) {
+            RunResult r = run_program_stdout(modes[m], outs[k].kind);
+            if (outs[k].error) {
+                cr_assert_eq(r.exit_code, 1, "%s (%zu): exit %d, stderr: %s", modes[m][1], k,
+                             r.exit_code, r.err);
+                cr_assert_eq(count_lines(r.err), 1, "%s (%zu): one line: %s", modes[m][1], k,
+                             r.err);
+                cr_assert(strstr(r.err, outs[k].error), "%s (%zu): %s", modes[m][1], k, r.err);
+            } else {
+                cr_assert_eq(r.exit_code, 0, "%s: exit %d into a closed pipe, stderr: %s",
+                             modes[m][1], r.exit_code, r.err);
+                cr_assert_str_eq(r.err, "", "%s: quiet into a closed pipe", modes[m][1]);
+            }
+            result_free(&r);
+        }
+    }
+}
+
+/* The thread count from the environment is bounded as --threads is; --threads overrides it. */
+Test(bad_input, omp_num_threads_out_of_range) {
+    setenv("OMP_NUM_THREADS", "100000", 1);
+    expect_error((const char *[]){MODEL, "-n", "8", "Hi", NULL},
+                 "OMP_NUM_THREADS=100000 is more than 1024 threads");
+    RunResult r = run_program((const char *[]){MODEL, "-n", "8", "--threads=2", "Hi", NULL});
+    cr_assert_eq(r.exit_code, 0, "with --threads: %s", r.err);
+    result_free(&r);
+}
+
+/* A name with a newline, a terminal's escape code or a byte that is not UTF-8 is printed
+ * escaped, as --tokenize escapes pieces, so that the error stays one line of plain text. */
+Test(bad_input, names_are_escaped_in_errors) {
+    expect_error((const char *[]){"no\nsuch\x1b[31m.bin", NULL}, "no\\nsuch\\x1B[31m.bin");
+    expect_error((const char *[]){MODEL, "-z", "tok\r\n.bin", NULL}, "tok\\x0D\\n.bin");
+    expect_error((const char *[]){MODEL, "--ppl", "t\n.txt", NULL}, "t\\n.txt: cannot open");
+    expect_error((const char *[]){MODEL, "--norm=rms\nnorm", NULL}, "unknown --norm 'rms\\nnorm'");
+    expect_error((const char *[]){MODEL, "--a\nb", NULL}, "unknown option '--a\\nb'");
+    expect_error((const char *[]){MODEL, "--caf\xc3\xa9\xff", NULL},
+                 "unknown option '--caf\xc3\xa9\\xFF'");
+}
+
+/* ----------------------------------------------------------------------------
+ * Messages that misled */
+
+/* stories260K.bin with seq_len 1: its rope tables (seq_len * head_size floats, the file's last
+ * bytes, as the classifier is shared) cut to one row. */
+static char *write_seq_len_1_model(void) {
+    size_t n;
+    char *data = read_file(MODEL, &n);
+    cr_assert_not_null(data);
+    int32_t seq_len = 1;
+    memcpy(data + 24, &seq_len, sizeof(seq_len));
+    char *path = scratch_path("seq_len_1.bin");
+    cr_assert_eq(write_file(path, data, n - 511 * 8 * sizeof(float)), 0);
+    free(data);
+    return path;
+}
+
+Test(run, counts_of_one_are_singular_and_no_notice_about_an_n_not_given) {
+    make_scratch();
+    char *model = write_seq_len_1_model();
+    RunResult r = run_program((const char *[]){model, "-z", TOKENIZER, "-t", "0", NULL});
+    cr_assert_eq(r.exit_code, 0, "stderr: %s", r.err);
+    cr_assert_eq(count_lines(r.err), 1, "the summary alone, no notice about -n: %s", r.err);
+    result_free(&r);
+    r = run_program((const char *[]){model, "-z", TOKENIZER, "-t", "0", "-n", "3", NULL});
+    cr_assert(strstr(r.err, "run: -n 3 is more than seq_len 1; running 1 position\n"), "%s", r.err);
+    result_free(&r);
+    r = run_program((const char *[]){model, "-z", TOKENIZER, "-t", "0", "--compare", NULL});
+    cr_assert_eq(r.exit_code, 0, "stderr: %s", r.err);
+    cr_assert_str_eq(r.err, "", "no notice about -n");
+    cr_assert(strstr(r.out, "the two texts are the same (1 token)\n"), "%s", r.out);
+    cr_assert(strstr(r.out, "teacher-forced along A's text (1 position):"), "%s", r.out);
+    cr_assert(strstr(r.out, "averages over the 1 position of"), "%s", r.out);
+    result_free(&r);
+    /* BOS and " a": one token predicted */
+    char *text = scratch_path("a.txt");
+    cr_assert_eq(write_file(text, "a", 1), 0);
+    r = run_program((const char *[]){MODEL, "--ppl", text, NULL});
+    cr_assert(strstr(r.out, ": 1 token predicted in 1 chunk of up to 512,"), "%s", r.out);
+    cr_assert(strstr(r.err, "scored 1 token,"), "%s", r.err);
+    result_free(&r);
+    r = run_program((const char *[]){MODEL, "--tokenize-file", text, NULL});
+    cr_assert(strstr(r.out, ": 2 tokens (BOS included) from 1 byte in"), "%s", r.out);
+    result_free(&r);
+}
+
+Test(bad_input, integer_out_of_range_is_not_a_non_integer) {
+    expect_error((const char *[]){MODEL, "-n", "99999999999999999999", NULL},
+                 "-n is out of range, got '99999999999999999999'");
+    expect_error((const char *[]){MODEL, "-s", "-99999999999999999999", NULL},
+                 "-s is out of range, got '-99999999999999999999'");
+}
+
+/* The model and the tokenizer given the wrong way round: the error says which kind the file is. */
+Test(bad_input, model_and_tokenizer_swapped) {
+    expect_error((const char *[]){MODEL, "-z", MODEL, NULL},
+                 "run: models/stories260K.bin looks like a model file, not a tokenizer");
+    expect_error((const char *[]){TOKENIZER, NULL},
+                 "run: models/tok512.bin looks like a tokenizer file, not a model");
+    expect_error((const char *[]){TOKENIZER, "-z", MODEL, NULL},
+                 "run: models/tok512.bin looks like a tokenizer file, not a model");
 }

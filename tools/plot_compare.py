@@ -1,23 +1,101 @@
+#!/usr/bin/env python3
 """Charts of `run MODEL PROMPT --compare --json`: KL per position, |mean|/RMS per norm call site,
 and where the forward pass spends its time, under each norm.
 
     ./run models/stories260K.bin "Once upon a time" -t 0 --compare --json > compare.json
     /usr/bin/python3 tools/plot_compare.py compare.json docs/compare_stories260K.png
+    ./run ... --compare --json | tools/plot_compare.py - compare.png
+
+COMPARE.json "-" reads stdin. Errors (a file missing, JSON that is not --compare's, a chart that
+cannot be written) print one line "plot_compare.py: error: ..." and exit 1.
 """
+import importlib.util
 import json
+import numbers
 import sys
 
-import matplotlib
+# Started as ./tools/plot_compare.py, the python3 first on PATH runs it, which may lack matplotlib
+if importlib.util.find_spec("matplotlib") is None:
+    sys.exit(f"plot_compare.py: error: {sys.executable} cannot import matplotlib: run it with "
+             "/usr/bin/python3, Debian's Python, with python3-matplotlib installed")
+
+import matplotlib  # noqa: E402 (after the check above)
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402 (the backend is chosen first)
 
 
+NUMBER = "a number"
+# What the charts read of --compare's JSON (run.c, print_comparison_json): a dict holds the keys
+# named, a list [x] is a list of x's, a type the value's
+SCHEMA = {
+    "model": str, "norms": [str], "n_prompt": NUMBER, "first_difference": NUMBER,
+    "summary": {"positions": NUMBER, "mean_kl": NUMBER},
+    "positions": [{"pos": NUMBER, "kl": NUMBER, "top1_agree": bool}],
+    "sites": [{"site": str, "a": {"mean_over_rms": NUMBER}, "b": {"mean_over_rms": NUMBER}}],
+    "speed": [{"norm": str, "tokens_per_s": NUMBER, "norm_share": NUMBER, "op_seconds": dict}],
+}
+
+
+class CompareError(Exception):
+    """A problem with the input, reported as one line."""
+
+
+def check(value, schema, where):
+    """Raises CompareError naming the first part of value that does not fit schema (SCHEMA)."""
+    if isinstance(schema, dict):
+        if not isinstance(value, dict):
+            raise CompareError(f"{where} is not an object")
+        for key, part in schema.items():
+            if key not in value:
+                raise CompareError(f"{where} has no \"{key}\"")
+            check(value[key], part, f"{where}.{key}")
+    elif isinstance(schema, list):
+        if not isinstance(value, list) or not value:
+            raise CompareError(f"{where} is not a non-empty list")
+        for i, item in enumerate(value):
+            check(item, schema[0], f"{where}[{i}]")
+    elif schema is NUMBER:
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise CompareError(f"{where} is not a number")
+    elif not isinstance(value, schema):
+        raise CompareError(f"{where} is not {schema.__name__}")
+
+
+def read_compare(path):
+    """The --compare JSON at path ("-": stdin), checked against SCHEMA."""
+    name = "stdin" if path == "-" else path
+    try:
+        if path == "-":
+            d = json.load(sys.stdin)
+        else:
+            with open(path, encoding="utf-8") as f:
+                d = json.load(f)
+    except OSError as e:
+        raise CompareError(f"{name}: {e.strerror}")
+    except (ValueError, RecursionError) as e:  # UnicodeDecodeError is a ValueError
+        raise CompareError(f"{name}: not JSON ({e})")
+    try:
+        check(d, SCHEMA, "the JSON")
+        if len(d["norms"]) != 2 or len(d["speed"]) != 2:
+            raise CompareError("the JSON does not hold two norms and their two speeds")
+    except CompareError as e:
+        raise CompareError(f"{name}: not the JSON of run --compare --json: {e}")
+    return d
+
+
 def main():
     if len(sys.argv) != 3:
-        sys.exit("usage: plot_compare.py COMPARE.json OUT.png")
-    with open(sys.argv[1], encoding="utf-8") as f:
-        d = json.load(f)
+        sys.exit("usage: plot_compare.py COMPARE.json OUT.png (COMPARE.json - reads stdin)")
+    try:
+        d = read_compare(sys.argv[1])
+        plot(d, sys.argv[2])
+    except CompareError as e:
+        sys.exit(f"plot_compare.py: error: {e}")
+
+
+def plot(d, out):
+    """The three charts of d (read_compare's) into the image file out."""
     a, b = d["norms"]
     fig, (ax_kl, ax_site, ax_time) = plt.subplots(3, 1, figsize=(10, 11),
                                                   gridspec_kw={"height_ratios": [3, 3, 2]})
@@ -78,7 +156,10 @@ def main():
     ax_time.set_title("Where the time goes", fontsize=10)
 
     fig.tight_layout()
-    fig.savefig(sys.argv[2], dpi=100)
+    try:
+        fig.savefig(out, dpi=100)
+    except (OSError, ValueError) as e:  # ValueError: an extension matplotlib has no writer for
+        raise CompareError(f"cannot write {out}: {getattr(e, 'strerror', None) or e}")
 
 
 if __name__ == "__main__":
