@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "eval.h"
+#include "load.h"
 #include "model.h"
 #include "norm.h"
 #include "tokenizer.h"
