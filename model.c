@@ -2,13 +2,14 @@
  * attention block x += wo attention(rope(wq n(x)), rope(wk n(x)), wv n(x)) and the feed-forward
  * block x += w2 (silu(w1 n(x)) * w3 n(x)); the final norm and the classifier. One pass runs a
  * batch of positions (one in decode). How the products, attention and norms are computed fast is
- * matmul.c's, attention.c's and norm.c's; the plain kernels beside the fast ones are
- * matmul_ref, attention_ref and embedding_ref.
+ * matmul.c's, attention.c's and norm.c's; the plain pass is reference.c's.
  */
 #include "model.h"
 
 #include <math.h>
+#include <string.h>
 
+#include "reference.h"
 #include "simd.h"
 
 /* The only cost of profiling when it is off: one predictable branch per lap. */
@@ -136,6 +137,7 @@ static void forward_positions(Model *m, const int *tokens, int batch, int pos0, 
 }
 
 float *model_forward(Model *m, int token, int pos) {
+    if (m->reference) return reference_forward(m, token, pos);
     if (m->profile) profile_start(m->profile);
     forward_positions(m, &token, 1, pos, m->state.logits);
     return m->state.logits;
@@ -143,6 +145,13 @@ float *model_forward(Model *m, int token, int pos) {
 
 void model_prefill(Model *m, const int *tokens, int n, float *logits) {
     int batch = m->state.batch, vocab_size = m->config.vocab_size;
+    if (m->reference) {
+        for (int pos = 0; pos < n; pos++) {
+            const float *l = reference_forward(m, tokens[pos], pos);
+            if (logits) memcpy(logits + (size_t)pos * vocab_size, l, vocab_size * sizeof(float));
+        }
+        return;
+    }
     if (m->profile) profile_start(m->profile);
     for (int pos0 = 0; pos0 < n; pos0 += batch)
         forward_positions(m, tokens + pos0, n - pos0 < batch ? n - pos0 : batch, pos0,

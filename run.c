@@ -142,6 +142,7 @@ typedef struct {
     const char *tokenize_file; /* --tokenize-file: count the tokens of this file, time it */
     int json;                  /* --json: --tokenize or --compare print JSON */
     int profile;               /* --profile: time per operation class */
+    int reference;             /* --reference: the plain forward pass, reference.c */
     const char *ppl_path;      /* --ppl FILE: perplexity mode */
     int compare;               /* --compare[=A,B]: compare mode */
     NormFn compare_with[2];
@@ -189,6 +190,8 @@ static void usage(FILE *f) {
             "  --tokenize-file FILE\n"
             "                    print the number of tokens of FILE and the encoding speed\n"
             "  --profile         after generating, print the time per operation class\n"
+            "  --reference       run the plain forward pass (reference.c) instead of the\n"
+            "                    fast one: slow, the oracle the fast one is tested against\n"
             "modes:\n"
             "  --ppl FILE        mean negative log-likelihood and perplexity of the text in\n"
             "                    FILE (no PROMPT; chunks of seq_len tokens, each from BOS)\n"
@@ -324,6 +327,8 @@ static Options parse_args(int argc, char **argv) {
             o.logits_path = option_value(argc, argv, &i, flag);
         } else if (strcmp(a, "--profile") == 0) {
             o.profile = 1;
+        } else if (strcmp(a, "--reference") == 0) {
+            o.reference = 1;
         } else if (strcmp(flag, "--ppl") == 0) {
             o.ppl_path = option_value(argc, argv, &i, flag);
         } else if (strcmp(flag, "--compare") == 0) {
@@ -1122,6 +1127,7 @@ int main(int argc, char **argv) {
     if (c->vocab_size != header.vocab_size || c->seq_len != header.seq_len) /* the checks above */
         die("%s: the file changed while it was read", o.model_path);
     if (o.norm) model.norm = o.norm;
+    model.reference = o.reference;
     if (o.batch && model_set_batch(&model, o.batch, err, sizeof(err)) != 0) die("--batch: %s", err);
     LogitsOut logits_out = {NULL, o.logits_path};
     if (o.logits_path && !(logits_out.file = fopen(o.logits_path, "wb")))
