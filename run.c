@@ -374,6 +374,9 @@ static Options parse_args(int argc, char **argv) {
     if (o.compare && o.norm)
         die("--compare runs its own two norms; name them with --compare=A,B instead of --norm");
     if (o.compare && o.profile) die("--compare times both norms itself; drop --profile");
+    if (o.reference && (o.profile || o.batch || tokenize))
+        die("--reference runs the plain pass one position at a time, untimed: not with --profile, "
+            "--batch or --tokenize");
     if (o.ppl_path && o.prompt) die("--ppl reads its text from FILE; drop the prompt");
     if (o.logits_path && !generating)
         die("--logits goes with generation, not with --compare, --ppl or --tokenize");

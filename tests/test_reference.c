@@ -417,3 +417,16 @@ Test(reference_mode, greedy_story_is_the_fast_one) {
     result_free(&r);
     free(expected);
 }
+
+Test(reference_mode, options_it_would_ignore_are_errors) {
+    const char *flags[3][3] = {{"--profile", NULL}, {"--batch=4", NULL}, {"--tokenize", "Hi"}};
+    for (int i = 0; i < 3; i++) {
+        RunResult r = run_program((const char *[]){LEGACY, "-z", TOKENIZER, "--reference",
+                                                   flags[i][0], flags[i][1], NULL});
+        cr_assert_eq(r.exit_code, 1, "%s: exit %d", flags[i][0], r.exit_code);
+        cr_assert_eq(count_lines(r.err), 1, "%s", r.err);
+        cr_assert(strstr(r.err, "--reference runs the plain pass"), "%s", r.err);
+        cr_assert_str_eq(r.out, "");
+        result_free(&r);
+    }
+}
