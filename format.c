@@ -228,7 +228,7 @@ static TensorKind ak42_kind(int cols, uint64_t group_size) {
 
 /* llama2.c version 1 (fp32) and 2 (int8 groups, norms kept fp32): norms first, then embedding,
  * attention and feed-forward matrices, classifier when not shared. A version 2 matrix's dtype
- * depends on its cols alone, so the matrices matmul_batch multiplies together (wq, wk, wv; w1,
+ * depends on its cols alone, so the matrices matmul multiplies together (wq, wk, wv; w1,
  * w3: all dim columns) share one, as do the embedding and the classifier. */
 static void ak42_layout(Layout *l, Weights *w, const Config *c, int version, uint64_t group_size) {
     int dim = c->dim, hidden = c->hidden_dim, kv_dim = c->n_kv_heads * (dim / c->n_heads);
