@@ -1,3 +1,5 @@
+/* The norms (norm.h): RMSNorm, RMSNorm with eps outside the root, LayerNorm, their 16-bit
+ * input wrapper and the table that picks one by name; the model calls them through a NormFn. */
 #include "norm.h"
 
 #include <math.h>
