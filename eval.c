@@ -1,3 +1,5 @@
+/* Measuring what a norm does (eval.h): NLL and perplexity, KL and logit differences, the
+ * statistics of each norm site's input; run.c prints them. */
 #include "eval.h"
 
 #include <math.h>

@@ -1,3 +1,5 @@
+/* The norms (norm.h): RMSNorm, RMSNorm with eps outside the root, LayerNorm, their 16-bit
+ * input wrapper and the table that picks one by name; the model calls them through a NormFn. */
 #include "norm.h"
 
 #include <math.h>
@@ -61,13 +63,18 @@ static void shifted_sums(const float *x, int dim, float shift, float *s1, float 
     *s2 = vec_sum(vec_add(a2, b2)) - pad * shift * shift;
 }
 
+/* What a norm does to each value before its weight: x -> scale * (x - center). */
+typedef struct {
+    float center, scale;
+} Standardize;
+
 /* out = weight * (scale * (x - center)) + bias (bias may be NULL: none), the last step of every
  * norm. It prefetches the row after x (the next row of a batch, or whatever follows x: a
  * prefetch never faults) while it writes this one, so that the next call finds its row in cache
  * rather than reading it from memory only after these writes. */
 static void write_normalized(float *out, const float *x, const float *weight, const float *bias,
-                             int dim, float center, float scale) {
-    vecf vcenter = vec_set1(center), vscale = vec_set1(scale);
+                             int dim, Standardize s) {
+    vecf vcenter = vec_set1(s.center), vscale = vec_set1(s.scale);
     for (int i = 0; i < dim; i += VEC_WIDTH) {
         __builtin_prefetch(x + dim + i);
         vecf normalized = vec_mul(vscale, vec_sub(vec_load_upto(x + i, dim - i), vcenter));
@@ -81,14 +88,14 @@ void rmsnorm(float *out, const float *x, const float *weight, const float *bias,
              float eps) {
     (void)bias;
     float inv_rms = 1.0f / sqrtf(sum_squares(x, dim) / dim + eps);
-    write_normalized(out, x, weight, NULL, dim, 0.0f, inv_rms);
+    write_normalized(out, x, weight, NULL, dim, (Standardize){0.0f, inv_rms});
 }
 
 void rmsnorm_eps_outside(float *out, const float *x, const float *weight, const float *bias,
                          int dim, float eps) {
     (void)bias;
     float inv = 1.0f / (sqrtf(sum_squares(x, dim) / dim) + eps);
-    write_normalized(out, x, weight, NULL, dim, 0.0f, inv);
+    write_normalized(out, x, weight, NULL, dim, (Standardize){0.0f, inv});
 }
 
 void layernorm(float *out, const float *x, const float *weight, const float *bias, int dim,
@@ -106,7 +113,7 @@ void layernorm(float *out, const float *x, const float *weight, const float *bia
     float mean = shift + s1 / dim;
     float var = s2 / dim - (s1 / dim) * (s1 / dim);
     float inv_std = 1.0f / sqrtf((var > 0.0f ? var : 0.0f) + eps);
-    write_normalized(out, x, weight, bias, dim, mean, inv_std);
+    write_normalized(out, x, weight, bias, dim, (Standardize){mean, inv_std});
 }
 
 /* ----------------------------------------------------------------------------
@@ -133,10 +140,9 @@ float f16_to_f32(uint16_t h) {
     return f;
 }
 
-void norm_16bit(NormFn fn, float (*to_f32)(uint16_t), float *out, const uint16_t *x,
-                const float *weight, const float *bias, int dim, float eps) {
+void norm_16bit(NormCall norm, float (*to_f32)(uint16_t), float *out, const uint16_t *x, int dim) {
     for (int i = 0; i < dim; i++) out[i] = to_f32(x[i]);
-    fn(out, out, weight, bias, dim, eps);
+    norm.fn(out, out, norm.weight, norm.bias, dim, norm.eps);
 }
 
 /* ----------------------------------------------------------------------------

@@ -54,12 +54,18 @@ static inline float bf16_to_f32(uint16_t h) {
     return f;
 }
 
-/* A norm over 16-bit storage: out = fn(to_f32(x)), with fp32 arithmetic throughout.
- * to_f32: f16_to_f32 or bf16_to_f32. x: (dim) in that storage type; out, weight, bias: (dim)
- * fp32. Decoding into fp32 before any arithmetic is what keeps e.g. a sum of squares of 4096
- * values of magnitude 1000 (4e9) finite: fp16's largest finite value is 65504. */
-void norm_16bit(NormFn fn, float (*to_f32)(uint16_t), float *out, const uint16_t *x,
-                const float *weight, const float *bias, int dim, float eps);
+/* A norm with its parameters: fn(out, x, weight, bias, dim, eps). */
+typedef struct {
+    NormFn fn;
+    const float *weight, *bias; /* (dim); bias may be NULL */
+    float eps;
+} NormCall;
+
+/* A norm over 16-bit storage: out = norm(to_f32(x)), with fp32 arithmetic throughout.
+ * to_f32: f16_to_f32 or bf16_to_f32. x: (dim) in that storage type; out and the norm's weight and
+ * bias: (dim) fp32. Decoding into fp32 before any arithmetic is what keeps e.g. a sum of squares
+ * of 4096 values of magnitude 1000 (4e9) finite: fp16's largest finite value is 65504. */
+void norm_16bit(NormCall norm, float (*to_f32)(uint16_t), float *out, const uint16_t *x, int dim);
 
 /* Looks up a norm by its command-line name ("rmsnorm", "layernorm", "rmsnorm_eps_outside").
  * Returns its function, or NULL for an unknown name. */

@@ -1,3 +1,4 @@
+/* Timing the forward pass by operation class (profile.h), for --profile and --compare. */
 #include "profile.h"
 
 #include <stdlib.h>

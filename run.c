@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "eval.h"
+#include "load.h"
 #include "model.h"
 #include "norm.h"
 #include "tokenizer.h"
@@ -168,6 +169,7 @@ typedef struct {
     const char *tokenize_file; /* --tokenize-file: count the tokens of this file, time it */
     int json;                  /* --json: --tokenize or --compare print JSON */
     int profile;               /* --profile: time per operation class */
+    int reference;             /* --reference: the plain forward pass, reference.c */
     const char *ppl_path;      /* --ppl FILE: perplexity mode */
     int compare;               /* --compare[=A,B]: compare mode */
     NormFn compare_with[2];
@@ -227,6 +229,8 @@ static void usage(FILE *f) {
             "  --tokenize-file FILE\n"
             "                    print the number of tokens of FILE and the encoding speed\n"
             "  --profile         after generating, print the time per operation class\n"
+            "  --reference       run the plain forward pass (reference.c) instead of the\n"
+            "                    fast one: slow, the oracle the fast one is tested against\n"
             "modes:\n"
             "  --ppl FILE        mean negative log-likelihood and perplexity of the text in\n"
             "                    FILE (no PROMPT; chunks of seq_len tokens, each from BOS)\n"
@@ -495,6 +499,8 @@ static Options parse_args(int argc, char **argv) {
             o.logits_path = option_value(argc, argv, &i, flag);
         } else if (strcmp(a, "--profile") == 0) {
             o.profile = 1;
+        } else if (strcmp(a, "--reference") == 0) {
+            o.reference = 1;
         } else if (strcmp(flag, "--ppl") == 0) {
             o.ppl_path = option_value(argc, argv, &i, flag);
         } else if (strcmp(flag, "--compare") == 0) {
@@ -541,6 +547,9 @@ static Options parse_args(int argc, char **argv) {
     if (o.compare && o.norm)
         die("--compare runs its own two norms; name them with --compare=A,B instead of --norm");
     if (o.compare && o.profile) die("--compare times both norms itself; drop --profile");
+    if (o.reference && (o.profile || o.batch || tokenize))
+        die("--reference runs the plain pass one position at a time, untimed: not with --profile, "
+            "--batch or --tokenize");
     if (o.ppl_path && has_prompt) die("--ppl reads its text from FILE; drop the prompt");
     if (o.logits_path && !generating)
         die("--logits goes with generation, not with --compare, --ppl or --tokenize");
@@ -1572,6 +1581,7 @@ int main(int argc, char **argv) {
     if (c->vocab_size != header.vocab_size || c->seq_len != header.seq_len) /* the checks above */
         die("%s: the file changed while it was read", o.model_path);
     if (o.norm) model.norm = o.norm;
+    model.reference = o.reference;
     if (o.batch && model_set_batch(&model, o.batch, err, sizeof(err)) != 0) die("--batch: %s", err);
     LogitsOut logits_out = {NULL, o.logits_path};
     if (o.logits_path && !(logits_out.file = fopen(o.logits_path, "wb")))

@@ -1,4 +1,4 @@
-/* simd.h: the few vector operations the kernels (matmul and attention in model.c, the norms in
+/* simd.h: the few vector operations the kernels (matmul.c, attention.c, the norms in
  * norm.c, tools/bandwidth.c and tools/flops.c) are written in, for one of three targets picked at
  * compile time:
  *   AVX-512 (-march with avx512f/bw/vl): vecf holds 16 floats;
@@ -335,5 +335,19 @@ static inline float vec_sum(vecf v) {
     vec_sum4(v, v, v, v, sums);
     return sums[0];
 }
+
+/* For the kernels built on these (matmul.c, attention.c): a helper inlined into its caller
+ * whatever the compiler's estimate, so that its shape arguments become constants there; a loop
+ * unrolled whole; and the multiply-adds below which a parallel region costs more than it saves
+ * (measured on stories260K: dim 64 matmuls run faster on one thread, and waiting threads stall on a
+ * busy machine). */
+#if defined(__GNUC__)
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+#define UNROLL        _Pragma("GCC unroll 8")
+#else
+#define ALWAYS_INLINE inline
+#define UNROLL
+#endif
+#define PARALLEL_MIN_WORK (1 << 16)
 
 #endif

@@ -168,95 +168,97 @@ static int indexed(const Tokenizer *t, int id) {
 
 static int build_merges(Tokenizer *t);
 
-int tokenizer_load(Tokenizer *t, const char *path, char *err, size_t errlen) {
-    memset(t, 0, sizeof *t);
-    size_t size;
-    unsigned char *data = read_file(path, &size, err, errlen);
-    if (!data) return -1;
+/* What the first pass learns of a file: its header's max_token_length, the number of entries, and
+ * the bytes their pieces take NUL-terminated. */
+typedef struct {
+    int max_len, count;
+    size_t text_bytes;
+} Entries;
 
+/* The first pass: checks the header and every entry of the file's bytes data[0..size) (size <=
+ * MAX_TOKENIZER_BYTES), counting them into *e, so that the copy cannot fail but for memory.
+ * Returns 0, or -1 with "<path>: <problem>" in err[errlen]. */
+static int check_entries(const unsigned char *data, size_t size, Entries *e, const char *path,
+                         char *err, size_t errlen) {
     if (size == 0) {
         snprintf(err, errlen, "%s: empty tokenizer file", path);
-        goto fail;
+        return -1;
     }
     if (size < 4) {
         snprintf(err, errlen, "%s: truncated header (%zu bytes, need 4)", path, size);
-        goto fail;
+        return -1;
     }
     int max_len = read_i32le(data);
     if (max_len <= 0 || max_len > MAX_TOKEN_LENGTH_LIMIT) {
         snprintf(err, errlen, "%s: bad max_token_length %d in header", path, max_len);
-        goto fail;
+        return -1;
     }
-
-    /* First pass: validate every entry and count them, so the second pass cannot fail. */
     int count = 0;
     size_t text_bytes = 0;
     for (size_t pos = 4; pos < size; count++) {
         if (count == INT_MAX) {
             snprintf(err, errlen, "%s: too many pieces", path);
-            goto fail;
+            return -1;
         }
         if (size - pos < 8) {
             snprintf(err, errlen,
                      "%s: truncated entry %d (score and length need 8 bytes, %zu left)", path,
                      count, size - pos);
-            goto fail;
+            return -1;
         }
         /* encode's merge heap orders pairs by score: a NaN compares false both ways */
         float score = read_f32le(data + pos);
         if (score != score) {
             snprintf(err, errlen, "%s: score of entry %d is NaN", path, count);
-            goto fail;
+            return -1;
         }
         int len = read_i32le(data + pos + 4);
         pos += 8;
         if (len < 0) {
             snprintf(err, errlen, "%s: negative piece length %d in entry %d", path, len, count);
-            goto fail;
+            return -1;
         }
         if (len > max_len) {
             snprintf(err, errlen, "%s: piece length %d in entry %d exceeds max_token_length %d",
                      path, len, count, max_len);
-            goto fail;
+            return -1;
         }
         if ((size_t)len > size - pos) {
             snprintf(err, errlen, "%s: piece length %d in entry %d runs past the end of the file",
                      path, len, count);
-            goto fail;
+            return -1;
         }
         if (memchr(data + pos, '\0', (size_t)len)) {
             snprintf(err, errlen, "%s: piece in entry %d contains a NUL byte", path, count);
-            goto fail;
+            return -1;
         }
         pos += (size_t)len;
         text_bytes += (size_t)len + 1;
     }
     if (count == 0) {
         snprintf(err, errlen, "%s: no pieces after the header", path);
-        goto fail;
+        return -1;
     }
+    *e = (Entries){max_len, count, text_bytes};
+    return 0;
+}
 
-    /* Second pass: copy the pieces, NUL-terminated, into one block, then free the file's buffer.
-     * (Moving the pieces to the front of the buffer and shrinking it would save the copy, but
-     * freeing it lets glibc raise its mmap threshold to the buffer's size: encode's per-call
-     * buffers for a text up to about that size then come from the heap, rather than from fresh
-     * mappings faulted in on every call, which cost a quarter of encode's time at 100 KB.) */
-    t->pieces = malloc(text_bytes);
-    t->piece_offsets = malloc(((size_t)count + 1) * sizeof *t->piece_offsets);
-    t->vocab_scores = malloc((size_t)count * sizeof *t->vocab_scores);
+/* The second pass: the scores and the pieces, NUL-terminated, copied into one block, and an index
+ * of twice as many slots allocated (uninitialized). Returns -1 when out of memory. */
+static int copy_pieces(Tokenizer *t, const unsigned char *data, const Entries *e) {
+    t->pieces = malloc(e->text_bytes);
+    t->piece_offsets = malloc(((size_t)e->count + 1) * sizeof *t->piece_offsets);
+    t->vocab_scores = malloc((size_t)e->count * sizeof *t->vocab_scores);
     size_t slots = 16;
-    while (slots < 2 * (size_t)count) slots *= 2;
+    while (slots < 2 * (size_t)e->count) slots *= 2;
     t->index = malloc(slots * sizeof *t->index);
-    if (!t->pieces || !t->piece_offsets || !t->vocab_scores || !t->index) {
-        snprintf(err, errlen, "%s: out of memory for %d pieces", path, count);
-        goto fail;
-    }
-    t->vocab_size = count;
-    t->max_token_length = max_len;
+    if (!t->pieces || !t->piece_offsets || !t->vocab_scores || !t->index) return -1;
+    t->vocab_size = e->count;
+    t->max_token_length = e->max_len;
     t->index_mask = slots - 1;
     uint32_t offset = 0; /* fits: text_bytes < size <= MAX_TOKENIZER_BYTES */
     size_t pos = 4;
-    for (int i = 0; i < count; i++) {
+    for (int i = 0; i < e->count; i++) {
         t->vocab_scores[i] = read_f32le(data + pos);
         int len = read_i32le(data + pos + 4);
         pos += 8;
@@ -266,29 +268,36 @@ int tokenizer_load(Tokenizer *t, const char *path, char *err, size_t errlen) {
         offset += (uint32_t)len + 1;
         pos += (size_t)len;
     }
-    t->piece_offsets[count] = offset;
-    free(data);
-    data = NULL;
+    t->piece_offsets[e->count] = offset;
+    return 0;
+}
 
-    /* Every piece must be distinct: an id that can never be produced, or a lookup that depends
-     * on which copy wins, means the file is not a SentencePiece vocabulary. All pieces go into
-     * the index to find two equal ones; then it is emptied for the indexed pieces alone. */
-    memset(t->index, 0xFF, slots * sizeof *t->index); /* every slot -1 */
-    for (int i = 0; i < count; i++) {
+/* Every piece must be distinct: an id that can never be produced, or a lookup that depends on
+ * which copy wins, means the file is not a SentencePiece vocabulary. All pieces go into the index
+ * to find two equal ones (index_pieces then empties it). Returns 0, or -1 naming the two ids. */
+static int check_distinct(Tokenizer *t, const char *path, char *err, size_t errlen) {
+    memset(t->index, 0xFF, (t->index_mask + 1) * sizeof *t->index); /* every slot -1 */
+    for (int i = 0; i < t->vocab_size; i++) {
         size_t slot = index_find(t, piece_text(t, i), piece_len(t, i));
         if (t->index[slot] >= 0) {
             char shown[64];
             describe_piece(shown, sizeof shown, piece_text(t, i));
             snprintf(err, errlen, "%s: duplicate piece \"%s\" at ids %d and %d", path, shown,
                      t->index[slot], i);
-            goto fail;
+            return -1;
         }
         t->index[slot] = i;
     }
-    memset(t->index, 0xFF, slots * sizeof *t->index);
+    return 0;
+}
+
+/* The lookups encode and decode use: the index of the pieces text is made of, the byte pieces,
+ * the ASCII characters' ids, and the two normalizer options the pieces imply. */
+static void index_pieces(Tokenizer *t) {
+    memset(t->index, 0xFF, (t->index_mask + 1) * sizeof *t->index);
     for (int b = 0; b < 256; b++) t->byte_tokens[b] = -1;
     t->split_at_spaces = 1;
-    for (int i = 0; i < count; i++) {
+    for (int i = 0; i < t->vocab_size; i++) {
         const char *piece = piece_text(t, i);
         int b = byte_piece_value(piece);
         if (b >= 0) t->byte_tokens[b] = i;
@@ -298,7 +307,7 @@ int tokenizer_load(Tokenizer *t, const char *path, char *err, size_t errlen) {
             if (piece[k] == ' ' && piece[k - 1] != ' ') t->split_at_spaces = 0;
     }
     t->remove_extra_whitespaces = 1;
-    for (int i = 0; i < count && t->remove_extra_whitespaces; i++)
+    for (int i = 0; i < t->vocab_size && t->remove_extra_whitespaces; i++)
         if (strstr(piece_text(t, i), "  ")) t->remove_extra_whitespaces = 0;
     for (int b = 0; b < 256; b++) {
         t->byte_pieces[2 * b] = (char)b;
@@ -309,16 +318,35 @@ int tokenizer_load(Tokenizer *t, const char *path, char *err, size_t errlen) {
         t->ascii_ids[c] = piece_id(t, &one, 1);
     }
     t->ascii_ids[0] = -1;
-    if (build_merges(t) != 0) {
-        snprintf(err, errlen, "%s: out of memory for the merge tables", path);
-        goto fail;
-    }
-    return 0;
+}
 
-fail:
+int tokenizer_load(Tokenizer *t, const char *path, char *err, size_t errlen) {
+    memset(t, 0, sizeof *t);
+    size_t size;
+    unsigned char *data = read_file(path, &size, err, errlen);
+    if (!data) return -1;
+    Entries e;
+    int rc = check_entries(data, size, &e, path, err, errlen);
+    if (rc == 0 && copy_pieces(t, data, &e) != 0) {
+        snprintf(err, errlen, "%s: out of memory for %d pieces", path, e.count);
+        rc = -1;
+    }
+    /* the file's buffer goes before the tables are built (moving the pieces to its front and
+     * shrinking it would save the copy, but freeing it lets glibc raise its mmap threshold to the
+     * buffer's size: encode's per-call buffers for a text up to about that size then come from the
+     * heap, rather than from fresh mappings faulted in on every call, which cost a quarter of
+     * encode's time at 100 KB) */
     free(data);
-    tokenizer_free(t);
-    return -1;
+    if (rc == 0) rc = check_distinct(t, path, err, errlen);
+    if (rc == 0) {
+        index_pieces(t);
+        if (build_merges(t) != 0) {
+            snprintf(err, errlen, "%s: out of memory for the merge tables", path);
+            rc = -1;
+        }
+    }
+    if (rc != 0) tokenizer_free(t);
+    return rc;
 }
 
 void tokenizer_free(Tokenizer *t) {
@@ -645,11 +673,21 @@ struct SegmentIds {
     IdSpan value;
 };
 
+/* encode's buffers for a text of n normalized bytes whose longest segment is `longest`: bpe's
+ * symbols and heap (longest and 3 longest entries), and room for 2n bytes of keys, the cached
+ * segments, each NUL-terminated, which the cache's keys point to. */
+typedef struct {
+    Symbol *syms;
+    Pair *heap;
+    char *keys;
+} Scratch;
+
 /* BPE over each segment of the normalized text work[0..n) (see segment_end), short segments
- * from the cache; writes the ids into tokens and returns how many. keys has room for 2n bytes:
- * the cached segments, each NUL-terminated, which the cache's keys point to. */
-static int encode_segments(const Tokenizer *t, char *work, int n, Symbol *syms, Pair *heap,
-                           char *keys, int *tokens) {
+ * from the cache; writes the ids into tokens and returns how many. */
+static int encode_segments(const Tokenizer *t, char *work, int n, Scratch scratch, int *tokens) {
+    Symbol *syms = scratch.syms;
+    Pair *heap = scratch.heap;
+    char *keys = scratch.keys;
     struct SegmentIds *cache = NULL;
     int n_tokens = 0;
     for (int start = 0, end; start < n; start = end) {
@@ -697,18 +735,17 @@ int tokenizer_encode(const Tokenizer *t, const char *text, int bos, int eos, int
             end = segment_end(t, work, n, start);
             if (end - start > longest) longest = end - start;
         }
-        Symbol *syms = malloc((size_t)longest * sizeof *syms);
-        Pair *heap = malloc(3 * (size_t)longest * sizeof *heap);
-        char *keys = malloc(2 * (size_t)n + 1);
-        if (work && (n == 0 || (syms && heap && keys))) {
-            n_tokens += encode_segments(t, work, n, syms, heap, keys, tokens + n_tokens);
+        Scratch s = {malloc((size_t)longest * sizeof *s.syms),
+                     malloc(3 * (size_t)longest * sizeof *s.heap), malloc(2 * (size_t)n + 1)};
+        if (work && (n == 0 || (s.syms && s.heap && s.keys))) {
+            n_tokens += encode_segments(t, work, n, s, tokens + n_tokens);
         } else {
             tokens[n_tokens++] = TOKEN_UNK; /* out of memory: nothing better to give */
         }
         free(work);
-        free(syms);
-        free(heap);
-        free(keys);
+        free(s.syms);
+        free(s.heap);
+        free(s.keys);
     }
     if (eos) tokens[n_tokens++] = TOKEN_EOS;
     return n_tokens;

@@ -9,6 +9,7 @@
 
 #include "eval.h"
 #include "helpers.h"
+#include "load.h"
 #include "model.h"
 #include "tokenizer.h"
 
@@ -78,12 +79,12 @@ Test(eval, observer_sees_every_site_in_order) {
     for (int s = 0; s < n_sites; s++) cr_assert_eq(sites[s].count, 3, "site %d", s);
     /* the first site's input is the token embedding itself */
     SiteStats direct = {0};
-    float *embedding = malloc(dim * sizeof(float));
+    float *row = malloc(dim * sizeof(float));
     for (int pos = 0; pos < 3; pos++) {
-        model_embedding(&m, tokens[pos], embedding);
-        site_stats_add(&direct, embedding, dim);
+        embedding(&m.weights.token_embedding, tokens[pos], row);
+        site_stats_add(&direct, row, dim);
     }
-    free(embedding);
+    free(row);
     cr_assert_float_eq(sites[0].mean, direct.mean, 1e-12);
     cr_assert_float_eq(sites[0].rms, direct.rms, 1e-12);
     free(sites);

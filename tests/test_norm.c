@@ -254,11 +254,11 @@ Test(norm, magnitude_1000_in_16bit_storage) {
     const uint16_t *inputs[2] = {h, bh};
     for (int t = 0; t < 2; t++) {
         for (int i = 0; i < N; i++) decoded[i] = decoders[t](inputs[t][i]);
-        norm_16bit(rmsnorm, decoders[t], out, inputs[t], w, NULL, N, 1e-5f);
+        norm_16bit((NormCall){rmsnorm, w, NULL, 1e-5f}, decoders[t], out, inputs[t], N);
         rmsnorm_ref(ref, decoded, w, N, 1e-5);
         for (int i = 0; i < N; i++) cr_assert(isfinite(out[i]));
         cr_assert_lt(relative_error(out, ref, N), 1e-5, "rmsnorm, type %d", t);
-        norm_16bit(layernorm, decoders[t], out, inputs[t], w, b, N, 1e-5f);
+        norm_16bit((NormCall){layernorm, w, b, 1e-5f}, decoders[t], out, inputs[t], N);
         layernorm_ref(ref, decoded, w, b, N, 1e-5);
         for (int i = 0; i < N; i++) cr_assert(isfinite(out[i]));
         cr_assert_lt(relative_error(out, ref, N), 1e-4, "layernorm, type %d", t);
@@ -277,9 +277,9 @@ Test(norm, zero_row_gives_zeros_for_every_norm_and_type) {
         NormFn fn = norm_by_name(name);
         fn(out, x, w, NULL, N, 1e-5f);
         for (int i = 0; i < N; i++) cr_assert_eq(out[i], 0.0f, "%s fp32 [%d]", name, i);
-        norm_16bit(fn, f16_to_f32, out, zeros16, w, NULL, N, 1e-5f);
+        norm_16bit((NormCall){fn, w, NULL, 1e-5f}, f16_to_f32, out, zeros16, N);
         for (int i = 0; i < N; i++) cr_assert_eq(out[i], 0.0f, "%s fp16 [%d]", name, i);
-        norm_16bit(fn, bf16_to_f32, out, zeros16, w, NULL, N, 1e-5f);
+        norm_16bit((NormCall){fn, w, NULL, 1e-5f}, bf16_to_f32, out, zeros16, N);
         for (int i = 0; i < N; i++) cr_assert_eq(out[i], 0.0f, "%s bf16 [%d]", name, i);
     }
     cr_assert_eq(n_norms, 3);

@@ -1,4 +1,4 @@
-/* simd.h's vec_exp against libm's expf, and softmax (model.c, which uses it) against a
+/* simd.h's vec_exp against libm's expf, and softmax (attention.c, which uses it) against a
  * double-precision reference and hand-derived values. */
 #include <criterion/criterion.h>
 #include <math.h>

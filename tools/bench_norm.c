@@ -29,11 +29,11 @@ static int by_value(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* Applies fn to each row of x (rows, dim) into out, rows split over the threads. */
-static void norm_rows(NormFn fn, float *out, const float *x, const float *weight, const float *bias,
-                      long rows, int dim) {
+/* Applies the norm to each row of x (rows, dim) into out, rows split over the threads. */
+static void norm_rows(NormCall norm, float *out, const float *x, long rows, int dim) {
 #pragma omp parallel for schedule(static)
-    for (long r = 0; r < rows; r++) fn(out + r * dim, x + r * dim, weight, bias, dim, 1e-5f);
+    for (long r = 0; r < rows; r++)
+        norm.fn(out + r * dim, x + r * dim, norm.weight, norm.bias, dim, norm.eps);
 }
 
 /* out = 2 x: one read and one write of every element, as a norm needs at least. */
@@ -71,8 +71,9 @@ int main(int argc, char **argv) {
         for (int k = 0; k < 3; k++) {
             for (int r = 0; r < repeats; r++) {
                 double start = now_seconds();
-                if (k == 0) norm_rows(rmsnorm, out, x, weight, NULL, rows, dim);
-                if (k == 1) norm_rows(layernorm, out, x, weight, bias, rows, dim);
+                if (k == 0) norm_rows((NormCall){rmsnorm, weight, NULL, 1e-5f}, out, x, rows, dim);
+                if (k == 1)
+                    norm_rows((NormCall){layernorm, weight, bias, 1e-5f}, out, x, rows, dim);
                 if (k == 2) stream(out, x, rows * dim);
                 t[r] = now_seconds() - start;
             }

@@ -1,0 +1,286 @@
+/* Loading a checkpoint (load.h): the memory map and the return of its pages, the tensors read
+ * out of it by the layout (format.c tells the layout from the header), llama2.c version 2's
+ * dequantization, and the packing of every matrix into panels (matmul.h's layout). The run
+ * state's memory is state.c's; what the weights compute is model.c's.
+ */
+#define _DEFAULT_SOURCE /* MADV_DONTNEED */
+#include "load.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "format.h"
+#include "matmul.h"
+#include "state.h"
+
+/* ----------------------------------------------------------------------------
+ * The tensors, out of the map */
+
+/* A TENSOR_AK42_F32's pieces dequantized into `owned`: value j of a piece times the scale of
+ * its group j / group_size. Points the matrix's values there. */
+static void dequantize_ak42(const TensorSpec *t, const char *piece, uint64_t gs, float *owned) {
+    uint64_t n = t->numel / t->parts;
+    *t->mat = owned;
+    for (uint64_t p = 0; p < t->parts; p++, piece += ak42_piece_bytes(n, gs)) {
+        const int8_t *q = (const int8_t *)piece;
+        const char *scales = piece + n; /* not float-aligned in general */
+        for (uint64_t g = 0; g < n / gs; g++) {
+            float scale;
+            memcpy(&scale, scales + g * sizeof(float), sizeof(float));
+            for (uint64_t j = g * gs; j < (g + 1) * gs; j++) owned[j] = q[j] * scale;
+        }
+        owned += n;
+    }
+}
+
+/* How far the pages of a tensor in the file map have been given back. */
+typedef struct {
+    const char *released; /* pages before this are given back */
+    int in_map;
+} Release;
+
+/* Gives the whole pages of the map before `consumed` (everything read of this tensor so far)
+ * back to the OS: the page cache still holds them, but they leave this process's resident memory,
+ * which would otherwise peak at the weights twice. */
+static void release_pages(Release *r, const void *consumed) {
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t from = ((uintptr_t)r->released + page - 1) / page * page;
+    uintptr_t to = (uintptr_t)consumed / page * page;
+    if (!r->in_map || to <= from) return;
+    madvise((void *)from, to - from, MADV_DONTNEED);
+    r->released = (const char *)to;
+}
+
+/* Sets every tensor's pointer: the norms' into `norms` (layout_norm_floats), copied there; the
+ * matrices' into the map, or for llama2.c version 2's int8 with groups across rows into `owned`
+ * (owned_bytes each), dequantized there. A version 2 q8_0 matrix's scales
+ * follow its first layer's values: its groups lie within rows, so a piece's scales in order are
+ * its rows' groups in order, (rows, cols / group_size) as q8_0's; and with a group size of 32 or
+ * 64 every piece's values and scales take a multiple of 4 bytes (read_ak42 checks that a piece
+ * holds whole groups), so the scales are float-aligned. Only called once layout_end has matched
+ * the file size, so every read is inside the map. */
+static void layout_place(const Layout *l, const char *map, char *owned, float *norms) {
+    uint64_t off = l->start;
+    for (int i = 0; i < l->n; i++) {
+        const TensorSpec *t = &l->tensors[i];
+        off = align_up(off, l->align);
+        const char *data = map + off;
+        uint64_t bytes = tensor_bytes(t, l->group_size);
+        if (t->kind == TENSOR_NORM) {
+            memcpy(norms, data, bytes);
+            *t->vec = norms;
+            norms += t->numel;
+        } else if (t->kind == TENSOR_AK42_F32) {
+            dequantize_ak42(t, data, l->group_size, (float *)owned);
+            release_pages(&(Release){data, 1}, data + bytes); /* packing reads the copy */
+            owned += owned_bytes(t);
+        } else if (t->kind == TENSOR_AK42_Q8) {
+            *t->mat = data;
+            *t->vec = (const float *)(data + t->numel / t->parts);
+        } else {
+            if (t->vec) *t->vec = (const float *)data;
+            if (t->mat) *t->mat = data;
+        }
+        off += bytes;
+    }
+}
+
+/* ----------------------------------------------------------------------------
+ * Packing: the file's row-major matrices into panels (matmul.h, Matrix) */
+
+#define PACK_CHUNK 64 /* panels packed among the threads between two returns of map pages */
+
+/* Bytes of the whole stack of a source's matrix in panels, rounded up to a cache line. */
+static size_t packed_bytes(const Source *src) {
+    const Matrix *m = src->matrix;
+    return ((size_t)src->layers * m->n_panels * m->panel_bytes + 63) / 64 * 64;
+}
+
+/* Layer l's values and scales in a source. */
+static const char *layer_values(const Source *src, int l) {
+    return (const char *)src->values + l * src->value_stride;
+}
+
+static const float *layer_scales(const Source *src, int l) {
+    return (const float *)((const char *)src->scales + l * src->scale_stride);
+}
+
+/* pack_matrix numbers the panels of all layers together: panel q is panel q % n_panels of layer
+ * q / n_panels. One past the last row of that layer which panel q reads. */
+static int panel_end_row(const Matrix *m, int q) {
+    int row = (q % m->n_panels + 1) * m->panel_rows;
+    return row < m->rows ? row : m->rows;
+}
+
+/* Packs panel q (numbered as in panel_end_row) of a source into dst (panel_bytes). */
+static void pack_panel(const Source *src, char *dst, int q) {
+    const Matrix *m = src->matrix;
+    int layer = q / m->n_panels;
+    matrix_pack_panel(m, dst, layer_values(src, layer), layer_scales(src, layer), q % m->n_panels);
+}
+
+/* Packs a source's stack of matrices into dst (packed_bytes(src)) and points its Matrix there:
+ * PACK_CHUNK panels at a time among the threads (the slow part is the page faults: each file page
+ * is read in as it is first touched, and where the OS gave no 2 MiB pages, each new page of dst
+ * that fault_in did not reach is zeroed as it is first written), giving the map's pages back after
+ * each chunk. */
+static void pack_matrix(const Source *src, char *dst) {
+    Matrix *m = src->matrix;
+    m->data = dst;
+    size_t element = value_bytes(m->dtype);
+    int n_groups = m->dtype == DTYPE_Q8_0 ? (m->cols + m->group_size - 1) / m->group_size : 0;
+    Release values = {src->values, src->in_map}, scales = {(const char *)src->scales, src->in_map};
+    int n_panels = src->layers * m->n_panels;
+    for (int q0 = 0; q0 < n_panels; q0 += PACK_CHUNK) {
+        int q1 = n_panels - q0 < PACK_CHUNK ? n_panels : q0 + PACK_CHUNK;
+#pragma omp parallel for
+        for (int q = q0; q < q1; q++) pack_panel(src, dst + (size_t)q * m->panel_bytes, q);
+        int layer = (q1 - 1) / m->n_panels;
+        size_t end = panel_end_row(m, q1 - 1);
+        release_pages(&values, layer_values(src, layer) + end * m->cols * element);
+        /* pieces: the values' release takes each layer's scales along once the next layer's
+         * values pass them; a release of the scales would give back rows of values not packed
+         * yet, whose refaults map their neighbours back for good (1.6 MiB at 110M) */
+        if (m->dtype == DTYPE_Q8_0 && !src->pieces)
+            release_pages(&scales, layer_scales(src, layer) + end * n_groups);
+    }
+    if (src->pieces) release_pages(&values, layer_values(src, src->layers)); /* the last scales */
+}
+
+/* Packs every source of the layout into one allocation of huge_pages, m->packed. Returns -1 when
+ * out of memory. */
+static int pack_weights(Model *m, const Layout *l) {
+    size_t total = 0;
+    for (int i = 0; i < l->n_sources; i++) total += packed_bytes(&l->sources[i]);
+    char *packed = huge_pages(total);
+    if (!packed) return -1;
+    m->packed = packed;
+    fault_in(packed, total);
+    for (int i = 0; i < l->n_sources; i++) {
+        pack_matrix(&l->sources[i], packed);
+        packed += packed_bytes(&l->sources[i]);
+    }
+    return 0;
+}
+
+/* ----------------------------------------------------------------------------
+ * The map and the entry points (load.h) */
+
+/* Formats "<path>: <what>" into err, where `what` comes from a check's own message. */
+static int fail(char *err, size_t errlen, const char *path, const char *what) {
+    snprintf(err, errlen, "%s: %s", path, what);
+    return -1;
+}
+
+/* Reads the header and the layout (read_layout), then sets the weights: the norms copied into
+ * m->norms, the matrices packed into m->packed; nothing points into the map afterwards. */
+static int load_weights(Model *m, const char *map, size_t size, char *what, size_t whatlen) {
+    Layout l;
+    if (read_layout(m, map, size, &l, what, whatlen) != 0) return -1;
+    uint64_t owned_size = layout_owned_bytes(&l);
+    char *owned = NULL;
+    if (owned_size > 0 && !(owned = malloc(owned_size))) {
+        snprintf(what, whatlen, "out of memory for %llu bytes of converted weights",
+                 (unsigned long long)owned_size);
+        return -1;
+    }
+    if (!(m->norms = malloc(layout_norm_floats(&l) * sizeof(float)))) {
+        free(owned);
+        snprintf(what, whatlen, "out of memory for the norms' weights");
+        return -1;
+    }
+    layout_place(&l, map, owned, m->norms);
+    int rc = pack_weights(m, &l);
+    free(owned);
+    if (rc != 0) {
+        snprintf(what, whatlen, "out of memory for the weights");
+        return -1;
+    }
+    if (m->config.shared_classifier) m->weights.wcls = m->weights.token_embedding;
+    return 0;
+}
+
+/* Maps the checkpoint at path read-only into *map, its size into *size. On failure writes
+ * "<path>: <problem>" into err[errlen]. */
+static int map_file(const char *path, char **map, size_t *size, char *err, size_t errlen) {
+    char what[256];
+    int fd = open(path, O_RDONLY | O_NONBLOCK); /* a FIFO must not block before the check below */
+    if (fd < 0) {
+        snprintf(what, sizeof(what), "cannot open model: %s", strerror(errno));
+        return fail(err, errlen, path, what);
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return fail(err, errlen, path, "not a regular file");
+    }
+    *size = (size_t)st.st_size;
+    if (*size == 0) {
+        close(fd);
+        return fail(err, errlen, path, "model file is empty");
+    }
+    if (*size < sizeof(uint32_t)) {
+        close(fd);
+        return fail(err, errlen, path, "model file is shorter than its 4-byte magic");
+    }
+    void *p = mmap(NULL, *size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd); /* the mapping stays valid */
+    if (p == MAP_FAILED) {
+        snprintf(what, sizeof(what), "cannot map model: %s", strerror(errno));
+        return fail(err, errlen, path, what);
+    }
+    *map = p;
+    return 0;
+}
+
+int model_read_config(Config *c, const char *path, char *err, size_t errlen) {
+    char *map;
+    size_t size;
+    if (map_file(path, &map, &size, err, errlen) != 0) return -1;
+    Model m = {0}; /* a scratch model for read_layout; only its config is kept */
+    Layout l;
+    char what[256];
+    int rc = read_layout(&m, map, size, &l, what, sizeof(what));
+    if (rc == 0)
+        *c = m.config;
+    else
+        fail(err, errlen, path, what);
+    munmap(map, size);
+    return rc;
+}
+
+int model_load(Model *m, const char *path, char *err, size_t errlen) {
+    memset(m, 0, sizeof(*m));
+    char *map;
+    size_t size;
+    if (map_file(path, &map, &size, err, errlen) != 0) return -1;
+    char what[256];
+    int rc = load_weights(m, map, size, what, sizeof(what));
+    /* every weight is copied: the file is not read again, so that changing or truncating it while
+     * the model runs does no harm (a read of a truncated map's page faults with SIGBUS) */
+    munmap(map, size);
+    if (rc != 0) {
+        model_free(m);
+        return fail(err, errlen, path, what);
+    }
+    m->norm = m->config.trained_norm;
+    if (state_alloc(&m->state, &m->config, size) != 0) {
+        model_free(m);
+        return fail(err, errlen, path, "out of memory for the run state and kv cache");
+    }
+    return 0;
+}
+
+void model_free(Model *m) {
+    free(m->norms);
+    free(m->packed);
+    state_free(&m->state);
+    memset(m, 0, sizeof(*m));
+}

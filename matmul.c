@@ -1,0 +1,450 @@
+/* Weight matrices in panels and their products (matmul.h): the panel layout's arithmetic and
+ * packing, the plain accessor and products, and the fast path (SIMD tiles, threads, int16 inputs
+ * for q8_0) behind the one entry matmul. Placing the panels in memory is load.c's.
+ */
+#include "matmul.h"
+
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+#include "norm.h"
+#include "simd.h"
+
+enum { PANEL_ROWS = VEC_WIDTH }; /* one vector of a column: a panel's rows */
+
+/* ----------------------------------------------------------------------------
+ * The panel layout (matmul.h, Matrix) */
+
+/* Columns a q8_0 group starting at column `start` takes in a panel: its length, rounded up to
+ * whole pairs. */
+static int q8_group_columns(int cols, int group_size, int start) {
+    int len = cols - start < group_size ? cols - start : group_size;
+    return (len + 1) / 2 * 2;
+}
+
+/* Bytes of a q8_0 group of `columns` (even) columns in a panel: its scales, then its values. */
+static size_t q8_group_bytes(int columns) {
+    return PANEL_ROWS * (sizeof(float) + columns);
+}
+
+static size_t panel_bytes(DType dtype, int cols, int group_size) {
+    if (dtype == DTYPE_F32) return (size_t)cols * PANEL_ROWS * sizeof(float);
+    if (dtype == DTYPE_BF16) return (size_t)cols * PANEL_ROWS * sizeof(uint16_t);
+    size_t bytes = 0;
+    for (int start = 0; start < cols; start += group_size)
+        bytes += q8_group_bytes(q8_group_columns(cols, group_size, start));
+    return bytes;
+}
+
+void matrix_init(Matrix *m, DType dtype, int rows, int cols, int group_size) {
+    *m = (Matrix){.dtype = dtype,
+                  .rows = rows,
+                  .cols = cols,
+                  .group_size = dtype == DTYPE_Q8_0 ? group_size : 0,
+                  .panel_rows = PANEL_ROWS,
+                  .n_panels = (rows + PANEL_ROWS - 1) / PANEL_ROWS};
+    m->panel_bytes = panel_bytes(dtype, cols, m->group_size);
+}
+
+/* A panel: rows first .. first + n_rows - 1 of one layer's row-major matrix at `values`, f32 or
+ * bf16 (element_size 4 or 2, a constant once inlined), column by column; rows past n_rows are
+ * zero. */
+static ALWAYS_INLINE void pack_float_panel(char *dst, const char *values, size_t first, int n_rows,
+                                           int cols, size_t element_size) {
+    if (n_rows < PANEL_ROWS) memset(dst, 0, (size_t)cols * PANEL_ROWS * element_size);
+    for (int r = 0; r < n_rows; r++) {
+        const char *row = values + (first + r) * cols * element_size;
+        for (int j = 0; j < cols; j++)
+            memcpy(dst + ((size_t)j * PANEL_ROWS + r) * element_size, row + j * element_size,
+                   element_size);
+    }
+}
+
+/* The same for q8_0 (rows first .. first + n_rows - 1 of m): per group, the rows' scales, then
+ * their int8 values in column pairs. */
+static void pack_q8_panel(char *dst, const Matrix *m, const int8_t *values, const float *scales,
+                          size_t first, int n_rows) {
+    int cols = m->cols, group_size = m->group_size;
+    int n_groups = (cols + group_size - 1) / group_size;
+    for (int start = 0; start < cols; start += group_size) {
+        int columns = q8_group_columns(cols, group_size, start);
+        float *group_scales = (float *)dst;
+        int8_t *q = (int8_t *)(dst + PANEL_ROWS * sizeof(float));
+        memset(dst, 0, q8_group_bytes(columns));
+        for (int r = 0; r < n_rows; r++) {
+            group_scales[r] = scales[(first + r) * n_groups + start / group_size];
+            const int8_t *row = values + (first + r) * cols;
+            for (int i = 0; i < columns && start + i < cols; i++)
+                q[(i / 2) * 2 * PANEL_ROWS + r * 2 + i % 2] = row[start + i];
+        }
+        dst += q8_group_bytes(columns);
+    }
+}
+
+void matrix_pack_panel(const Matrix *m, char *dst, const void *values, const float *scales, int p) {
+    int row = p * PANEL_ROWS;
+    int n_rows = m->rows - row < PANEL_ROWS ? m->rows - row : PANEL_ROWS;
+    if (m->dtype == DTYPE_Q8_0)
+        pack_q8_panel(dst, m, values, scales, row, n_rows);
+    else if (m->dtype == DTYPE_BF16)
+        pack_float_panel(dst, values, row, n_rows, m->cols, sizeof(uint16_t));
+    else
+        pack_float_panel(dst, values, row, n_rows, m->cols, sizeof(float));
+}
+
+/* ----------------------------------------------------------------------------
+ * The plain path: one value at a time */
+
+float matrix_value(const Matrix *m, int layer, int row, int col) {
+    /* the row's panel; the row is lane `lane` of each of its columns */
+    const char *panel =
+        (const char *)m->data + ((size_t)layer * m->n_panels + row / PANEL_ROWS) * m->panel_bytes;
+    int lane = row % PANEL_ROWS;
+    if (m->dtype == DTYPE_F32) return ((const float *)panel)[(size_t)col * PANEL_ROWS + lane];
+    if (m->dtype == DTYPE_BF16)
+        return bf16_to_f32(((const uint16_t *)panel)[(size_t)col * PANEL_ROWS + lane]);
+    /* q8_0: every group before col's is whole (group_size columns, an even number), so col's
+     * group starts at a multiple of one group's bytes; there, the scales, then the value pairs */
+    int g = col / m->group_size, i = col % m->group_size;
+    const char *group = panel + (size_t)g * q8_group_bytes(m->group_size);
+    float scale = ((const float *)group)[lane];
+    const int8_t *q = (const int8_t *)(group + PANEL_ROWS * sizeof(float));
+    return q[(i / 2) * 2 * PANEL_ROWS + lane * 2 + i % 2] * scale;
+}
+
+void embedding_ref(const Matrix *w, int token, float *out) {
+    for (int j = 0; j < w->cols; j++) out[j] = matrix_value(w, 0, token, j);
+}
+
+void matmul_ref(float *out, const Matrix *w, int layer, const float *x) {
+    for (int i = 0; i < w->rows; i++) {
+        float sum = 0.0f;
+        for (int j = 0; j < w->cols; j++) sum += matrix_value(w, layer, i, j) * x[j];
+        out[i] = sum;
+    }
+}
+
+/* ----------------------------------------------------------------------------
+ * The fast path */
+
+void embedding(const Matrix *w, int token, float *out) {
+    const char *panel = (const char *)w->data + (size_t)(token / PANEL_ROWS) * w->panel_bytes;
+    int lane = token % PANEL_ROWS, n = w->cols;
+    if (w->dtype == DTYPE_Q8_0) {
+        for (int start = 0; start < n; start += w->group_size) {
+            int columns = q8_group_columns(n, w->group_size, start);
+            float scale = ((const float *)panel)[lane];
+            const int8_t *q = (const int8_t *)(panel + PANEL_ROWS * sizeof(float));
+            for (int i = 0; i < columns && start + i < n; i++)
+                out[start + i] = q[(i / 2) * 2 * PANEL_ROWS + lane * 2 + i % 2] * scale;
+            panel += q8_group_bytes(columns);
+        }
+    } else {
+        for (int j = 0; j < n; j++)
+            out[j] = w->dtype == DTYPE_BF16
+                         ? bf16_to_f32(((const uint16_t *)panel)[(size_t)j * PANEL_ROWS + lane])
+                         : ((const float *)panel)[(size_t)j * PANEL_ROWS + lane];
+    }
+}
+
+/* Matrix-vector and matrix-matrix products share one kernel: a tile of np panels (Matrix:
+ * panel_rows rows each, one column of them per vector load) times nb input vectors, with one
+ * vector accumulator per (panel, input) pair, its lanes the panel's rows. For each column j, each
+ * panel's column is loaded once and each input's value x[j] broadcast once, then np * nb
+ * multiply-adds: an outer product, as in the micro-kernels of GotoBLAS (Goto and van de Geijn
+ * 2008). Each output is one chain of multiply-adds over j in order, whatever the tile: decode
+ * (one input), prefill (a batch) and every tile shape give the same bits. Decode reads four
+ * panels at a time, four sequential streams for the prefetcher; prefill takes two panels times
+ * TILE_INPUTS inputs, the panels staying in L1 and L2 while every input of the batch passes
+ * them. */
+enum {
+    BLOCK_PANELS = 4, /* panels per unit of work among the threads; decode's tile */
+    /* f32 and bf16 prefill tiles: 2 x 8 accumulators of AVX-512's 32 vector registers, 2 x 6 of
+     * AVX2's 16 (2 x 8 spilled: 283 -> 394 tokens/s, 110M on one thread) */
+    TILE_INPUTS = VEC_WIDTH == 8 ? 6 : 8,
+    TILE_INPUTS_Q8 = 4, /* q8_0's: 2 x 4, each with an integer sum besides */
+    MAX_TILE_INPUTS = 8,
+    /* Decode asks for each bf16 and q8_0 panel's bytes this far ahead of its loads: +15% (bf16)
+     * and +30% (q8_0) tokens/s at 110M on one thread, +15-20% on two (alternating runs); f32,
+     * which moves more bytes per instruction, gained nothing. */
+    PREFETCH_AHEAD = 1024,
+};
+
+/* Where a tile writes: input b's outputs go from out + b * stride. */
+typedef struct {
+    float *out;
+    size_t stride;
+} Output;
+
+/* A tile's weights: panels of w from `panel` on, panel_bytes apart, rows from row0. */
+typedef struct {
+    const Matrix *w;
+    const char *panel;
+    int row0;
+} Panels;
+
+/* The inputs of a matrix product: x (rows of w->cols floats), and for q8_0 weights the same
+ * quantized by quantize_input (rows of xq_stride int16, one scale each). */
+typedef struct {
+    const float *x;
+    const int16_t *xq;
+    const float *xq_scale;
+    size_t xq_stride;
+} Inputs;
+
+/* The inputs from input b on. */
+static Inputs inputs_from(Inputs in, int b, int cols) {
+    return (Inputs){in.x + (size_t)b * cols, in.xq + b * in.xq_stride, in.xq_scale + b,
+                    in.xq_stride};
+}
+
+/* Column j of the panel at `panel` (f32 or bf16, a constant once inlined) as floats. */
+static ALWAYS_INLINE vecf panel_column(const char *panel, int j, DType dtype) {
+    if (dtype == DTYPE_BF16) return vec_load_bf16((const uint16_t *)panel + (size_t)j * PANEL_ROWS);
+    return vec_load((const float *)panel + (size_t)j * PANEL_ROWS);
+}
+
+/* o.out[b * o.stride + row0 + r * PANEL_ROWS + i] = lane i of acc[r][b] times scale[b] (NULL: 1),
+ * for the rows below w->rows (a short last panel's padding rows are not stored). */
+static ALWAYS_INLINE void store_tile(Output o, vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS],
+                                     const float *scale, int nb, int np, Panels p) {
+    UNROLL
+    for (int r = 0; r < np; r++) {
+        int row = p.row0 + r * PANEL_ROWS;
+        UNROLL
+        for (int b = 0; b < nb; b++) {
+            vecf v = scale ? vec_mul(acc[r][b], vec_set1(scale[b])) : acc[r][b];
+            vec_store_upto(o.out + (size_t)b * o.stride + row, v, p.w->rows - row);
+        }
+    }
+}
+
+/* The f32 or bf16 tile: np panels of p (rows row0 .. row0 + np * PANEL_ROWS - 1 of one layer)
+ * times the nb inputs x: (nb, w->cols), into o. */
+static ALWAYS_INLINE void float_tile(Output o, const float *x, int nb, Panels p, int np,
+                                     DType dtype) {
+    const Matrix *w = p.w;
+    vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS];
+    UNROLL
+    for (int r = 0; r < np; r++) {
+        UNROLL
+        for (int b = 0; b < nb; b++) acc[r][b] = vec_zero();
+    }
+    for (int j = 0; j < w->cols; j++) {
+        vecf column[BLOCK_PANELS];
+        UNROLL
+        for (int r = 0; r < np; r++) {
+            column[r] = panel_column(p.panel + r * w->panel_bytes, j, dtype);
+            if (nb == 1 && dtype == DTYPE_BF16)
+                __builtin_prefetch(p.panel + r * w->panel_bytes +
+                                   (size_t)j * PANEL_ROWS * sizeof(uint16_t) + PREFETCH_AHEAD);
+        }
+        UNROLL
+        for (int b = 0; b < nb; b++) {
+            vecf xj = vec_set1(x[(size_t)b * w->cols + j]);
+            UNROLL
+            for (int r = 0; r < np; r++) acc[r][b] = vec_fmadd(column[r], xj, acc[r][b]);
+        }
+    }
+    store_tile(o, acc, NULL, nb, np, p);
+}
+
+/* q8_0, one group (`columns` columns, an even number, from the one in.xq points at) of the tile's
+ * panels, whose group begins at group[r] (its scales, then its values) and moves past it:
+ * acc[r][b] += scales * (int8 values . int16 inputs b), the integer sums exact, column pair by
+ * column pair. */
+static ALWAYS_INLINE void q8_group(vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS],
+                                   const char *group[BLOCK_PANELS], Inputs in, int nb, int np,
+                                   int columns) {
+    veci sums[BLOCK_PANELS][MAX_TILE_INPUTS];
+    UNROLL
+    for (int r = 0; r < np; r++) {
+        UNROLL
+        for (int b = 0; b < nb; b++) sums[r][b] = veci_zero();
+    }
+    UNROLL
+    for (int i = 0; i < columns; i += 2) {
+        vecw pair[MAX_TILE_INPUTS];
+        UNROLL
+        for (int b = 0; b < nb; b++) pair[b] = vecw_set1_pair(in.xq + b * in.xq_stride + i);
+        UNROLL
+        for (int r = 0; r < np; r++) {
+            const int8_t *q = (const int8_t *)(group[r] + PANEL_ROWS * sizeof(float));
+            vecw w = vecw_load_i8(q + (size_t)i * PANEL_ROWS);
+            if (nb == 1) __builtin_prefetch(q + (size_t)i * PANEL_ROWS + PREFETCH_AHEAD);
+            UNROLL
+            for (int b = 0; b < nb; b++) sums[r][b] = veci_dot(sums[r][b], w, pair[b]);
+        }
+    }
+    UNROLL
+    for (int r = 0; r < np; r++) {
+        vecf scale = vec_load((const float *)group[r]);
+        UNROLL
+        for (int b = 0; b < nb; b++)
+            acc[r][b] = vec_fmadd(vec_from_veci(sums[r][b]), scale, acc[r][b]);
+        group[r] += q8_group_bytes(columns);
+    }
+}
+
+/* The inputs from column `start` on (q8_0's int16 values only: q8_group reads nothing else). */
+static Inputs inputs_at_column(Inputs in, int start) {
+    in.xq += start;
+    return in;
+}
+
+/* The q8_0 tile: as float_tile with the inputs quantized (input b is xq_scale[b] * xq[b], rows of
+ * xq_stride int16): each group's dot product is an integer sum, converted and scaled by the
+ * weights' scale once; the input's scale multiplies the total. group_size (= w->group_size) a
+ * constant once inlined, so the group loop unrolls. */
+static ALWAYS_INLINE void q8_tile(Output o, Inputs in, int nb, Panels p, int np, int group_size) {
+    const Matrix *w = p.w;
+    vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS];
+    const char *group[BLOCK_PANELS];
+    UNROLL
+    for (int r = 0; r < np; r++) {
+        group[r] = p.panel + r * w->panel_bytes;
+        UNROLL
+        for (int b = 0; b < nb; b++) acc[r][b] = vec_zero();
+    }
+    int full = w->cols / group_size * group_size;
+    for (int start = 0; start < full; start += group_size)
+        q8_group(acc, group, inputs_at_column(in, start), nb, np, group_size);
+    if (full < w->cols) /* the shorter last group */
+        q8_group(acc, group, inputs_at_column(in, full), nb, np,
+                 q8_group_columns(w->cols, group_size, full));
+    store_tile(o, acc, in.xq_scale, nb, np, p);
+}
+
+void quantize_input(int16_t *xq, float *scale, const float *x, int n) {
+    float max = 0.0f;
+    for (int j = 0; j < n; j++) max = fabsf(x[j]) > max ? fabsf(x[j]) : max;
+    float inv = max > 0.0f ? 32767.0f / max : 0.0f;
+    int bad = 0; /* an input that is NaN, or infinite (then max is, inv 0 and x * inv NaN) */
+    for (int j = 0; j < n; j++) {
+        float v = x[j] * inv;
+        int ok = fabsf(v) <= 32767.5f; /* converting anything else to int16 is undefined */
+        xq[j] = ok ? (int16_t)nearbyintf(v) : 0;
+        bad |= !ok;
+    }
+    *scale = bad ? NAN : max / 32767.0f;
+    for (int j = n; j % 64 != 0; j++) xq[j] = 0; /* a short last group is read by column pairs */
+}
+
+/* One tile of np panels times nb inputs, both constants once inlined, in w's dtype. */
+static ALWAYS_INLINE void tile(Output o, Inputs in, int nb, Panels p, int np) {
+    const Matrix *w = p.w;
+    if (w->dtype == DTYPE_Q8_0 && w->group_size == 32)
+        q8_tile(o, in, nb, p, np, 32);
+    else if (w->dtype == DTYPE_Q8_0) /* model_load allows 32 and 64 */
+        q8_tile(o, in, nb, p, np, 64);
+    else if (w->dtype == DTYPE_BF16)
+        float_tile(o, in.x, nb, p, np, DTYPE_BF16);
+    else
+        float_tile(o, in.x, nb, p, np, DTYPE_F32);
+}
+
+/* The tile shapes the products use: decode's 4 x 1, and otherwise np (1 or 2) x nb, nb the
+ * tile's inputs (TILE_INPUTS, or TILE_INPUTS_Q8 for q8_0) or, for a batch's last inputs (and
+ * decode's last panels of a matrix), 4, 2 or 1. Each shape is its own code, its accumulators in
+ * registers. */
+static void tile_4x1(Output o, Inputs in, Panels p) {
+    tile(o, in, 1, p, 4);
+}
+
+static ALWAYS_INLINE void tile_np(Output o, Inputs in, int nb, Panels p, int np) {
+    if (nb == 1)
+        tile(o, in, 1, p, np);
+    else if (nb == 2)
+        tile(o, in, 2, p, np);
+    else if (nb == 4)
+        tile(o, in, 4, p, np);
+    else if (p.w->dtype == DTYPE_Q8_0)
+        tile(o, in, TILE_INPUTS_Q8, p, np);
+    else
+        tile(o, in, TILE_INPUTS, p, np);
+}
+
+static void tile_2xn(Output o, Inputs in, int nb, Panels p) {
+    tile_np(o, in, nb, p, 2);
+}
+
+static void tile_1xn(Output o, Inputs in, int nb, Panels p) {
+    tile_np(o, in, nb, p, 1);
+}
+
+/* np (<= BLOCK_PANELS) panels of p times the batch inputs, into o. A batch's inputs go by whole
+ * tiles, then the rest by 4, 2 and 1: a 2 x 1 tile is one multiply-add chain per panel, waiting on
+ * its latency, so that 4 leftover inputs as 2 x 1 tiles took a fifth of AVX2's prefill (batch 64,
+ * tiles of 6). */
+static void panel_block(Output o, Inputs in, int batch, Panels p, int np) {
+    if (batch == 1 && np == BLOCK_PANELS) {
+        tile_4x1(o, in, p);
+        return;
+    }
+    const Matrix *w = p.w;
+    int tile_inputs = w->dtype == DTYPE_Q8_0 ? TILE_INPUTS_Q8 : TILE_INPUTS;
+    for (int k = 0; k < np; k += 2) {
+        Panels at = {w, p.panel + k * w->panel_bytes, p.row0 + k * PANEL_ROWS};
+        for (int b = 0, nb = tile_inputs; b < batch; b += nb) {
+            while (batch - b < nb) nb = nb > 4 ? 4 : nb / 2;
+            Output ob = {o.out + (size_t)b * o.stride, o.stride};
+            (np - k >= 2 ? tile_2xn : tile_1xn)(ob, inputs_from(in, b, w->cols), nb, at);
+        }
+    }
+}
+
+/* One matmul call as its threads share it: product k has panels first[k] .. first[k + 1] - 1. */
+typedef struct {
+    const Product *products;
+    int n;
+    int first[4];
+    Inputs in;
+    int batch, layer;
+} Call;
+
+/* The call's panels from .. to - 1, up to BLOCK_PANELS at a time. */
+static void matmul_panels(const Call *call, int from, int to) {
+    for (int k = 0; k < call->n; k++) {
+        const Matrix *m = call->products[k].w;
+        const int *first = call->first;
+        int p = (from > first[k] ? from : first[k]) - first[k];
+        int end = (to < first[k + 1] ? to : first[k + 1]) - first[k];
+        for (; p < end; p += BLOCK_PANELS) {
+            int np = end - p < BLOCK_PANELS ? end - p : BLOCK_PANELS;
+            const char *panel =
+                (const char *)m->data + ((size_t)call->layer * m->n_panels + p) * m->panel_bytes;
+            Output o = {call->products[k].out, (size_t)m->rows};
+            panel_block(o, call->in, call->batch, (Panels){m, panel, p * PANEL_ROWS}, np);
+        }
+    }
+}
+
+void matmul(const Product *p, int n, const float *x, int batch, int layer,
+            const QuantizedInputs *xq) {
+    int cols = p[0].w->cols;
+    Call call = {.products = p,
+                 .n = n,
+                 .in = {x, xq->values, xq->scales, xq->stride},
+                 .batch = batch,
+                 .layer = layer};
+    if (p[0].w->dtype == DTYPE_Q8_0)
+        for (int b = 0; b < batch; b++)
+            quantize_input(xq->values + (size_t)b * xq->stride, &xq->scales[b],
+                           x + (size_t)b * cols, cols);
+    size_t work = 0;
+    for (int k = 0; k < n; k++) {
+        call.first[k + 1] = call.first[k] + p[k].w->n_panels;
+        work += (size_t)p[k].w->rows * cols * batch;
+    }
+    if (work < PARALLEL_MIN_WORK) { /* a region costs ~1.5 us even when it runs on one thread */
+        matmul_panels(&call, 0, call.first[n]);
+        return;
+    }
+#pragma omp parallel
+    {
+        int thread = omp_get_thread_num(), threads = omp_get_num_threads();
+        matmul_panels(&call, (int)((long long)call.first[n] * thread / threads),
+                      (int)((long long)call.first[n] * (thread + 1) / threads));
+    }
+}

@@ -1,0 +1,49 @@
+/* The plain forward pass (reference.h): one token through the decoder, in plain scalar C. */
+#include "reference.h"
+
+#include <math.h>
+
+float *reference_forward(Model *m, int token, int pos) {
+    const Config *c = &m->config;
+    const Weights *w = &m->weights;
+    RunState *s = &m->state;
+    int dim = c->dim, hidden_dim = c->hidden_dim;
+    int kv_dim = c->n_kv_heads * (dim / c->n_heads);
+    float *x = s->x;
+
+    /* the token's embedding starts the residual stream */
+    embedding_ref(&w->token_embedding, token, x);
+
+    for (int l = 0; l < c->n_layers; l++) {
+        const float *attn_bias = w->attn_norm_bias ? w->attn_norm_bias + (size_t)l * dim : NULL;
+        const float *ffn_bias = w->ffn_norm_bias ? w->ffn_norm_bias + (size_t)l * dim : NULL;
+
+        /* attention: x += wo attention(rope(wq n(x)), rope(wk n(x)), wv n(x)) */
+        m->norm(s->xb, x, w->attn_norm + (size_t)l * dim, attn_bias, dim, c->norm_eps);
+        /* this position's key and value go straight into the cache */
+        float *k = s->key_cache + ((size_t)l * c->seq_len + pos) * kv_dim;
+        float *v = s->value_cache + ((size_t)l * c->seq_len + pos) * kv_dim;
+        matmul_ref(s->q, &w->wq, l, s->xb);
+        matmul_ref(k, &w->wk, l, s->xb);
+        matmul_ref(v, &w->wv, l, s->xb);
+        rope(c, s->inv_freq, s->q, k, pos);
+        LayerCache cache = model_layer_cache(m, l);
+        attention_ref(&cache, s->q, s->xb, pos); /* over positions 0..pos */
+        matmul_ref(s->xb2, &w->wo, l, s->xb);
+        for (int i = 0; i < dim; i++) x[i] += s->xb2[i];
+
+        /* feed-forward: x += w2 (silu(w1 n(x)) * w3 n(x)), silu(g) = g * sigmoid(g) */
+        m->norm(s->xb, x, w->ffn_norm + (size_t)l * dim, ffn_bias, dim, c->norm_eps);
+        matmul_ref(s->hb, &w->w1, l, s->xb);
+        matmul_ref(s->hb2, &w->w3, l, s->xb);
+        for (int i = 0; i < hidden_dim; i++)
+            s->hb[i] = s->hb[i] * (1.0f / (1.0f + expf(-s->hb[i]))) * s->hb2[i];
+        matmul_ref(s->xb2, &w->w2, l, s->hb);
+        for (int i = 0; i < dim; i++) x[i] += s->xb2[i];
+    }
+
+    /* the final norm, then the classifier: logits = wcls n(x) */
+    m->norm(x, x, w->final_norm, w->final_norm_bias, dim, c->norm_eps);
+    matmul_ref(s->logits, &w->wcls, 0, x);
+    return s->logits;
+}

@@ -1,0 +1,162 @@
+/* The run state (model.h, RunState): memory for the activations and the kv cache, the positions
+ * per prefill batch, RoPE's frequency table; and the 2 MiB pages the weights and the kv cache live
+ * in. Reading the weights is load.c's.
+ */
+#define _DEFAULT_SOURCE /* MADV_HUGEPAGE */
+#include "state.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "load.h"
+
+#define HUGE_PAGE (2u << 20)
+
+/* 2 MiB pages: on the VMs measured here a first touch of a 4 KiB page costs microseconds, which put
+ * ~0.1 s of page faults into a 256-token prefill of the 110M model, and the kernels' loads miss the
+ * TLB less. The last part short of 2 MiB stays in 4 KiB pages: a whole huge page there would hold
+ * up to 2 MiB nothing uses, more than 10% of a 15M q8_0 model's file. */
+void *huge_pages(size_t bytes) {
+    size_t whole = bytes / HUGE_PAGE * HUGE_PAGE;
+    void *p;
+    if (posix_memalign(&p, HUGE_PAGE, bytes + (bytes == 0)) != 0) return NULL;
+    if (whole > 0) madvise(p, whole, MADV_HUGEPAGE);
+    if (bytes > whole) madvise((char *)p + whole, bytes - whole, MADV_NOHUGEPAGE);
+    return p;
+}
+
+/* The first write to a page has the kernel zero all of it, the slow part of allocating (about
+ * 1.5 GB/s on one thread on the VMs measured here): done here in parallel at load rather than in
+ * the first forward passes. */
+void fault_in(char *p, size_t bytes) {
+    size_t whole = bytes / HUGE_PAGE * HUGE_PAGE;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+#pragma omp parallel for schedule(static, 1)
+    for (size_t off = 0; off < whole; off += HUGE_PAGE) p[off] = 0;
+    for (size_t off = whole; off < bytes; off += page) p[off] = 0;
+}
+
+/* bytes of memory at a 64-byte boundary (a cache line: whole-vector loads of a row never
+ * straddle two lines, which cost prefill a quarter of its speed with calloc's 16-byte
+ * alignment), or NULL */
+static void *aligned(size_t bytes) {
+    return aligned_alloc(64, (bytes + 63) / 64 * 64 + (bytes == 0) * 64);
+}
+
+/* int16 values per row of xq: the widest input of a product (dim or hidden_dim), rounded up so
+ * that each row starts on a cache line. */
+static size_t xq_stride_of(const Config *c) {
+    size_t widest = c->dim > c->hidden_dim ? c->dim : c->hidden_dim;
+    return (widest + 63) / 64 * 64;
+}
+
+/* Bytes per position of the buffers that grow with the batch (alloc_batch's): x, xb, xb2 and q
+ * of dim floats, hb and hb2 of hidden_dim, a row of xq and its scale. */
+static size_t batch_row_bytes(const Config *c) {
+    return sizeof(float) * (4 * (size_t)c->dim + 2 * (size_t)c->hidden_dim + 1) +
+           sizeof(int16_t) * xq_stride_of(c);
+}
+
+/* Positions per prefill batch. Each batch reads every weight from memory once, so a longer
+ * batch reads less per token (128 positions rather than 64: +5% prefill tokens/s at 110M f32 on
+ * two threads); the batch's activations are held to about 1% of the weights file's bytes, for
+ * the memory bound (docs/BENCH.md), as a multiple of 64 from 64 to 256, and no more than seq_len. */
+static int batch_positions(const Config *c, size_t file_bytes) {
+    size_t batch = file_bytes / 100 / batch_row_bytes(c) / 64 * 64;
+    batch = batch < 64 ? 64 : batch > 256 ? 256 : batch;
+    return c->seq_len < (int)batch ? c->seq_len : (int)batch;
+}
+
+/* The buffers that grow with the batch (RunState's x to q and xq) for `batch`
+ * positions, left uninitialized: every forward pass writes a position's rows before it reads
+ * them, and pages never written stay out of resident memory, so a short prompt and decode touch
+ * only the first rows (decode at 15M: 12 KiB of the batch's 768 KiB, peak 24.5 MiB rather than
+ * 25.3 for q8_0). Returns -1 when out of memory; what did fit is left for free_batch. */
+static int alloc_batch(RunState *s, const Config *c, int batch) {
+    size_t rows = batch;
+    s->batch = batch;
+    s->x = aligned(rows * c->dim * sizeof(float));
+    s->xb = aligned(rows * c->dim * sizeof(float));
+    s->xb2 = aligned(rows * c->dim * sizeof(float));
+    s->hb = aligned(rows * c->hidden_dim * sizeof(float));
+    s->hb2 = aligned(rows * c->hidden_dim * sizeof(float));
+    s->q = aligned(rows * c->dim * sizeof(float));
+    s->xq.stride = xq_stride_of(c);
+    s->xq.values = aligned(rows * s->xq.stride * sizeof(int16_t));
+    s->xq.scales = aligned(rows * sizeof(float));
+    if (!s->x || !s->xb || !s->xb2 || !s->hb || !s->hb2 || !s->q || !s->xq.values || !s->xq.scales)
+        return -1;
+    return 0;
+}
+
+static void free_batch(RunState *s) {
+    free(s->x);
+    free(s->xb);
+    free(s->xb2);
+    free(s->hb);
+    free(s->hb2);
+    free(s->q);
+    free(s->xq.values);
+    free(s->xq.scales);
+}
+
+/* inv_freq[i] = rope_theta^(-2i / head_size): the angle per position by which RoPE rotates pair
+ * i of every head (rope). */
+static void init_rope(RunState *s, const Config *c) {
+    int head_size = c->dim / c->n_heads;
+    for (int i = 0; i < head_size / 2; i++)
+        s->inv_freq[i] = 1.0f / powf(c->rope_theta, (float)(2 * i) / (float)head_size);
+}
+
+int state_alloc(RunState *s, const Config *c, size_t file_bytes) {
+    size_t head_size = c->dim / c->n_heads;
+    size_t kv_dim = c->n_kv_heads * head_size;
+    size_t cache = (size_t)c->n_layers * c->seq_len * kv_dim;
+    if (alloc_batch(s, c, batch_positions(c, file_bytes)) != 0) return -1;
+    s->att = aligned((size_t)c->n_heads * 4 * c->seq_len * sizeof(float));
+    s->logits = aligned(c->vocab_size * sizeof(float));
+    /* each position is written before it is read; faulted in now, as llama.cpp clears its cache
+     * at load: left to the first positions, the kernel's zeroing of the new pages took ~30 ms of
+     * a 256-token prefill at 110M */
+    s->key_cache = huge_pages(cache * sizeof(float));
+    s->value_cache = huge_pages(cache * sizeof(float));
+    if (s->key_cache) fault_in((char *)s->key_cache, cache * sizeof(float));
+    if (s->value_cache) fault_in((char *)s->value_cache, cache * sizeof(float));
+    s->inv_freq = aligned((head_size / 2) * sizeof(float));
+    if (!s->att || !s->logits || !s->key_cache || !s->value_cache || !s->inv_freq) return -1;
+    init_rope(s, c);
+    return 0;
+}
+
+void state_free(RunState *s) {
+    free_batch(s);
+    free(s->att);
+    free(s->logits);
+    free(s->key_cache);
+    free(s->value_cache);
+    free(s->inv_freq);
+    memset(s, 0, sizeof(*s));
+}
+
+int model_set_batch(Model *m, int batch, char *err, size_t errlen) {
+    if (batch < 1 || batch > m->config.seq_len) {
+        snprintf(err, errlen, "batch %d is not in 1..%d (the model's seq_len)", batch,
+                 m->config.seq_len);
+        return -1;
+    }
+    /* the new buffers first, so that the model keeps its batch when they do not fit */
+    RunState fresh = m->state;
+    if (alloc_batch(&fresh, &m->config, batch) != 0) {
+        free_batch(&fresh);
+        snprintf(err, errlen, "out of memory for the activations of a batch of %d positions",
+                 batch);
+        return -1;
+    }
+    free_batch(&m->state);
+    m->state = fresh;
+    return 0;
+}
