@@ -58,7 +58,7 @@ SHAPES = {
     "1.1B": (2048, 5632, 22, 32, 4, 32000, 2048),  # TinyLlama-1.1B
 }
 NORM_CODES = {"rmsnorm": 0, "layernorm": 1}
-MAX_SIZE = 1 << 20  # run's bound on every size field of the header (model.c, check_config)
+MAX_SIZE = 1 << 20  # run's bound on every size field of the header (format.c, check_config)
 
 
 class ExportError(Exception):
@@ -119,7 +119,7 @@ def float_field(name, value, low, high):
 
 class Config:
     """The header fields of docs/FORMAT.md, refused here when run's loader would refuse them
-    (model.c, check_config), so that no file run cannot load is written. keys: the input's own
+    (format.c, check_config), so that no file run cannot load is written. keys: the input's own
     name of each field it names otherwise (HF_KEYS), so that a message names what it holds."""
 
     def __init__(self, dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len,

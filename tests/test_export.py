@@ -842,7 +842,7 @@ def pt_checkpoint(name, model_args=None, tensors=None):
 
 @test
 def export_refuses_configs_run_refuses():
-    """Every limit of run's header check (model.c, check_config) is an export error, as are
+    """Every limit of run's header check (format.c, check_config) is an export error, as are
     fields of the wrong type and config files that are not JSON objects."""
     args = torch.load(PT, map_location="cpu")["model_args"]
     out = tmp("never.nllm")
