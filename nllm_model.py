@@ -21,6 +21,10 @@ import torch.nn.functional as F
 from torch import nn
 
 NORMS = ("rmsnorm", "layernorm")
+# query positions per block of attention (Attention.attend_block); measured on one core, batch
+# 32 x 256 positions, head_size 8, forward and backward: 755 ms in one block, 320 ms in blocks
+# of 64, 230 ms in blocks of 32
+ATTENTION_BLOCK = 32
 
 
 class ModelArgs:
@@ -116,14 +120,27 @@ class Attention(nn.Module):
         q = rope(self.wq(x).view(B, T, KV * G, hd), angles) * (1.0 / math.sqrt(hd))
         k = rope(self.wk(x).view(B, T, KV, hd), angles)
         v = self.wv(x).view(B, T, KV, hd)
-        # grouped heads without copying k and v: the G query heads of a kv head are G * T rows
-        # of one matrix product, (B, KV, G * T, hd) @ (B, KV, hd, T)
-        q = q.view(B, T, KV, G, hd).permute(0, 2, 3, 1, 4).reshape(B, KV, G * T, hd)
-        k, v = k.transpose(1, 2), v.transpose(1, 2)
-        scores = torch.matmul(q, k.transpose(-2, -1)).view(B, KV, G, T, T) + mask[:T, :T]
-        att = torch.softmax(scores, dim=-1).view(B, KV, G * T, T)
-        out = torch.matmul(att, v).view(B, KV, G, T, hd).permute(0, 3, 1, 2, 4).reshape(B, T, -1)
+        # grouped heads without copying k and v: the G query heads of a kv head are G * t rows
+        # of one matrix product, (B, KV, G * t, hd) @ (B, KV, hd, keys)
+        q = q.view(B, T, KV, G, hd).permute(0, 2, 3, 1, 4)  # (B, KV, G, T, hd)
+        k, v = k.transpose(1, 2), v.transpose(1, 2)  # (B, KV, T, hd)
+        outs = [self.attend_block(q[:, :, :, t0:t0 + ATTENTION_BLOCK], k, v, mask, t0)
+                for t0 in range(0, T, ATTENTION_BLOCK)]
+        out = torch.cat(outs, 3).permute(0, 3, 1, 2, 4).reshape(B, T, -1)
         return self.wo(out)
+
+    @staticmethod
+    def attend_block(q, k, v, mask, t0):
+        """Causal attention of the queries at positions t0.. t0 + t - 1, q (B, KV, G, t, hd)
+        (scaled), over the keys and values up to the block's last position: the key blocks past
+        it, which the mask would zero, are never computed (a third of the scores for 256
+        positions in blocks of 32)."""
+        B, KV, G, t, hd = q.shape
+        end = t0 + t
+        scores = torch.matmul(q.reshape(B, KV, G * t, hd), k[:, :, :end].transpose(-2, -1))
+        scores = scores.view(B, KV, G, t, end) + mask[t0:end, :end]
+        att = torch.softmax(scores, dim=-1).view(B, KV, G * t, end)
+        return torch.matmul(att, v[:, :, :end]).view(B, KV, G, t, hd)
 
 
 class FeedForward(nn.Module):
