@@ -64,6 +64,8 @@ test: deps-test run build/tests build/tokenize_corpus
 	NORMLLAMA_RUN=./run build/tests
 	NORMLLAMA_RUN=./run $(PYTHON) tests/test_export.py
 	NORMLLAMA_RUN=./run TOKENIZE_CORPUS=build/tokenize_corpus $(PYTHON) tests/tokenizer_parity.py
+	models/fetch.sh --data tinystories_valid.txt
+	NORMLLAMA_RUN=./run $(PYTHON) tests/test_train.py
 
 build/bench_tokenizer: tools/bench_tokenizer.c tokenizer.c tokenizer.h
 	@mkdir -p build
