@@ -1,5 +1,5 @@
 # normllama: make run | make test | make test-portable | make sanitize | make models | make bench
-#            | make bench-norm | make export-deps
+#            | make bench-norm | make export-deps | make twins [TWIN_SEEDS=3]
 PYTHON ?= /usr/bin/python3
 OPT ?= -O3 -march=native
 # -ffp-contract=off (gcc's default under -std=c11, not clang's) keeps a*b+c in plain C loops from
@@ -25,7 +25,7 @@ TEST_MODELS = stories260K.bin tok512.bin tokenizer.bin stories260K.pt tok512.mod
 
 EXPORT_DEPS = python3-numpy python3-torch python3-sentencepiece python3-tqdm
 
-.PHONY: all test test-portable sanitize models clean format bench bench-norm export-deps \
+.PHONY: all test test-portable sanitize models clean format bench bench-norm export-deps twins \
         bench-tokenizer fuzz deps-build deps-test deps-fuzz deps-plot deps-train
 
 all: run
@@ -66,6 +66,16 @@ test: deps-test run build/tests build/tokenize_corpus
 	NORMLLAMA_RUN=./run TOKENIZE_CORPUS=build/tokenize_corpus $(PYTHON) tests/tokenizer_parity.py
 	models/fetch.sh --data tinystories_valid.txt
 	NORMLLAMA_RUN=./run $(PYTHON) tests/test_train.py
+
+# The twin study (tools/twins.py): the stories260K shape trained with RMSNorm and with LayerNorm
+# (train.py), exported, compared with run; TWIN_SEEDS pairs; the table and picture go to
+# docs/NORMS.md and docs/twins_loss.png.
+TWIN_SEEDS ?= 1
+TWIN_STEPS ?= 240
+twins: run | deps-train deps-plot
+	models/fetch.sh tok512.bin tok512.model stories260K.pt
+	models/fetch.sh --data tinystories_train.txt tinystories_valid.txt
+	$(PYTHON) tools/twins.py --seeds $(TWIN_SEEDS) --steps $(TWIN_STEPS)
 
 build/bench_tokenizer: tools/bench_tokenizer.c tokenizer.c tokenizer.h
 	@mkdir -p build
