@@ -234,7 +234,8 @@ def main():
     with open(os.path.join(a.out, "results.json"), "w") as f:
         json.dump(result, f, indent=1)
     start = time.time()
-    picture = os.path.join(ROOT, "docs/twins_loss.png")
+    # --no-docs leaves docs/ alone: the picture goes beside results.json
+    picture = os.path.join(a.out if a.no_docs else os.path.join(ROOT, "docs"), "twins_loss.png")
     sh([PYTHON, "tools/plot_twins.py", os.path.join(a.out, "results.json"), picture])
     times["plot"] = time.time() - start
     times["total"] = time.time() - started
