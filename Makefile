@@ -1,5 +1,5 @@
 # normllama: make run | make test | make test-portable | make sanitize | make models | make bench
-#            | make bench-norm | make fuzz | make deps-train | make deps-plot
+#            | make bench-norm | make fuzz | make deps-train | make deps-plot | make twins [TWIN_SEEDS=3]
 PYTHON ?= /usr/bin/python3
 OPT ?= -O3 -march=native
 # -ffp-contract=off (gcc's default under -std=c11, not clang's) keeps a*b+c in plain C loops from
@@ -31,7 +31,7 @@ TEST_MODELS = stories260K.bin tok512.bin tokenizer.bin stories260K.pt tok512.mod
 FETCH_TEST_MODELS = models/fetch.sh --mirror-only-optional $(TEST_MODELS)
 
 .PHONY: all test test-portable sanitize models clean format bench bench-norm bench-tokenizer \
-        fuzz deps-build deps-fetch deps-run deps-test deps-fuzz deps-plot deps-train
+        fuzz twins deps-build deps-fetch deps-run deps-test deps-fuzz deps-plot deps-train
 
 all: run
 
@@ -72,7 +72,19 @@ test: deps-test run build/tests build/tokenize_corpus
 	NORMLLAMA_RUN=./run build/tests
 	NORMLLAMA_RUN=./run $(PYTHON) tests/test_export.py
 	NORMLLAMA_RUN=./run TOKENIZE_CORPUS=build/tokenize_corpus $(PYTHON) tests/tokenizer_parity.py
+	models/fetch.sh --data --mirror-only-optional tinystories_valid.txt
+	NORMLLAMA_RUN=./run $(PYTHON) tests/test_train.py
 	CC="$(CC)" STB_INCLUDE="$(STB_INCLUDE)" tests/test_fresh_machine.sh
+
+# The twin study (tools/twins.py): the stories260K shape trained with RMSNorm and with LayerNorm
+# (train.py), exported, compared with run; TWIN_SEEDS pairs; the table and picture go to
+# docs/NORMS.md and docs/twins_loss.png.
+TWIN_SEEDS ?= 1
+TWIN_STEPS ?= 480
+twins: run | deps-train deps-plot
+	models/fetch.sh tok512.bin tok512.model stories260K.pt
+	models/fetch.sh --data tinystories_train.txt tinystories_valid.txt
+	$(PYTHON) tools/twins.py --seeds $(TWIN_SEEDS) --steps $(TWIN_STEPS)
 
 build/bench_tokenizer: tools/bench_tokenizer.c tokenizer.c tokenizer.h | deps-build
 	@mkdir -p build

@@ -569,6 +569,9 @@ META_NAMES = {
     "ffn_norm": "layers.{}.ffn_norm.weight", "w1": "layers.{}.feed_forward.w1.weight",
     "w2": "layers.{}.feed_forward.w2.weight", "w3": "layers.{}.feed_forward.w3.weight",
     "final_norm": "norm.weight", "wcls": "output.weight",
+    # LayerNorm's biases, in checkpoints of train.py's LayerNorm models
+    "attn_norm_bias": "layers.{}.attention_norm.bias", "ffn_norm_bias": "layers.{}.ffn_norm.bias",
+    "final_norm_bias": "norm.bias",
 }
 
 HF_NAMES = {
@@ -633,9 +636,15 @@ def load_llama2c(path, seq_len):
         raise ExportError(f"{path}: model_args is a {type(args).__name__}, not a dict")
     source = TensorSource(path, [path], ckpt)
     hidden_dim = rows_of(source, META_NAMES["w1"].format(0))
+    # train.py records the norm it trained with (llama2.c's checkpoints are RMSNorm's)
+    norm = args.get("norm", "rmsnorm")
+    if norm not in NORM_CODES:
+        raise ExportError(f"{path}: model_args norm is {shown(norm)}, not one of "
+                          f"{', '.join(NORM_CODES)}")
     c = Config(args["dim"], hidden_dim, args["n_layers"], args["n_heads"],
                args.get("n_kv_heads") or args["n_heads"], args["vocab_size"],
                seq_len or args["max_seq_len"], norm_eps=args.get("norm_eps", 1e-5),
+               norm=norm, norm_bias=source.has(META_NAMES["final_norm_bias"]),
                shared_classifier=classifier_shared(source, META_NAMES),
                keys={"seq_len": "max_seq_len"})
     refuse_unused(source, c, META_NAMES)

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Fetch model files listed in models/manifest.tsv into models/, verifying sha256.
+# Fetch model files listed in models/manifest.tsv into models/, verifying sha256;
+# with --data, the data sets listed in data/manifest.tsv into data/cache/.
 #
 # usage: models/fetch.sh [--mirror-only-optional] [NAME...]   (default: stories260K.bin tok512.bin)
+#        models/fetch.sh --data NAME...   (e.g. tinystories_train.txt tinystories_valid.txt)
 #
 # For each NAME: keep models/NAME if its sha256 already matches; otherwise copy
 # it from the local mirror ($MODELS_MIRROR/NAME) if present, else download it
@@ -15,6 +17,7 @@
 #
 # Environment:
 #   MODELS_MIRROR     mirror directory; default: <repo>/../shared/models if it exists
+#   DATA_MIRROR       mirror of --data; default: <repo>/../shared/data/tinystories
 #
 # Exit status: 0 ok, 1 fetch or verification failure, 2 usage error / unknown name.
 set -euo pipefail
@@ -23,6 +26,17 @@ prog=models/fetch.sh
 models_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 repo_root=$(dirname "$models_dir")
 manifest=$models_dir/manifest.tsv
+# --data: the same steps for data sets, kept in data/cache/ (gitignored)
+mirror_var=MODELS_MIRROR mirror_default=../shared/models shown_dir=models kind=model
+if [[ ${1:-} == --data ]]; then
+    shift
+    (($# > 0)) || { echo "$prog: error: --data needs the names of the data files" >&2; exit 2; }
+    manifest=$repo_root/data/manifest.tsv
+    models_dir=$repo_root/data/cache
+    mkdir -p "$models_dir"
+    mirror_var=DATA_MIRROR mirror_default=../shared/data/tinystories shown_dir=data/cache kind="data file"
+    MODELS_MIRROR=${DATA_MIRROR:-}
+fi
 
 die() { # die STATUS MESSAGE
     printf '%s: error: %s\n' "$prog" "$2" >&2
@@ -58,9 +72,9 @@ lookup() { # lookup NAME -> sets idx, or returns 1
 # --- mirror directory ---
 mirror=${MODELS_MIRROR:-}
 mirror_shown=$mirror
-if [[ -z $mirror && -d $repo_root/../shared/models ]]; then
-    mirror=$repo_root/../shared/models
-    mirror_shown=../shared/models
+if [[ -z $mirror && -d $repo_root/$mirror_default ]]; then
+    mirror=$repo_root/$mirror_default
+    mirror_shown=$mirror_default
 fi
 
 # --- arguments: validate every name before fetching anything ---
@@ -75,7 +89,7 @@ if [[ ${1:-} == --mirror-only-optional ]]; then
 fi
 (($# > 0)) || set -- stories260K.bin tok512.bin
 for name in "$@"; do
-    lookup "$name" || die 2 "unknown model '$name'; known: ${m_names[*]}"
+    lookup "$name" || die 2 "unknown $kind '$name'; known: ${m_names[*]}"
 done
 
 # --- temp file handling: never leave a partial file behind ---
@@ -87,7 +101,7 @@ trap 'exit 143' TERM
 
 mirror_state() { # mirror_state SUBJECT: why the mirror did not provide them ("it is", "they are")
     if [[ -z $mirror ]]; then
-        echo "there is no mirror (MODELS_MIRROR unset, ../shared/models missing)"
+        echo "there is no mirror ($mirror_var unset, $mirror_default missing)"
     elif [[ ! -d $mirror ]]; then
         echo "mirror $mirror_shown does not exist"
     else
@@ -111,7 +125,7 @@ for name in "$@"; do
     lookup "$name"
     url=${m_urls[$idx]} want=${m_sums[$idx]}
     dest=$models_dir/$name
-    shown=models/$name
+    shown=$shown_dir/$name
 
     note= have=
     if [[ -f $dest ]]; then
@@ -134,8 +148,8 @@ for name in "$@"; do
         cp -- "$mirror/$name" "$tmp" || die 1 "$shown: copy from $mirror/$name failed"
         how="copied from $mirror_shown"
     elif [[ $url == - ]]; then
-        wrong=${have:+; the copy in models/ has the wrong sha256 $have}
-        die 1 "$shown: has no public URL (mirror only) and $(mirror_state "it is")$wrong; set MODELS_MIRROR to a directory holding it"
+        wrong=${have:+; the copy in $shown_dir/ has the wrong sha256 $have}
+        die 1 "$shown: has no public URL (mirror only) and $(mirror_state "it is")$wrong; set $mirror_var to a directory holding it"
     else
         if ! err=$(download "$url" "$tmp" 2>&1); then
             rc=$?

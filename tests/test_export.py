@@ -24,6 +24,8 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import export  # noqa: E402
+import nllm_model  # noqa: E402
+from nllm_model import rope_interleaved, rope_rotate_half  # noqa: E402
 
 RUN = os.environ.get("NORMLLAMA_RUN", "./run")
 PT = "models/stories260K.pt"
@@ -162,64 +164,13 @@ def read_tokenizer(path):
 
 
 # ----------------------------------------------------------------------------
-# Reference forward passes (float64), one per RoPE convention
+# Reference forward pass (float64): nllm_model, the project's one PyTorch model, in either RoPE
+# convention
 
 
-def rmsnorm(x, w, b, eps):
-    return x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps) * w
-
-
-def layernorm(x, w, b, eps):
-    return torch.nn.functional.layer_norm(x, x.shape[-1:], w, b, eps)
-
-
-def attention(q, k, v, n_heads, n_kv_heads):
-    """Causal attention; q (T, H, hd), k/v (T, KV, hd) shared by H / KV query heads each."""
-    T, _, hd = q.shape
-    k = k.repeat_interleave(n_heads // n_kv_heads, dim=1)
-    v = v.repeat_interleave(n_heads // n_kv_heads, dim=1)
-    scores = torch.einsum("thd,shd->hts", q, k) / hd ** 0.5
-    scores = scores + torch.triu(torch.full((T, T), float("-inf"), dtype=q.dtype), 1)
-    return torch.einsum("hts,shd->thd", torch.softmax(scores, -1), v).reshape(T, -1)
-
-
-def forward(w, c, tokens, rope, norm=rmsnorm):
+def forward(w, c, tokens, rope, norm="rmsnorm"):
     """LLaMA decoder over tokens; w holds per-layer lists under our tensor names."""
-    d = {k: (torch.tensor(np.asarray(v), dtype=torch.float64) if not isinstance(v, list) else
-             [torch.tensor(np.asarray(x), dtype=torch.float64) for x in v]) for k, v in w.items()}
-    H, KV, hd = c["n_heads"], c["n_kv_heads"], c["dim"] // c["n_heads"]
-    eps = c["norm_eps"]
-    x = d["token_embedding"][tokens]
-    T = len(tokens)
-    inv_freq = 1.0 / c["rope_theta"] ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd)
-    angles = torch.arange(T, dtype=torch.float64)[:, None] * inv_freq[None, :]  # (T, hd/2)
-    nb = lambda name, l: d[name][l] if name in d else None  # noqa: E731
-    for l in range(c["n_layers"]):
-        h = norm(x, d["attn_norm"][l], nb("attn_norm_bias", l), eps)
-        q = rope((h @ d["wq"][l].T).reshape(T, H, hd), angles)
-        k = rope((h @ d["wk"][l].T).reshape(T, KV, hd), angles)
-        v = (h @ d["wv"][l].T).reshape(T, KV, hd)
-        x = x + attention(q, k, v, H, KV) @ d["wo"][l].T
-        h = norm(x, d["ffn_norm"][l], nb("ffn_norm_bias", l), eps)
-        x = x + (torch.nn.functional.silu(h @ d["w1"][l].T) * (h @ d["w3"][l].T)) @ d["w2"][l].T
-    x = norm(x, d["final_norm"], d.get("final_norm_bias"), eps)
-    return (x @ d.get("wcls", d["token_embedding"]).T).numpy()
-
-
-def rope_interleaved(x, angles):
-    """Meta / llama2.c: rotate pairs (2i, 2i+1) by angles[:, i]."""
-    cos, sin = torch.cos(angles)[:, None, :], torch.sin(angles)[:, None, :]
-    x0, x1 = x[..., 0::2], x[..., 1::2]
-    return torch.stack([x0 * cos - x1 * sin, x0 * sin + x1 * cos], -1).flatten(-2)
-
-
-def rope_rotate_half(x, angles):
-    """Hugging Face: x * cos + rotate_half(x) * sin, cos/sin of cat(angles, angles)."""
-    emb = torch.cat([angles, angles], -1)
-    cos, sin = torch.cos(emb)[:, None, :], torch.sin(emb)[:, None, :]
-    half = x.shape[-1] // 2
-    rotated = torch.cat([-x[..., half:], x[..., :half]], -1)
-    return x * cos + rotated * sin
+    return nllm_model.reference_logits(w, c, tokens, rope, norm)
 
 
 # ----------------------------------------------------------------------------
@@ -722,14 +673,14 @@ def layernorm_trained_model_uses_biases_by_default():
     c = dict(dim=dim, n_heads=H, n_kv_heads=KV, n_layers=L, norm_eps=1e-5, rope_theta=10000.0)
     ids, logits, err = run_logits(path, PROMPT)
     assert "norm layernorm" in err and "ignores" not in err, err
-    ref = forward(w, c, ids, rope_interleaved, layernorm)
+    ref = forward(w, c, ids, rope_interleaved, "layernorm")
     e = np.abs(ref - logits).max()
     print(f"  layernorm model: max |logit - reference| = {e:.2e}")
     assert e < 1e-4, e
     _, rms_logits, err = run_logits(path, PROMPT, extra=["--norm=rmsnorm"])
     assert "run: the model was trained with layernorm; rmsnorm ignores its norm biases" in err
     no_bias = {k: v for k, v in w.items() if not k.endswith("_bias")}
-    ref = forward(no_bias, c, ids, rope_interleaved, rmsnorm)
+    ref = forward(no_bias, c, ids, rope_interleaved, "rmsnorm")
     assert np.abs(ref - rms_logits).max() < 1e-4
     _, _, err = run_logits(path, PROMPT, extra=["--norm=rmsnorm_eps_outside"])
     assert "layernorm; rmsnorm_eps_outside ignores its norm biases" in err, err

@@ -1,0 +1,286 @@
+#!/usr/bin/env python3
+"""train.py end to end on a tiny shape and a small part of the TinyStories sample: the loss falls
+for each norm, run's logits of an exported model equal the PyTorch forward pass of its checkpoint,
+twins share their initial weights and batches, runs are deterministic and resumable, two DDP
+processes follow one process, and bad input gets one line. Run from the repository root with
+/usr/bin/python3 (make test does); the program under test is $NORMLLAMA_RUN (default ./run).
+Prints one line per test and "N passed, M failed"."""
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import traceback
+
+import numpy as np
+import sentencepiece as spm
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import nllm_model  # noqa: E402
+import train as train_py  # noqa: E402
+
+RUN = os.environ.get("NORMLLAMA_RUN", "./run")
+TOK_MODEL, TOK_BIN = "models/tok512.model", "models/tok512.bin"
+VALID = "data/cache/tinystories_valid.txt"
+SP = spm.SentencePieceProcessor(model_file=TOK_MODEL)
+TMP = tempfile.mkdtemp(prefix="normllama-train-")
+END = "\n<|endoftext|>\n"
+# a tiny shape: 2 layers, grouped kv heads, 64 positions
+SHAPE = ["--dim", "32", "--hidden-dim", "64", "--n-layers", "2", "--n-heads", "4",
+         "--n-kv-heads", "2", "--seq-len", "64", "--batch-size", "8", "--warmup", "5",
+         "--eval-windows", "16", "--threads", "1", "--quiet"]
+
+TESTS = []
+
+
+def test(fn):
+    TESTS.append(fn)
+    return fn
+
+
+def tmp(name):
+    return os.path.join(TMP, name)
+
+
+def data_files():
+    """train: 300 stories of the valid sample; valid: the next 60 (the tests need no more)."""
+    train, valid = tmp("train.txt"), tmp("valid.txt")
+    if not os.path.exists(train):
+        stories = open(VALID, encoding="utf-8").read().split(END)[:-1]
+        open(train, "w").write(END.join(stories[:300]) + END)
+        open(valid, "w").write(END.join(stories[300:360]) + END)
+    return ["--train", train, "--valid", valid]
+
+
+def train(name, *args, steps=30, torchrun=None):
+    """Runs train.py into TMP/name.{pt,nllm,jsonl}; returns (exit code, stderr, log records)."""
+    import json
+
+    out = [f"--out={tmp(name + '.pt')}", f"--export={tmp(name + '.nllm')}",
+           f"--log={tmp(name + '.jsonl')}"]
+    cmd = [sys.executable, "train.py", *SHAPE, *data_files(), "--steps", str(steps), *out, *args]
+    if torchrun:
+        # Debian's torch 1.13 under Python 3.11 fails with torchrun's default --redirects 0 and
+        # --tee 0 (Std.from_str finds no flag of value 0): any other value works
+        cmd = ["torchrun", "--standalone", f"--nproc_per_node={torchrun}", "--redirects=1",
+               "--tee=2", *cmd[1:]]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    records = []
+    if p.returncode == 0:
+        records = [json.loads(line) for line in open(tmp(name + ".jsonl"))]
+    return p.returncode, p.stderr, records
+
+
+def trained(name, *args, **kwargs):
+    code, err, records = train(name, *args, **kwargs)
+    assert code == 0, err
+    return records
+
+
+def losses(records, kind="train", key="loss"):
+    return [r[key] for r in records if r["kind"] == kind]
+
+
+def checkpoint(name):
+    return train_py.load_checkpoint(tmp(name + ".pt"))
+
+
+@test
+def training_loss_falls_for_each_norm():
+    for norm in nllm_model.NORMS:
+        records = trained(f"falls-{norm}", "--norm", norm, "--lr", "1e-2", "--eval-every", "15",
+                          steps=45)
+        train_loss, val = losses(records), losses(records, "eval", "val_loss")
+        first, last = np.mean(train_loss[:5]), np.mean(train_loss[-5:])
+        print(f"  {norm}: train loss {first:.3f} -> {last:.3f}, validation {val[0]:.3f} -> "
+              f"{val[-1]:.3f}")
+        # ln(512) = 6.24 at the start; unigram statistics alone bring it below 5
+        assert abs(first - np.log(512)) < 0.3 and last < first - 1.0, (first, last)
+        assert val[-1] < val[0] - 1.0, val
+
+
+def pytorch_logits(name, ids):
+    """train.py's model (float32) with the checkpoint's weights, over one sequence."""
+    ckpt = checkpoint(name)
+    m = ckpt["model_args"]
+    args = nllm_model.ModelArgs(m["dim"], m["hidden_dim"], m["n_layers"], m["n_heads"],
+                                m["n_kv_heads"], m["vocab_size"], m["max_seq_len"], m["norm"],
+                                m["norm_eps"])
+    model = nllm_model.Transformer(args)
+    model.load_state_dict(ckpt["model"])
+    with torch.no_grad():
+        return model(torch.tensor([ids]))[0].numpy(), ckpt["model"]
+
+
+@test
+def run_logits_equal_the_training_forward_at_every_position_for_each_norm():
+    """The test that makes the twins trustworthy: run --logits on the exported file against the
+    PyTorch forward pass of the checkpoint, 64 positions of a validation story (the whole kv
+    cache), each norm under its own default; and export.py turns the checkpoint into the same
+    file."""
+    story = open(VALID, encoding="utf-8").read().split(END)[400]
+    ids = [1] + SP.encode(story)[:63]
+    text = SP.decode(ids[1:])
+    assert [1] + SP.encode(text) == ids  # the text run encodes is these 64 ids
+    for norm in nllm_model.NORMS:
+        name = f"logits-{norm}"
+        trained(name, "--norm", norm, "--lr", "1e-2", "--eval-every", "0", steps=20)
+        ref, state = pytorch_logits(name, ids)
+        if norm == "layernorm":  # trained biases, far from their initial zeros
+            assert state["norm.bias"].abs().max() > 1e-3
+        out = tmp(name + ".f32")
+        p = subprocess.run([RUN, tmp(name + ".nllm"), "-z", TOK_BIN, "-t", "0", "-n", "64",
+                            "--logits", out, text], capture_output=True, text=True)
+        assert p.returncode == 0, p.stderr
+        assert f"norm {norm}" in p.stderr and "ignores" not in p.stderr, p.stderr
+        logits = np.fromfile(out, dtype=np.float32).reshape(-1, 512)
+        assert logits.shape == (64, 512), logits.shape
+        err = np.abs(logits - ref).max()
+        print(f"  {norm}: max |run - PyTorch| over 64 positions = {err:.2e} (logits up to "
+              f"{np.abs(ref).max():.1f})")
+        assert err < 1e-4, err
+        header = open(tmp(name + ".nllm"), "rb").read(56)
+        assert struct.unpack_from("<II", header, 44) == ((0, 0) if norm == "rmsnorm" else (1, 1))
+        p = subprocess.run([sys.executable, "export.py", tmp(name + ".pt"), "--out",
+                            tmp(name + "-export.nllm"), "--quiet"], capture_output=True, text=True)
+        assert p.returncode == 0, p.stderr
+        assert open(tmp(name + "-export.nllm"), "rb").read() == \
+            open(tmp(name + ".nllm"), "rb").read()
+
+
+@test
+def twins_share_initial_weights_and_data_order():
+    """--steps 0 writes the initial model: the twins' tensors are equal but for the norms (weight 1
+    in both, LayerNorm's bias 0); their batches (crc32 of each step's ids) are the same, and
+    another seed's differ."""
+    for norm in nllm_model.NORMS:
+        trained(f"init-{norm}", "--norm", norm, "--eval-every", "0", steps=0)
+    rms, ln = checkpoint("init-rmsnorm")["model"], checkpoint("init-layernorm")["model"]
+    assert set(ln) - set(rms) == {k for k in ln if k.endswith(".bias")} and set(rms) <= set(ln)
+    assert len(set(ln) - set(rms)) == 2 * 2 + 1
+    for key, value in rms.items():
+        if nllm_model.is_norm_parameter(key):
+            assert torch.equal(value, torch.ones(32)) and torch.equal(ln[key], value), key
+        else:
+            assert torch.equal(value, ln[key]) and value.std() > 0.005, key
+    assert all(torch.equal(ln[k], torch.zeros(32)) for k in set(ln) - set(rms))
+    crcs = {norm: losses(trained(f"order-{norm}", "--norm", norm, "--eval-every", "0", steps=6),
+                         key="batch_crc") for norm in nllm_model.NORMS}
+    other = losses(trained("order-seed2", "--seed", "2", "--eval-every", "0", steps=6),
+                   key="batch_crc")
+    assert crcs["rmsnorm"] == crcs["layernorm"] and len(crcs["rmsnorm"]) == 6, crcs
+    assert all(a != b for a, b in zip(other, crcs["rmsnorm"])), other
+
+
+@test
+def same_seed_same_losses_and_resume_continues_the_run():
+    a = losses(trained("det-a", "--eval-every", "0", steps=10))
+    b = losses(trained("det-b", "--eval-every", "0", steps=10))
+    c = losses(trained("det-c", "--seed", "3", "--eval-every", "0", steps=10))
+    assert a == b and len(a) == 10, (a, b)
+    assert all(x != y for x, y in zip(a, c)), (a, c)
+    first = losses(trained("resume", "--eval-every", "0", steps=5))
+    shutil.copy(tmp("resume.pt"), tmp("resume-from.pt"))
+    # the log of a resumed run continues the one it resumes
+    whole = losses(trained("resume", "--eval-every", "0", f"--resume={tmp('resume-from.pt')}",
+                           steps=10))
+    assert len(first) == 5 and whole == a, (first, whole, a)
+
+
+@test
+def two_ddp_processes_follow_one_process():
+    """torchrun with 2 processes (gloo), each half of every batch of 8, against one process: the
+    same losses within float32 rounding over 10 steps, and the same validation loss."""
+    one = trained("ddp-1", "--eval-every", "5", steps=10)
+    two = trained("ddp-2", "--eval-every", "5", steps=10, torchrun=2)
+    a, b = np.array(losses(one)), np.array(losses(two))
+    va, vb = np.array(losses(one, "eval", "val_loss")), np.array(losses(two, "eval", "val_loss"))
+    print(f"  max |loss difference| over 10 steps = {np.abs(a - b).max():.1e}, validation "
+          f"{np.abs(va - vb).max():.1e}")
+    assert len(a) == len(b) == 10 and np.abs(a - b).max() < 1e-4, (a, b)
+    assert len(va) == len(vb) == 3 and np.abs(va - vb).max() < 1e-4, (va, vb)
+    assert a[-1] < a[0] - 0.3 and [r["world"] for r in two if r["kind"] == "config"] == [2]
+
+
+def expect_error(args, needle, steps=2):
+    p = subprocess.run([sys.executable, "train.py", *SHAPE, "--steps", str(steps), *args],
+                       capture_output=True, text=True)
+    assert p.returncode == 1, (p.returncode, p.stderr)
+    assert p.stderr.count("\n") == 1 and p.stderr.startswith("train.py: error: "), p.stderr
+    assert needle in p.stderr, (needle, p.stderr)
+
+
+@test
+def bad_input_gets_one_line_and_exit_1():
+    data = data_files()
+    empty, missing = tmp("empty.txt"), tmp("no-such.txt")
+    open(empty, "w").write(END)
+    expect_error(["--train", missing, "--valid", data[3]], f"{missing}: no such file")
+    expect_error(["--train", empty, "--valid", data[3]], f"{empty}: empty (no stories)")
+    expect_error([*data[:2], "--valid", TMP], f"{TMP}: not a regular file")
+    short = tmp("short.txt")
+    open(short, "w").write("Once upon a time." + END)
+    expect_error([*data[:2], "--valid", short], f"{short}: 6 tokens, fewer than seq_len + 2 = 66")
+    expect_error([*data, "--dim", "30"], "shape: dim 30 is not a multiple of n_heads 4")
+    expect_error([*data, "--n-kv-heads", "3"], "shape: n_heads 4 is not a multiple of n_kv_heads 3")
+    expect_error([*data, "--dim", "24", "--n-heads", "8"], "shape: head_size 3 (dim / n_heads) "
+                 "is odd")
+    expect_error([*data, "--seq-len", "0"], "shape: seq_len is 0, outside 1..1048576")
+    expect_error([*data, "--vocab-size", "256"], "--vocab-size 256 is not the tokenizer's 512")
+    expect_error([*data, "--steps", "-1"], "--steps must be 0 or more, got -1")
+    expect_error([*data, "--lr", "nan"], "--lr must be a positive number, got nan")
+    expect_error([*data, "--norm", "batchnorm"], "argument --norm: invalid choice: 'batchnorm'")
+    expect_error([*data, "--out", tmp("no-dir/x.pt")],
+                 f"cannot write --out {tmp('no-dir/x.pt')}: directory {tmp('no-dir')} does not "
+                 "exist")
+    expect_error([*data, "--export", TMP], f"--export {TMP!r} names a directory, not a file")
+    expect_error([*data, "--out", tmp("same"), "--log", tmp("same")],
+                 "--out, --export and --log must be different files")
+    # a checkpoint of another shape (dim 48) or norm, and a file that is not a checkpoint
+    trained("other-shape", "--dim", "48", "--eval-every", "0", steps=1)
+    expect_error([*data, "--resume", tmp("other-shape.pt")],
+                 f"--resume {tmp('other-shape.pt')} is a model of another shape: dim 48 (this run: "
+                 "32)")
+    expect_error([*data, "--norm", "layernorm", "--resume", tmp("det-a.pt")],
+                 "is a model of another shape: norm 'rmsnorm' (this run: 'layernorm')")
+    expect_error([*data, "--resume", empty], f"--resume {empty}: not a train.py checkpoint")
+    # a hostile checkpoint: its pickle calls os.system, which must never run
+    marker = tmp("hostile-ran")
+
+    class Hostile:
+        def __reduce__(self):
+            return (os.system, (f"touch {marker}",))
+
+    hostile = tmp("hostile.pt")
+    torch.save({"model_args": {}, "model": Hostile()}, hostile)
+    expect_error([*data, "--resume", hostile], "refused: its pickle names posix.system")
+    assert not os.path.exists(marker), "the hostile checkpoint ran code"
+    # nothing a failed run was to write is left behind
+    assert not os.path.exists(tmp("no-dir")) and not os.path.exists(tmp("same"))
+
+
+def main():
+    if not os.path.exists(VALID):  # mirror only: fetch.sh said so in one line
+        for fn in TESTS:
+            print(f"SKIP {fn.__name__}: {VALID} not fetched (no public address; set DATA_MIRROR)")
+        print(f"0 passed, 0 failed, {len(TESTS)} skipped")
+        return 0
+    passed = failed = 0
+    for fn in TESTS:
+        try:
+            fn()
+            print(f"PASS {fn.__name__}")
+            passed += 1
+        except Exception as e:  # report every failure, keep going
+            print(f"FAIL {fn.__name__}: {type(e).__name__}: {str(e)[:500]}")
+            traceback.print_exc(limit=3)
+            failed += 1
+    shutil.rmtree(TMP, ignore_errors=True)
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
