@@ -14,8 +14,8 @@ PORTABLE_CFLAGS = $(BASE_CFLAGS) -O2
 LDLIBS = -lm
 SANITIZE = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
-LIB_SRC = model.c norm.c tokenizer.c eval.c profile.c
-HEADERS = model.h norm.h simd.h tokenizer.h eval.h profile.h
+LIB_SRC = model.c norm.c tokenizer.c eval.c profile.c sampler.c
+HEADERS = model.h norm.h simd.h tokenizer.h eval.h profile.h sampler.h
 TEST_SRC = $(wildcard tests/test_*.c) tests/helpers.c
 
 BENCH_REPEATS ?= 11
