@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "eval.h"
+#include "generate.h"
 #include "io.h"
 #include "model.h"
 #include "norm.h"
@@ -510,156 +511,6 @@ static void tokenize_command(const Tokenizer *t, const Options *o) {
 }
 
 /* ----------------------------------------------------------------------------
- * Generation */
-
-/* What a run's summary line reports. */
-typedef struct {
-    int n_prompt;    /* tokens given: the prompt's, or in chat every turn's */
-    int n_generated; /* tokens sampled */
-    int n_forward;   /* forward passes */
-    double prompt_seconds, generation_seconds;
-    const char *norm;
-    unsigned long long seed;
-} Summary;
-
-/* The run's summary line on stderr: prompt and generated token counts, then the speed of each
- * part as llama.cpp reports it: the prompt's positions per second of prompt_seconds, and the
- * generated positions (n_forward beyond the prompt) per second of generation_seconds; the norm
- * and the seed (which -s takes to repeat the text). The prompt rate includes the first forward
- * pass, slower while caches are cold. */
-static void print_summary(const Summary *s) {
-    int prompt_forward = s->n_forward < s->n_prompt ? s->n_forward : s->n_prompt;
-    fprintf(stderr, "prompt tokens %d, generated tokens %d, prompt %.1f tokens/s, ", s->n_prompt,
-            s->n_generated, s->prompt_seconds > 0 ? prompt_forward / s->prompt_seconds : 0.0);
-    if (s->n_forward > s->n_prompt && s->generation_seconds > 0)
-        fprintf(stderr, "generation %.1f tokens/s, ",
-                (s->n_forward - s->n_prompt) / s->generation_seconds);
-    else
-        fprintf(stderr, "generation - tokens/s, ");
-    fprintf(stderr, "norm %s, seed %llu\n", s->norm, s->seed);
-}
-
-/* The --logits file: its stream and its name, for the error messages. */
-typedef struct {
-    FILE *file;
-    const char *path;
-} LogitsOut;
-
-/* Dies unless every one of the logits (vocab_size) of position pos is finite. */
-static void require_finite(const float *logits, int vocab_size, int pos) {
-    for (int i = 0; i < vocab_size; i++)
-        if (!isfinite(logits[i]))
-            die("the model computed a non-finite logit at position %d (corrupt weights?)", pos);
-}
-
-/* Runs positions 0..steps-1 from the prompt (n_prompt >= 1 ids, prompt[0] = BOS): position pos
- * feeds a token and predicts the one at pos + 1, forced from the prompt while there is one,
- * sampled after, until a token that ends_text. Writes the fed and predicted tokens
- * (at most steps + 1) into tokens, the number of forward passes into *n_forward, and returns the
- * number of tokens. print: stream the text to stdout. logits_out (or NULL): its file gets every
- * position's logits, vocab_size float32 each; a failed write dies naming it. With m->profile set,
- * sampling is timed. batch_prompt: the prompt's positions but the last (their next tokens are
- * forced) go through model_prefill first, which computes their logits only for logits_out.
- * prompt_done (or NULL) gets the now_seconds() at which the forward pass of the prompt's last
- * position ended, or at which the run ended if that was earlier: it splits prompt from generation
- * speed. */
-static int generate(Model *m, Sampler *sampler, const Tokenizer *t, const int *prompt, int n_prompt,
-                    int steps, int *tokens, int *n_forward, int print, const LogitsOut *logits_out,
-                    int batch_prompt, double *prompt_done) {
-    int vocab_size = m->config.vocab_size;
-    int n_prefill = batch_prompt ? (n_prompt - 1 < steps ? n_prompt - 1 : steps) : 0;
-    float *prefill_logits = NULL;
-    if (n_prefill > 0 && logits_out &&
-        !(prefill_logits = malloc((size_t)n_prefill * vocab_size * sizeof(float))))
-        die("out of memory for the prompt's logits");
-    if (n_prefill > 0) model_prefill(m, prompt, n_prefill, prefill_logits);
-    int n = 0;
-    int token = tokens[n++] = prompt[0];
-    int pos = 0;
-    while (pos < steps) {
-        float *logits = pos >= n_prefill ? model_forward(m, token, pos)
-                        : prefill_logits ? prefill_logits + (size_t)pos * vocab_size
-                                         : NULL; /* not needed: the next token is forced */
-        if (logits_out &&
-            fwrite(logits, sizeof(float), vocab_size, logits_out->file) != (size_t)vocab_size)
-            die("cannot write --logits file %s: %s", logits_out->path, strerror(errno));
-        if (logits) require_finite(logits, vocab_size, pos);
-        if (prompt_done && pos == n_prompt - 1) *prompt_done = now_seconds();
-        int next;
-        if (pos + 1 < n_prompt) {
-            next = prompt[pos + 1];
-        } else {
-            if (m->profile) profile_start(m->profile);
-            next = sample(sampler, logits);
-            if (m->profile) profile_lap(m->profile, OP_SAMPLING);
-        }
-        pos++;
-        if (ends_text(sampler, next)) break;
-        if (print) {
-            tokenizer_print_piece(tokenizer_decode(t, token, next));
-            if (stdout_reader_gone()) break; /* as if the text ended here */
-        }
-        token = tokens[n++] = next;
-    }
-    free(prefill_logits);
-    *n_forward = pos;
-    if (prompt_done && pos < n_prompt) *prompt_done = now_seconds();
-    return n;
-}
-
-/* The time of every operation class, with the clock's own cost per lap taken out, and its share
- * of the run's wall-clock time `elapsed` (seconds). */
-static void print_profile(FILE *f, const Profile *p, double elapsed) {
-    double lap_cost = profile_lap_cost();
-    fprintf(f,
-            "profile: time per operation class over the run (each lap's clock cost, %.0f ns, "
-            "taken out)\n",
-            lap_cost * 1e9);
-    fprintf(f, "  %-18s %10s %7s %9s\n", "operation", "ms", "share", "calls");
-    double total = 0.0;
-    for (int op = 0; op < N_OPS; op++) {
-        double t = profile_op_seconds(p, op, lap_cost);
-        total += t;
-        fprintf(f, "  %-18s %10.3f %6.1f%% %9ld\n", op_name(op), t * 1e3, 100.0 * t / elapsed,
-                p->laps[op]);
-    }
-    fprintf(f, "  %-18s %10.3f %6.1f%%\n", "sum", total * 1e3, 100.0 * total / elapsed);
-    fprintf(f, "  %-18s %10.3f %6.1f%%\n", "wall clock", elapsed * 1e3, 100.0);
-}
-
-/* Generation, the default mode: runs from the prompt and streams the text to stdout, then
- * prints the summary line (and with --profile the time per operation class) on stderr.
- * logits_out (or NULL): the --logits file, closed here. */
-static void run_generation(Model *m, const Tokenizer *t, Sampler *sampler, const int *prompt,
-                           int n_prompt, const Options *o, const LogitsOut *logits_out) {
-    Profile profile = {0};
-    m->profile = o->profile ? &profile : NULL;
-    int *tokens = malloc((o->steps + 1) * sizeof(int));
-    if (!tokens) die("out of memory for the tokens");
-    double start = now_seconds(), prompt_done = start;
-    int n_forward;
-    int n_tokens = generate(m, sampler, t, prompt, n_prompt, o->steps, tokens, &n_forward, 1,
-                            logits_out, !o->serial_prompt, &prompt_done);
-    if (logits_out && fclose(logits_out->file) != 0)
-        die("cannot write --logits file %s: %s", logits_out->path, strerror(errno));
-    remove_on_error(NULL, NULL); /* the file is complete */
-    printf("\n");
-    finish_stdout(); /* the summary on stderr comes after the text, also in a shared log */
-    double end = now_seconds(), elapsed = end - start;
-    Summary summary = {.n_prompt = n_prompt,
-                       .n_generated = n_tokens - n_prompt,
-                       .n_forward = n_forward,
-                       .prompt_seconds = prompt_done - start,
-                       .generation_seconds = end - prompt_done,
-                       .norm = norm_name(m->norm),
-                       .seed = sampler->seed};
-    print_summary(&summary);
-    if (o->profile) print_profile(stderr, &profile, elapsed);
-    m->profile = NULL; /* profile ends with this function */
-    free(tokens);
-}
-
-/* ----------------------------------------------------------------------------
  * Chat (-m chat): a conversation in the Llama 2 chat template */
 
 /* A conversation so far: the kv cache holds its positions 0..pos-1, every turn and reply. */
@@ -976,8 +827,8 @@ typedef struct {
 /* Generates from the prompt under each norm, into r->tokens and r->tokens_per_s. The norms take
  * turns, TIMING_PASSES rounds, so that neither gets the cold caches; each round makes the same
  * texts, as both norms draw the same random numbers (the sampler restarts from `seed`). */
-static void generate_under_both(Model *m, Sampler *sampler, const Tokenizer *t, const int *prompt,
-                                int n_prompt, int steps, unsigned long long seed, NormRun runs[2]) {
+static void generate_under_both(Model *m, Sampler *sampler, const GenerateRequest *request,
+                                unsigned long long seed, NormRun runs[2]) {
     double speed[2][TIMING_PASSES];
     for (int i = 0; i < TIMING_PASSES; i++) {
         for (int k = 0; k < 2; k++) {
@@ -985,11 +836,11 @@ static void generate_under_both(Model *m, Sampler *sampler, const Tokenizer *t, 
             m->norm = r->norm;
             sampler->rng_state = seed;
             double start = now_seconds();
-            int n_forward;
-            r->n_tokens = generate(m, sampler, t, prompt, n_prompt, steps, r->tokens, &n_forward, 0,
-                                   NULL, 0, NULL);
+            GenerateResult result = {.tokens = r->tokens};
+            generate(m, sampler, request, &result);
             double elapsed = now_seconds() - start;
-            speed[k][i] = elapsed > 0 ? n_forward / elapsed : 0.0;
+            r->n_tokens = result.n_tokens;
+            speed[k][i] = elapsed > 0 ? result.n_forward / elapsed : 0.0;
         }
     }
     for (int k = 0; k < 2; k++) runs[k].tokens_per_s = median(speed[k], TIMING_PASSES);
@@ -1033,7 +884,8 @@ static void compare_norms(Comparison *cmp, Model *m, const Tokenizer *t, Sampler
         if (!r->tokens || !r->sites) die("out of memory for --compare");
     }
     NormRun *a = &cmp->runs[0], *b = &cmp->runs[1];
-    generate_under_both(m, sampler, t, prompt, n_prompt, o->steps, cmp->seed, cmp->runs);
+    GenerateRequest request = {.prompt = prompt, .n_prompt = n_prompt, .steps = o->steps, .t = t};
+    generate_under_both(m, sampler, &request, cmp->seed, cmp->runs);
     int split = 0;
     while (split < a->n_tokens && split < b->n_tokens && a->tokens[split] == b->tokens[split])
         split++;
@@ -1312,9 +1164,16 @@ int main(int argc, char **argv) {
         run_compare(&model, &tokenizer, &sampler, prompt_tokens, n_prompt, &o);
     else if (o.chat)
         run_chat(&model, &tokenizer, &sampler, prompt, &o);
-    else
-        run_generation(&model, &tokenizer, &sampler, prompt_tokens, n_prompt, &o,
-                       o.logits_path ? &logits_out : NULL);
+    else {
+        GenerateRequest request = {.prompt = prompt_tokens,
+                                   .n_prompt = n_prompt,
+                                   .steps = o.steps,
+                                   .batch_prompt = !o.serial_prompt,
+                                   .t = &tokenizer,
+                                   .print = 1,
+                                   .logits_out = o.logits_path ? &logits_out : NULL};
+        run_generation(&model, &sampler, &request, o.profile);
+    }
 
     free(sampler.candidates);
     free(prompt_tokens);
