@@ -17,8 +17,8 @@ SANITIZE = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-re
 LIB_SRC = model.c norm.c tokenizer.c eval.c profile.c sampler.c
 HEADERS = model.h norm.h simd.h tokenizer.h eval.h profile.h sampler.h
 # the program's own files, one a mode or concern of the command line (run.c holds main)
-RUN_SRC = run.c io.c generate.c chat.c compare.c
-RUN_HEADERS = io.h generate.h chat.h compare.h
+RUN_SRC = run.c io.c generate.c chat.c compare.c tokenize.c
+RUN_HEADERS = io.h generate.h chat.h compare.h tokenize.h
 TEST_SRC = $(wildcard tests/test_*.c) tests/helpers.c
 
 BENCH_REPEATS ?= 11

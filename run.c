@@ -35,6 +35,7 @@
 #include "model.h"
 #include "norm.h"
 #include "sampler.h"
+#include "tokenize.h"
 #include "tokenizer.h"
 
 #define NORMLLAMA_VERSION "0.1"
@@ -464,55 +465,6 @@ static void require_vocab(const Tokenizer *t, const char *path, const Config *c)
 }
 
 /* ----------------------------------------------------------------------------
- * --tokenize and --tokenize-file */
-
-/* One id per line with its piece, as llama.cpp's tokenize tool prints them; control bytes in a
- * piece are escaped so that each id keeps to one line. */
-static void print_ids(const Tokenizer *t, const int *ids, int n) {
-    for (int i = 0; i < n; i++) {
-        printf("%6d -> '", ids[i]);
-        write_escaped(stdout, shown_piece(t, ids[i]), 0);
-        printf("'\n");
-    }
-}
-
-static void print_ids_json(const Tokenizer *t, const int *ids, int n) {
-    printf("{\"ids\": [");
-    for (int i = 0; i < n; i++) printf("%s%d", i ? ", " : "", ids[i]);
-    printf("], \"pieces\": [");
-    for (int i = 0; i < n; i++) {
-        if (i) printf(", ");
-        print_json_string(shown_piece(t, ids[i]));
-    }
-    printf("]}\n");
-}
-
-/* --tokenize TEXT prints the ids of TEXT; --tokenize-file FILE the token count and speed. Text
- * that is not valid UTF-8 is refused, as a prompt is, rather than encoded with U+FFFD for its
- * bad bytes as tokenizer_encode (and SentencePiece) would. */
-static void tokenize_command(const Tokenizer *t, const Options *o) {
-    char *text = o->tokenize_file ? read_text(o->tokenize_file) : NULL;
-    const char *input = text ? text : o->tokenize_text;
-    require_utf8("--tokenize text", input, text);
-    size_t size = strlen(input);
-    int *ids = malloc((size + 3) * sizeof *ids); /* well-formed UTF-8: one id per byte at most */
-    if (!ids) die("out of memory for %zu bytes of text", size);
-    double start = now_seconds();
-    int n = tokenizer_encode(t, input, 1, 0, ids);
-    double seconds = now_seconds() - start;
-    if (o->tokenize_file) {
-        write_escaped(stdout, o->tokenize_file, 0);
-        printf(": %d token%s (BOS included) from %zu byte%s in %.3f s, %.1f MB/s\n", n, plural(n),
-               size, plural((long)size), seconds, seconds > 0 ? size / seconds / 1e6 : 0.0);
-    } else if (o->json)
-        print_ids_json(t, ids, n);
-    else
-        print_ids(t, ids, n);
-    free(ids);
-    free(text);
-}
-
-/* ----------------------------------------------------------------------------
  * main: every check, then one mode */
 
 int main(int argc, char **argv) {
@@ -546,7 +498,7 @@ int main(int argc, char **argv) {
         die_loading(tokenizer_path, 0, err);
     require_vocab(&tokenizer, tokenizer_path, &header);
     if (o.tokenize_text || o.tokenize_file) {
-        tokenize_command(&tokenizer, &o);
+        run_tokenize(&tokenizer, o.tokenize_text, o.tokenize_file, o.json);
         tokenizer_free(&tokenizer);
         free(prompt);
         finish_stdout();
