@@ -10,8 +10,11 @@
  * norms: --ppl FILE (perplexity of a text) and --compare (the same prompt under two norms: texts,
  * next-token distributions, norm inputs, speed).
  *
- * The sections below, in order: the sampler, the command line, set-up, --tokenize, generation,
- * chat, --ppl, --compare, main.
+ * This file holds the command line (the options, their checks), the set-up (threads, the model's
+ * header, the tokenizer, the prompt, all checked before the weights load) and main, which runs
+ * one mode. It leaves each mode to its own file: generation to generate.c, -m chat to chat.c,
+ * --ppl and --compare to compare.c, --tokenize to tokenize.c; the sampler to sampler.c, and the
+ * error exit, stdout's checks, escaping and text reading to io.c.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -232,6 +235,138 @@ static void check_chat_options(const Options *o, int tokenize) {
     if (flag) die("%s goes with -m generate, not with -m chat", flag);
 }
 
+/* Parses -t, -p, -s or -n (flag, its name) at argv[*i] into o, moving *i past a separate value;
+ * returns 0 if flag is none of them. Dies on a bad value. */
+static int parse_sampling_option(Options *o, const char *flag, int argc, char **argv, int *i) {
+    if (strcmp(flag, "-t") == 0) {
+        o->temperature = parse_float(flag, option_value(argc, argv, i, flag));
+        if (!o->sampling_flag) o->sampling_flag = "-t";
+        if (o->temperature < 0.0f) die("-t (temperature) must be >= 0, got %g", o->temperature);
+    } else if (strcmp(flag, "-p") == 0) {
+        const char *value = option_value(argc, argv, i, flag);
+        o->topp = parse_float(flag, value);
+        if (!o->sampling_flag) o->sampling_flag = "-p";
+        /* the text as given: %g rounds 1.0000001, just past 1, to "1" */
+        if (o->topp < 0.0f || o->topp > 1.0f) die("-p (top-p) must be in [0, 1], got %s", value);
+    } else if (strcmp(flag, "-s") == 0) {
+        long long seed = parse_int(flag, option_value(argc, argv, i, flag));
+        if (seed < 0) die("-s (seed) must be >= 0, got %lld", seed);
+        o->seed = (unsigned long long)seed;
+        if (!o->sampling_flag) o->sampling_flag = "-s";
+    } else if (strcmp(flag, "-n") == 0) {
+        long long steps = parse_int(flag, option_value(argc, argv, i, flag));
+        if (steps <= 0 || steps > INT_MAX)
+            die("-n (steps) must be in 1..%d, got %lld", INT_MAX, steps);
+        o->steps = (int)steps;
+        o->steps_given = 1;
+        if (!o->sampling_flag) o->sampling_flag = "-n";
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
+/* Parses the option at argv[*i] (it starts with '-') into o, moving *i past a separate value.
+ * Dies on an unknown option or a bad value; the checks of options against each other come after
+ * all are read (check_options). */
+static void parse_option(Options *o, int argc, char **argv, int *i) {
+    const char *a = argv[*i];
+    size_t name_len = strcspn(a, "=");
+    char flag[32];
+    snprintf(flag, sizeof(flag), "%.*s", (int)name_len, a);
+    if (parse_sampling_option(o, flag, argc, argv, i)) return;
+    if (strcmp(flag, "-i") == 0 || strcmp(flag, "-f") == 0) {
+        set_prompt(o, flag, option_value(argc, argv, i, flag));
+    } else if (strcmp(flag, "-m") == 0) {
+        const char *mode = option_value(argc, argv, i, flag);
+        if (strcmp(mode, "generate") != 0 && strcmp(mode, "chat") != 0)
+            die("unknown -m '%s' (expected generate or chat)", mode);
+        o->chat = strcmp(mode, "chat") == 0;
+    } else if (strcmp(flag, "-y") == 0) {
+        o->system_prompt = option_value(argc, argv, i, flag);
+    } else if (strcmp(a, "--ignore-eos") == 0) {
+        o->ignore_eos = 1;
+    } else if (strcmp(flag, "-z") == 0) {
+        o->tokenizer_path = option_value(argc, argv, i, flag);
+    } else if (strcmp(flag, "--norm") == 0) {
+        const char *name = option_value(argc, argv, i, flag);
+        o->norm = norm_by_name(name);
+        if (!o->norm) die("unknown --norm '%s' (expected %s)", name, norm_names());
+    } else if (strcmp(flag, "--logits") == 0) {
+        o->logits_path = option_value(argc, argv, i, flag);
+    } else if (strcmp(a, "--profile") == 0) {
+        o->profile = 1;
+    } else if (strcmp(flag, "--ppl") == 0) {
+        o->ppl_path = option_value(argc, argv, i, flag);
+    } else if (strcmp(flag, "--compare") == 0) {
+        o->compare = 1;
+        if (a[name_len] != '=' && *i + 1 < argc && is_norm_pair(argv[*i + 1]))
+            die("--compare takes its norms as --compare=%s, with '='", argv[*i + 1]);
+        parse_compare_norms(a[name_len] == '=' ? a + name_len + 1 : NULL, o->compare_with);
+    } else if (strcmp(flag, "--prefill") == 0) {
+        const char *mode = option_value(argc, argv, i, flag);
+        if (strcmp(mode, "batch") != 0 && strcmp(mode, "serial") != 0)
+            die("unknown --prefill '%s' (expected batch or serial)", mode);
+        o->serial_prompt = strcmp(mode, "serial") == 0;
+        o->prefill_given = 1;
+    } else if (strcmp(flag, "-b") == 0 || strcmp(flag, "--batch") == 0) {
+        long long batch = parse_int(flag, option_value(argc, argv, i, flag));
+        /* the upper bound, the model's seq_len, is checked once it is loaded */
+        if (batch < 1 || batch > INT_MAX) die("--batch must be in 1..seq_len, got %lld", batch);
+        o->batch = (int)batch;
+    } else if (strcmp(flag, "--threads") == 0) {
+        long long threads = parse_int(flag, option_value(argc, argv, i, flag));
+        if (threads < 1 || threads > 1024) die("--threads must be in 1..1024, got %lld", threads);
+        o->threads = (int)threads;
+    } else if (strcmp(flag, "--tokenize") == 0) {
+        o->tokenize_text = option_value(argc, argv, i, flag);
+    } else if (strcmp(flag, "--tokenize-file") == 0) {
+        o->tokenize_file = option_value(argc, argv, i, flag);
+    } else if (strcmp(a, "--json") == 0) {
+        o->json = 1;
+    } else {
+        die("unknown option '%s' (see run --help)", a);
+    }
+}
+
+/* Dies on options that do not go together, or on a mode without what it needs. */
+static void check_options(const Options *o) {
+    int tokenize = o->tokenize_text || o->tokenize_file;
+    int generating = !o->compare && !o->ppl_path && !tokenize;
+    int has_prompt = o->prompt || o->prompt_file;
+    if (o->tokenize_text && o->tokenize_file) die("give --tokenize or --tokenize-file, not both");
+    if (tokenize && has_prompt) die("--tokenize and --tokenize-file take no prompt");
+    if (o->json && !o->tokenize_text && !o->compare)
+        die("--json goes with --tokenize or --compare");
+    if (!o->model_path) die("no model given (usage: run MODEL [PROMPT] [options]; see run --help)");
+    if (o->compare + !!o->ppl_path + tokenize > 1)
+        die("--compare, --ppl and --tokenize are separate modes; give one");
+    if (tokenize && o->profile)
+        die("--profile times forward passes, which --tokenize runs none of");
+    if (o->compare && o->norm)
+        die("--compare runs its own two norms; name them with --compare=A,B instead of --norm");
+    if (o->compare && o->profile) die("--compare times both norms itself; drop --profile");
+    if (o->ppl_path && has_prompt) die("--ppl reads its text from FILE; drop the prompt");
+    if (o->logits_path && !generating)
+        die("--logits goes with generation, not with --compare, --ppl or --tokenize");
+    if (o->batch && o->serial_prompt)
+        die("--batch sets the size of --prefill=batch's batches; it conflicts with "
+            "--prefill=serial");
+    if (o->batch && !generating)
+        die("--batch goes with generation's prefill, not with --compare, --ppl or --tokenize");
+    if (o->prefill_given && (o->compare || o->ppl_path || tokenize))
+        die("--prefill goes with generation, not with --compare, --ppl or --tokenize, which run "
+            "one position at a time or none");
+    if (o->sampling_flag && (o->ppl_path || tokenize))
+        die("%s goes with generation and --compare, not with --ppl or --tokenize, which sample "
+            "nothing",
+            o->sampling_flag);
+    if (o->norm && tokenize) die("--norm changes the forward pass, which --tokenize runs none of");
+    check_chat_options(o, tokenize);
+}
+
+/* The options of argv, read in order: --help and --version print and exit where they stand, an
+ * argument without a leading '-' is MODEL and then PROMPT; then the checks across options. */
 static Options parse_args(int argc, char **argv) {
     Options o = {.temperature = 1.0f, .topp = 0.9f};
     for (int i = 1; i < argc; i++) {
@@ -246,125 +381,16 @@ static Options parse_args(int argc, char **argv) {
             finish_stdout();
             exit(0);
         }
-        if (a[0] != '-' || a[1] == '\0') {
-            if (!o.model_path)
-                o.model_path = a;
-            else if (!o.prompt && !o.prompt_file)
-                set_prompt(&o, "PROMPT", a);
-            else
-                die("unexpected argument '%s' (the prompt is given already; quote one with spaces)",
-                    a);
-            continue;
-        }
-        size_t name_len = strcspn(a, "=");
-        char flag[32];
-        snprintf(flag, sizeof(flag), "%.*s", (int)name_len, a);
-        if (strcmp(flag, "-i") == 0 || strcmp(flag, "-f") == 0) {
-            set_prompt(&o, flag, option_value(argc, argv, &i, flag));
-        } else if (strcmp(flag, "-m") == 0) {
-            const char *mode = option_value(argc, argv, &i, flag);
-            if (strcmp(mode, "generate") != 0 && strcmp(mode, "chat") != 0)
-                die("unknown -m '%s' (expected generate or chat)", mode);
-            o.chat = strcmp(mode, "chat") == 0;
-        } else if (strcmp(flag, "-y") == 0) {
-            o.system_prompt = option_value(argc, argv, &i, flag);
-        } else if (strcmp(a, "--ignore-eos") == 0) {
-            o.ignore_eos = 1;
-        } else if (strcmp(flag, "-z") == 0) {
-            o.tokenizer_path = option_value(argc, argv, &i, flag);
-        } else if (strcmp(flag, "-t") == 0) {
-            o.temperature = parse_float(flag, option_value(argc, argv, &i, flag));
-            if (!o.sampling_flag) o.sampling_flag = "-t";
-            if (o.temperature < 0.0f) die("-t (temperature) must be >= 0, got %g", o.temperature);
-        } else if (strcmp(flag, "-p") == 0) {
-            const char *value = option_value(argc, argv, &i, flag);
-            o.topp = parse_float(flag, value);
-            if (!o.sampling_flag) o.sampling_flag = "-p";
-            /* the text as given: %g rounds 1.0000001, just past 1, to "1" */
-            if (o.topp < 0.0f || o.topp > 1.0f) die("-p (top-p) must be in [0, 1], got %s", value);
-        } else if (strcmp(flag, "-s") == 0) {
-            long long seed = parse_int(flag, option_value(argc, argv, &i, flag));
-            if (seed < 0) die("-s (seed) must be >= 0, got %lld", seed);
-            o.seed = (unsigned long long)seed;
-            if (!o.sampling_flag) o.sampling_flag = "-s";
-        } else if (strcmp(flag, "-n") == 0) {
-            long long steps = parse_int(flag, option_value(argc, argv, &i, flag));
-            if (steps <= 0 || steps > INT_MAX)
-                die("-n (steps) must be in 1..%d, got %lld", INT_MAX, steps);
-            o.steps = (int)steps;
-            o.steps_given = 1;
-            if (!o.sampling_flag) o.sampling_flag = "-n";
-        } else if (strcmp(flag, "--norm") == 0) {
-            const char *name = option_value(argc, argv, &i, flag);
-            o.norm = norm_by_name(name);
-            if (!o.norm) die("unknown --norm '%s' (expected %s)", name, norm_names());
-        } else if (strcmp(flag, "--logits") == 0) {
-            o.logits_path = option_value(argc, argv, &i, flag);
-        } else if (strcmp(a, "--profile") == 0) {
-            o.profile = 1;
-        } else if (strcmp(flag, "--ppl") == 0) {
-            o.ppl_path = option_value(argc, argv, &i, flag);
-        } else if (strcmp(flag, "--compare") == 0) {
-            o.compare = 1;
-            if (a[name_len] != '=' && i + 1 < argc && is_norm_pair(argv[i + 1]))
-                die("--compare takes its norms as --compare=%s, with '='", argv[i + 1]);
-            parse_compare_norms(a[name_len] == '=' ? a + name_len + 1 : NULL, o.compare_with);
-        } else if (strcmp(flag, "--prefill") == 0) {
-            const char *mode = option_value(argc, argv, &i, flag);
-            if (strcmp(mode, "batch") != 0 && strcmp(mode, "serial") != 0)
-                die("unknown --prefill '%s' (expected batch or serial)", mode);
-            o.serial_prompt = strcmp(mode, "serial") == 0;
-            o.prefill_given = 1;
-        } else if (strcmp(flag, "-b") == 0 || strcmp(flag, "--batch") == 0) {
-            long long batch = parse_int(flag, option_value(argc, argv, &i, flag));
-            /* the upper bound, the model's seq_len, is checked once it is loaded */
-            if (batch < 1 || batch > INT_MAX) die("--batch must be in 1..seq_len, got %lld", batch);
-            o.batch = (int)batch;
-        } else if (strcmp(flag, "--threads") == 0) {
-            long long threads = parse_int(flag, option_value(argc, argv, &i, flag));
-            if (threads < 1 || threads > 1024)
-                die("--threads must be in 1..1024, got %lld", threads);
-            o.threads = (int)threads;
-        } else if (strcmp(flag, "--tokenize") == 0) {
-            o.tokenize_text = option_value(argc, argv, &i, flag);
-        } else if (strcmp(flag, "--tokenize-file") == 0) {
-            o.tokenize_file = option_value(argc, argv, &i, flag);
-        } else if (strcmp(a, "--json") == 0) {
-            o.json = 1;
-        } else {
-            die("unknown option '%s' (see run --help)", a);
-        }
+        if (a[0] == '-' && a[1] != '\0')
+            parse_option(&o, argc, argv, &i);
+        else if (!o.model_path)
+            o.model_path = a;
+        else if (!o.prompt && !o.prompt_file)
+            set_prompt(&o, "PROMPT", a);
+        else
+            die("unexpected argument '%s' (the prompt is given already; quote one with spaces)", a);
     }
-    int tokenize = o.tokenize_text || o.tokenize_file;
-    int generating = !o.compare && !o.ppl_path && !tokenize;
-    int has_prompt = o.prompt || o.prompt_file;
-    if (o.tokenize_text && o.tokenize_file) die("give --tokenize or --tokenize-file, not both");
-    if (tokenize && has_prompt) die("--tokenize and --tokenize-file take no prompt");
-    if (o.json && !o.tokenize_text && !o.compare) die("--json goes with --tokenize or --compare");
-    if (!o.model_path) die("no model given (usage: run MODEL [PROMPT] [options]; see run --help)");
-    if (o.compare + !!o.ppl_path + tokenize > 1)
-        die("--compare, --ppl and --tokenize are separate modes; give one");
-    if (tokenize && o.profile) die("--profile times forward passes, which --tokenize runs none of");
-    if (o.compare && o.norm)
-        die("--compare runs its own two norms; name them with --compare=A,B instead of --norm");
-    if (o.compare && o.profile) die("--compare times both norms itself; drop --profile");
-    if (o.ppl_path && has_prompt) die("--ppl reads its text from FILE; drop the prompt");
-    if (o.logits_path && !generating)
-        die("--logits goes with generation, not with --compare, --ppl or --tokenize");
-    if (o.batch && o.serial_prompt)
-        die("--batch sets the size of --prefill=batch's batches; it conflicts with "
-            "--prefill=serial");
-    if (o.batch && !generating)
-        die("--batch goes with generation's prefill, not with --compare, --ppl or --tokenize");
-    if (o.prefill_given && (o.compare || o.ppl_path || tokenize))
-        die("--prefill goes with generation, not with --compare, --ppl or --tokenize, which run "
-            "one position at a time or none");
-    if (o.sampling_flag && (o.ppl_path || tokenize))
-        die("%s goes with generation and --compare, not with --ppl or --tokenize, which sample "
-            "nothing",
-            o.sampling_flag);
-    if (o.norm && tokenize) die("--norm changes the forward pass, which --tokenize runs none of");
-    check_chat_options(&o, tokenize);
+    check_options(&o);
     return o;
 }
 
