@@ -235,6 +235,38 @@ static void check_chat_options(const Options *o, int tokenize) {
     if (flag) die("%s goes with -m generate, not with -m chat", flag);
 }
 
+/* Parses the options whose value is kept as given (a text or a path) and the switches (no value)
+ * at argv[*i] (flag: its name) into o, moving *i past a separate value; returns 0 if flag is none
+ * of them. A switch is its name alone: "--json=1" is none of them. */
+static int parse_plain_option(Options *o, const char *flag, int argc, char **argv, int *i) {
+    const struct {
+        const char *name;
+        const char **text; /* an option with a value, or */
+        int *on;           /* a switch */
+    } table[] = {
+        {"-y", &o->system_prompt, NULL},
+        {"-z", &o->tokenizer_path, NULL},
+        {"--logits", &o->logits_path, NULL},
+        {"--ppl", &o->ppl_path, NULL},
+        {"--tokenize", &o->tokenize_text, NULL},
+        {"--tokenize-file", &o->tokenize_file, NULL},
+        {"--ignore-eos", NULL, &o->ignore_eos},
+        {"--profile", NULL, &o->profile},
+        {"--json", NULL, &o->json},
+    };
+    for (size_t k = 0; k < sizeof(table) / sizeof(table[0]); k++) {
+        if (table[k].text && strcmp(flag, table[k].name) == 0) {
+            *table[k].text = option_value(argc, argv, i, flag);
+            return 1;
+        }
+        if (table[k].on && strcmp(argv[*i], table[k].name) == 0) {
+            *table[k].on = 1;
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* Parses -t, -p, -s or -n (flag, its name) at argv[*i] into o, moving *i past a separate value;
  * returns 0 if flag is none of them. Dies on a bad value. */
 static int parse_sampling_option(Options *o, const char *flag, int argc, char **argv, int *i) {
@@ -274,7 +306,8 @@ static void parse_option(Options *o, int argc, char **argv, int *i) {
     size_t name_len = strcspn(a, "=");
     char flag[32];
     snprintf(flag, sizeof(flag), "%.*s", (int)name_len, a);
-    if (parse_sampling_option(o, flag, argc, argv, i)) return;
+    if (parse_plain_option(o, flag, argc, argv, i) || parse_sampling_option(o, flag, argc, argv, i))
+        return;
     if (strcmp(flag, "-i") == 0 || strcmp(flag, "-f") == 0) {
         set_prompt(o, flag, option_value(argc, argv, i, flag));
     } else if (strcmp(flag, "-m") == 0) {
@@ -282,22 +315,10 @@ static void parse_option(Options *o, int argc, char **argv, int *i) {
         if (strcmp(mode, "generate") != 0 && strcmp(mode, "chat") != 0)
             die("unknown -m '%s' (expected generate or chat)", mode);
         o->chat = strcmp(mode, "chat") == 0;
-    } else if (strcmp(flag, "-y") == 0) {
-        o->system_prompt = option_value(argc, argv, i, flag);
-    } else if (strcmp(a, "--ignore-eos") == 0) {
-        o->ignore_eos = 1;
-    } else if (strcmp(flag, "-z") == 0) {
-        o->tokenizer_path = option_value(argc, argv, i, flag);
     } else if (strcmp(flag, "--norm") == 0) {
         const char *name = option_value(argc, argv, i, flag);
         o->norm = norm_by_name(name);
         if (!o->norm) die("unknown --norm '%s' (expected %s)", name, norm_names());
-    } else if (strcmp(flag, "--logits") == 0) {
-        o->logits_path = option_value(argc, argv, i, flag);
-    } else if (strcmp(a, "--profile") == 0) {
-        o->profile = 1;
-    } else if (strcmp(flag, "--ppl") == 0) {
-        o->ppl_path = option_value(argc, argv, i, flag);
     } else if (strcmp(flag, "--compare") == 0) {
         o->compare = 1;
         if (a[name_len] != '=' && *i + 1 < argc && is_norm_pair(argv[*i + 1]))
@@ -318,12 +339,6 @@ static void parse_option(Options *o, int argc, char **argv, int *i) {
         long long threads = parse_int(flag, option_value(argc, argv, i, flag));
         if (threads < 1 || threads > 1024) die("--threads must be in 1..1024, got %lld", threads);
         o->threads = (int)threads;
-    } else if (strcmp(flag, "--tokenize") == 0) {
-        o->tokenize_text = option_value(argc, argv, i, flag);
-    } else if (strcmp(flag, "--tokenize-file") == 0) {
-        o->tokenize_file = option_value(argc, argv, i, flag);
-    } else if (strcmp(a, "--json") == 0) {
-        o->json = 1;
     } else {
         die("unknown option '%s' (see run --help)", a);
     }
