@@ -22,17 +22,14 @@
 #include <math.h>
 #include <omp.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "chat.h"
 #include "compare.h"
-#include "eval.h"
 #include "generate.h"
 #include "io.h"
 #include "model.h"
