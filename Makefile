@@ -15,9 +15,12 @@ LDLIBS = -lm
 SANITIZE = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
 LIB_SRC = model.c reference.c matmul.c attention.c load.c format.c state.c norm.c tokenizer.c \
-          eval.c profile.c
+          eval.c profile.c sampler.c
 HEADERS = model.h reference.h matmul.h attention.h load.h format.h state.h norm.h simd.h \
-          tokenizer.h eval.h profile.h
+          tokenizer.h eval.h profile.h sampler.h
+# the program's own files, one a mode or concern of the command line (run.c holds main)
+RUN_SRC = run.c io.c generate.c chat.c compare.c tokenize.c
+RUN_HEADERS = io.h generate.h chat.h compare.h tokenize.h
 TEST_SRC = $(wildcard tests/test_*.c) tests/helpers.c
 
 BENCH_REPEATS ?= 11
@@ -44,8 +47,8 @@ deps-build deps-fetch deps-run deps-test deps-fuzz deps-plot deps-train:
 
 # Asked for by name, `make run` builds and fetches, and asks for both groups' packages at once.
 RUN_DEPS = $(if $(filter run,$(MAKECMDGOALS)),deps-run,deps-build)
-run:: run.c $(LIB_SRC) $(HEADERS) | $(RUN_DEPS)
-	$(CC) $(CFLAGS) -o $@ run.c $(LIB_SRC) $(LDLIBS)
+run:: $(RUN_SRC) $(LIB_SRC) $(HEADERS) $(RUN_HEADERS) | $(RUN_DEPS)
+	$(CC) $(CFLAGS) -o $@ $(RUN_SRC) $(LIB_SRC) $(LDLIBS)
 
 # Asked for by name, `make run` also fetches the default model and tells a story. A second
 # double-colon rule without prerequisites always runs; other targets only need the binary.
@@ -113,8 +116,8 @@ fuzz: build/fuzz_tokenizer
 	build/fuzz_tokenizer -max_total_time=$(FUZZ_SECONDS) -max_len=8192 -timeout=10 \
 		-print_final_stats=1 build/fuzz-corpus build/fuzz-seeds
 
-run-portable: run.c $(LIB_SRC) $(HEADERS) | deps-build
-	$(CC) $(PORTABLE_CFLAGS) -o $@ run.c $(LIB_SRC) $(LDLIBS)
+run-portable: $(RUN_SRC) $(LIB_SRC) $(HEADERS) $(RUN_HEADERS) | deps-build
+	$(CC) $(PORTABLE_CFLAGS) -o $@ $(RUN_SRC) $(LIB_SRC) $(LDLIBS)
 
 build/tests-portable: $(TEST_SRC) $(LIB_SRC) $(HEADERS) tests/helpers.h | deps-test
 	@mkdir -p build
@@ -127,8 +130,8 @@ test-portable: deps-test run run-portable build/tests-portable
 	NORMLLAMA_RUN=./run-portable build/tests-portable
 	NORMLLAMA_RUN=./run-portable NORMLLAMA_RUN_SIMD=./run $(PYTHON) tests/test_export.py
 
-run-sanitize: run.c $(LIB_SRC) $(HEADERS) | deps-build
-	$(CC) $(CFLAGS) -O1 -g $(SANITIZE) -o $@ run.c $(LIB_SRC) $(LDLIBS)
+run-sanitize: $(RUN_SRC) $(LIB_SRC) $(HEADERS) $(RUN_HEADERS) | deps-build
+	$(CC) $(CFLAGS) -O1 -g $(SANITIZE) -o $@ $(RUN_SRC) $(LIB_SRC) $(LDLIBS)
 
 build/tests-sanitize: $(TEST_SRC) $(LIB_SRC) $(HEADERS) tests/helpers.h | deps-test
 	@mkdir -p build

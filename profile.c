@@ -1,6 +1,7 @@
 /* Timing the forward pass by operation class (profile.h), for --profile and --compare. */
 #include "profile.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -54,4 +55,22 @@ const char *op_name(OpClass op) {
                                        "rope",      "attention",  "output projection",
                                        "ffn",       "classifier", "sampling"};
     return op >= 0 && op < N_OPS ? names[op] : "?";
+}
+
+void print_profile(FILE *f, const Profile *p, double elapsed) {
+    double lap_cost = profile_lap_cost();
+    fprintf(f,
+            "profile: time per operation class over the run (each lap's clock cost, %.0f ns, "
+            "taken out)\n",
+            lap_cost * 1e9);
+    fprintf(f, "  %-18s %10s %7s %9s\n", "operation", "ms", "share", "calls");
+    double total = 0.0;
+    for (int op = 0; op < N_OPS; op++) {
+        double t = profile_op_seconds(p, op, lap_cost);
+        total += t;
+        fprintf(f, "  %-18s %10.3f %6.1f%% %9ld\n", op_name(op), t * 1e3, 100.0 * t / elapsed,
+                p->laps[op]);
+    }
+    fprintf(f, "  %-18s %10.3f %6.1f%%\n", "sum", total * 1e3, 100.0 * total / elapsed);
+    fprintf(f, "  %-18s %10.3f %6.1f%%\n", "wall clock", elapsed * 1e3, 100.0);
 }

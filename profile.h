@@ -6,6 +6,8 @@
 #ifndef PROFILE_H
 #define PROFILE_H
 
+#include <stdio.h>
+
 /* Operation classes that --profile times; the residual adds count with the projection before
  * them (OP_OUTPUT_PROJ, OP_FFN). */
 typedef enum {
@@ -56,5 +58,10 @@ double profile_op_seconds(const Profile *p, OpClass op, double lap_cost);
 
 /* Short name of an operation class ("embedding", "norms", ...), "?" out of range. */
 const char *op_name(OpClass op);
+
+/* Prints p to f as a table, one row per operation class: its milliseconds, with the clock's own
+ * cost per lap (profile_lap_cost) taken out, its share of the run's wall-clock time `elapsed`
+ * (seconds, > 0) and its laps; then their sum and the wall clock. */
+void print_profile(FILE *f, const Profile *p, double elapsed);
 
 #endif

@@ -10,8 +10,11 @@
  * norms: --ppl FILE (perplexity of a text) and --compare (the same prompt under two norms: texts,
  * next-token distributions, norm inputs, speed).
  *
- * The sections below, in order: the sampler, the command line, set-up, --tokenize, generation,
- * chat, --ppl, --compare, main.
+ * This file holds the command line (the options, their checks), the set-up (threads, the model's
+ * header, the tokenizer, the prompt, all checked before the weights load) and main, which runs
+ * one mode. It leaves each mode to its own file: generation to generate.c, -m chat to chat.c,
+ * --ppl and --compare to compare.c, --tokenize to tokenize.c; the sampler to sampler.c, and the
+ * error exit, stdout's checks, escaping and text reading to io.c.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -19,132 +22,24 @@
 #include <math.h>
 #include <omp.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "eval.h"
+#include "chat.h"
+#include "compare.h"
+#include "generate.h"
+#include "io.h"
 #include "load.h"
 #include "model.h"
 #include "norm.h"
+#include "sampler.h"
+#include "tokenize.h"
 #include "tokenizer.h"
 
 #define NORMLLAMA_VERSION "0.1"
-
-/* ----------------------------------------------------------------------------
- * Sampler: greedy, temperature, top-p. Same random generator and procedures as llama2.c's
- * run.c, so that equal seeds draw equal tokens. */
-
-typedef struct {
-    float prob;
-    int index;
-} ProbIndex;
-
-typedef struct {
-    int vocab_size;
-    float temperature; /* 0: greedy */
-    float topp;        /* nucleus mass; <= 0 or >= 1 samples from the whole distribution */
-    unsigned long long rng_state; /* xorshift64* state, never 0 */
-    unsigned long long seed;      /* rng_state at the start, which the summary prints */
-    ProbIndex *candidates;        /* (vocab_size) scratch for top-p */
-    int stop_at_eos;              /* 1: EOS ends a text as BOS does; 0: BOS alone (llama2.c) */
-} Sampler;
-
-/* xorshift64* (Vigna 2016), upper 32 bits. */
-static unsigned int random_u32(unsigned long long *state) {
-    *state ^= *state >> 12;
-    *state ^= *state << 25;
-    *state ^= *state >> 27;
-    return (unsigned int)((*state * 0x2545F4914F6CDD1Dull) >> 32);
-}
-
-/* Uniform in [0, 1) from the top 24 bits, the float mantissa's width. */
-static float random_f32(unsigned long long *state) {
-    return (random_u32(state) >> 8) / 16777216.0f;
-}
-
-/* Inverse-CDF draw from probs (n) with coin in [0, 1). */
-static int sample_full(const float *probs, int n, float coin) {
-    float cdf = 0.0f;
-    for (int i = 0; i < n; i++) {
-        cdf += probs[i];
-        if (coin < cdf) return i;
-    }
-    return n - 1; /* rounding left the cdf just under 1 */
-}
-
-static int by_prob_desc(const void *a, const void *b) {
-    float pa = ((const ProbIndex *)a)->prob, pb = ((const ProbIndex *)b)->prob;
-    return (pa < pb) - (pa > pb);
-}
-
-/* Nucleus sampling (Holtzman et al. 2020): draw from the smallest set of most likely tokens
- * whose mass exceeds topp. Tokens below (1 - topp) / (n - 1) cannot be in that set, so they are
- * dropped before sorting, as llama2.c does. Returns -1 when none is left. */
-static int sample_topp(const float *probs, int n, float topp, ProbIndex *candidates, float coin) {
-    float cutoff = (1.0f - topp) / (n - 1);
-    int n_cand = 0;
-    for (int i = 0; i < n; i++) {
-        if (probs[i] >= cutoff) {
-            candidates[n_cand].index = i;
-            candidates[n_cand].prob = probs[i];
-            n_cand++;
-        }
-    }
-    if (n_cand == 0) return -1; /* topp below 1 / n on a flat distribution (llama2.c reads [-1]) */
-    qsort(candidates, n_cand, sizeof(ProbIndex), by_prob_desc);
-    float mass = 0.0f;
-    int last = n_cand - 1;
-    for (int i = 0; i < n_cand; i++) {
-        mass += candidates[i].prob;
-        if (mass > topp) {
-            last = i;
-            break;
-        }
-    }
-    float r = coin * mass;
-    float cdf = 0.0f;
-    for (int i = 0; i <= last; i++) {
-        cdf += candidates[i].prob;
-        if (r < cdf) return candidates[i].index;
-    }
-    return candidates[last].index;
-}
-
-/* A seed for -s 0 from the real-time clock in nanoseconds, so that two runs within one second
- * differ; never 0, a state xorshift cannot leave (the nanoseconds since 1970 stay below the
- * largest -s, 2^63 - 1, until the year 2262). */
-static unsigned long long clock_seed(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    unsigned long long seed = (unsigned long long)ts.tv_sec * 1000000000ull + ts.tv_nsec;
-    return seed ? seed : 1;
-}
-
-/* Whether a sampled token ends the text: BOS, which starts the next text (llama2.c stops at it
- * alone), and EOS unless the sampler keeps llama2.c's rule (llama.cpp stops at EOS). */
-static int ends_text(const Sampler *s, int token) {
-    return token == TOKEN_BOS || (s->stop_at_eos && token == TOKEN_EOS);
-}
-
-/* Picks the next token from logits (vocab_size), which it overwrites with probabilities unless
- * the temperature is 0 (greedy). */
-static int sample(Sampler *s, float *logits) {
-    int best = argmax(logits, s->vocab_size);
-    if (s->temperature == 0.0f) return best;
-    for (int i = 0; i < s->vocab_size; i++) logits[i] /= s->temperature;
-    softmax(logits, s->vocab_size);
-    /* a temperature so small that logits / temperature overflow leaves NaNs: its limit is greedy */
-    if (isnan(logits[best])) return best;
-    float coin = random_f32(&s->rng_state);
-    if (s->topp <= 0.0f || s->topp >= 1.0f) return sample_full(logits, s->vocab_size, coin);
-    int token = sample_topp(logits, s->vocab_size, s->topp, s->candidates, coin);
-    return token >= 0 ? token : best; /* an empty nucleus: its limit is the top token */
-}
 
 /* ----------------------------------------------------------------------------
  * Command line */
@@ -255,94 +150,6 @@ static void usage(FILE *f) {
             norm_names());
 }
 
-/* Writes s to f on one line: a newline as \n, other control bytes (below 0x20, and 0x7F) as \xNN,
- * and, unless raw_high is set, each byte that does not start well-formed UTF-8 as \xNN (raw_high:
- * for a piece, whose bytes may be part of a character spread over tokens). Returns the characters
- * written (a UTF-8 continuation byte starts none), which a table pads to. */
-static int write_escaped(FILE *f, const char *s, int raw_high) {
-    int shown = 0;
-    while (*s) {
-        long bad = raw_high ? -1 : tokenizer_utf8_invalid_at(s);
-        const char *end = bad < 0 ? s + strlen(s) : s + bad;
-        for (; s < end; s++) {
-            unsigned char c = (unsigned char)*s;
-            if (c == '\n') {
-                shown += fprintf(f, "\\n");
-            } else if (c < 0x20 || c == 0x7F) {
-                shown += fprintf(f, "\\x%02X", c);
-            } else {
-                fputc(c, f);
-                shown += (c & 0xC0) != 0x80;
-            }
-        }
-        if (bad >= 0) shown += fprintf(f, "\\x%02X", (unsigned char)*s++);
-    }
-    return shown;
-}
-
-/* The output file an error would leave incomplete, which die removes: the --logits file until it
- * is closed. Its device and inode, so that die removes that file only, never one put at the
- * path since (see remove_on_error). */
-static struct {
-    const char *path; /* NULL: none */
-    dev_t dev;
-    ino_t ino;
-} incomplete;
-
-/* Has die remove `path`, just opened as f, if it is a regular file (never a device or a FIFO,
- * such as --logits /dev/null); path NULL: nothing is removed any more. */
-static void remove_on_error(const char *path, FILE *f) {
-    struct stat st;
-    incomplete.path = NULL;
-    if (!path || fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) return;
-    incomplete.path = path;
-    incomplete.dev = st.st_dev;
-    incomplete.ino = st.st_ino;
-}
-
-/* Prints "run: <message>" on one line to stderr and exits 1. The message is escaped as
- * write_escaped does, so that a name the user gave (a path, an option) with a newline or a
- * terminal's escape codes keeps it one line and plain text. */
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void die(const char *fmt, ...) {
-    char message[8192];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(message, sizeof(message), fmt, ap);
-    va_end(ap);
-    fputs("run: ", stderr);
-    write_escaped(stderr, message, 0);
-    fputc('\n', stderr);
-    fflush(NULL); /* the text printed before the error stays */
-    struct stat st;
-    if (incomplete.path && stat(incomplete.path, &st) == 0 && st.st_dev == incomplete.dev &&
-        st.st_ino == incomplete.ino)
-        unlink(incomplete.path);
-    /* _exit rather than exit: nothing is freed on the way out of an error, and exit would have
-     * LeakSanitizer call whatever a register no longer points to a leak */
-    _exit(1);
-}
-
-/* 1 when stdout's reader is gone (EPIPE: `run ... | head` closed the pipe), 0 when everything
- * written so far went out; any other failed write (a full disk, a closed stdout) dies naming
- * stdout. SIGPIPE is ignored (main), so that a closed pipe shows here as EPIPE. */
-static int stdout_reader_gone(void) {
-    if (fflush(stdout) == 0 && !ferror(stdout)) return 0;
-    if (errno == EPIPE) return 1;
-    die("cannot write to stdout: %s", strerror(errno));
-}
-
-/* Checks everything written to stdout at the end of a mode: a reader gone ends the run quietly
- * with status 0, as Unix tools in a pipeline into `head` do; other failures die. */
-static void finish_stdout(void) {
-    if (stdout_reader_gone()) _exit(0);
-}
-
-/* The plural ending of a count: "1 token", "2 tokens". */
-static const char *plural(long n) {
-    return n == 1 ? "" : "s";
-}
-
 static float parse_float(const char *flag, const char *s) {
     char *end;
     errno = 0;
@@ -429,6 +236,152 @@ static void check_chat_options(const Options *o, int tokenize) {
     if (flag) die("%s goes with -m generate, not with -m chat", flag);
 }
 
+/* Parses the options whose value is kept as given (a text or a path) and the switches (no value)
+ * at argv[*i] (flag: its name) into o, moving *i past a separate value; returns 0 if flag is none
+ * of them. A switch is its name alone: "--json=1" is none of them. */
+static int parse_plain_option(Options *o, const char *flag, int argc, char **argv, int *i) {
+    const struct {
+        const char *name;
+        const char **text; /* an option with a value, or */
+        int *on;           /* a switch */
+    } table[] = {
+        {"-y", &o->system_prompt, NULL},         {"-z", &o->tokenizer_path, NULL},
+        {"--logits", &o->logits_path, NULL},     {"--ppl", &o->ppl_path, NULL},
+        {"--tokenize", &o->tokenize_text, NULL}, {"--tokenize-file", &o->tokenize_file, NULL},
+        {"--ignore-eos", NULL, &o->ignore_eos},  {"--profile", NULL, &o->profile},
+        {"--reference", NULL, &o->reference},    {"--json", NULL, &o->json},
+    };
+    for (size_t k = 0; k < sizeof(table) / sizeof(table[0]); k++) {
+        if (table[k].text && strcmp(flag, table[k].name) == 0) {
+            *table[k].text = option_value(argc, argv, i, flag);
+            return 1;
+        }
+        if (table[k].on && strcmp(argv[*i], table[k].name) == 0) {
+            *table[k].on = 1;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Parses -t, -p, -s or -n (flag, its name) at argv[*i] into o, moving *i past a separate value;
+ * returns 0 if flag is none of them. Dies on a bad value. */
+static int parse_sampling_option(Options *o, const char *flag, int argc, char **argv, int *i) {
+    if (strcmp(flag, "-t") == 0) {
+        o->temperature = parse_float(flag, option_value(argc, argv, i, flag));
+        if (!o->sampling_flag) o->sampling_flag = "-t";
+        if (o->temperature < 0.0f) die("-t (temperature) must be >= 0, got %g", o->temperature);
+    } else if (strcmp(flag, "-p") == 0) {
+        const char *value = option_value(argc, argv, i, flag);
+        o->topp = parse_float(flag, value);
+        if (!o->sampling_flag) o->sampling_flag = "-p";
+        /* the text as given: %g rounds 1.0000001, just past 1, to "1" */
+        if (o->topp < 0.0f || o->topp > 1.0f) die("-p (top-p) must be in [0, 1], got %s", value);
+    } else if (strcmp(flag, "-s") == 0) {
+        long long seed = parse_int(flag, option_value(argc, argv, i, flag));
+        if (seed < 0) die("-s (seed) must be >= 0, got %lld", seed);
+        o->seed = (unsigned long long)seed;
+        if (!o->sampling_flag) o->sampling_flag = "-s";
+    } else if (strcmp(flag, "-n") == 0) {
+        long long steps = parse_int(flag, option_value(argc, argv, i, flag));
+        if (steps <= 0 || steps > INT_MAX)
+            die("-n (steps) must be in 1..%d, got %lld", INT_MAX, steps);
+        o->steps = (int)steps;
+        o->steps_given = 1;
+        if (!o->sampling_flag) o->sampling_flag = "-n";
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
+/* Parses the option at argv[*i] (it starts with '-') into o, moving *i past a separate value.
+ * Dies on an unknown option or a bad value; the checks of options against each other come after
+ * all are read (check_options). */
+static void parse_option(Options *o, int argc, char **argv, int *i) {
+    const char *a = argv[*i];
+    size_t name_len = strcspn(a, "=");
+    char flag[32];
+    snprintf(flag, sizeof(flag), "%.*s", (int)name_len, a);
+    if (parse_plain_option(o, flag, argc, argv, i) || parse_sampling_option(o, flag, argc, argv, i))
+        return;
+    if (strcmp(flag, "-i") == 0 || strcmp(flag, "-f") == 0) {
+        set_prompt(o, flag, option_value(argc, argv, i, flag));
+    } else if (strcmp(flag, "-m") == 0) {
+        const char *mode = option_value(argc, argv, i, flag);
+        if (strcmp(mode, "generate") != 0 && strcmp(mode, "chat") != 0)
+            die("unknown -m '%s' (expected generate or chat)", mode);
+        o->chat = strcmp(mode, "chat") == 0;
+    } else if (strcmp(flag, "--norm") == 0) {
+        const char *name = option_value(argc, argv, i, flag);
+        o->norm = norm_by_name(name);
+        if (!o->norm) die("unknown --norm '%s' (expected %s)", name, norm_names());
+    } else if (strcmp(flag, "--compare") == 0) {
+        o->compare = 1;
+        if (a[name_len] != '=' && *i + 1 < argc && is_norm_pair(argv[*i + 1]))
+            die("--compare takes its norms as --compare=%s, with '='", argv[*i + 1]);
+        parse_compare_norms(a[name_len] == '=' ? a + name_len + 1 : NULL, o->compare_with);
+    } else if (strcmp(flag, "--prefill") == 0) {
+        const char *mode = option_value(argc, argv, i, flag);
+        if (strcmp(mode, "batch") != 0 && strcmp(mode, "serial") != 0)
+            die("unknown --prefill '%s' (expected batch or serial)", mode);
+        o->serial_prompt = strcmp(mode, "serial") == 0;
+        o->prefill_given = 1;
+    } else if (strcmp(flag, "-b") == 0 || strcmp(flag, "--batch") == 0) {
+        long long batch = parse_int(flag, option_value(argc, argv, i, flag));
+        /* the upper bound, the model's seq_len, is checked once it is loaded */
+        if (batch < 1 || batch > INT_MAX) die("--batch must be in 1..seq_len, got %lld", batch);
+        o->batch = (int)batch;
+    } else if (strcmp(flag, "--threads") == 0) {
+        long long threads = parse_int(flag, option_value(argc, argv, i, flag));
+        if (threads < 1 || threads > 1024) die("--threads must be in 1..1024, got %lld", threads);
+        o->threads = (int)threads;
+    } else {
+        die("unknown option '%s' (see run --help)", a);
+    }
+}
+
+/* Dies on options that do not go together, or on a mode without what it needs. */
+static void check_options(const Options *o) {
+    int tokenize = o->tokenize_text || o->tokenize_file;
+    int generating = !o->compare && !o->ppl_path && !tokenize;
+    int has_prompt = o->prompt || o->prompt_file;
+    if (o->tokenize_text && o->tokenize_file) die("give --tokenize or --tokenize-file, not both");
+    if (tokenize && has_prompt) die("--tokenize and --tokenize-file take no prompt");
+    if (o->json && !o->tokenize_text && !o->compare)
+        die("--json goes with --tokenize or --compare");
+    if (!o->model_path) die("no model given (usage: run MODEL [PROMPT] [options]; see run --help)");
+    if (o->compare + !!o->ppl_path + tokenize > 1)
+        die("--compare, --ppl and --tokenize are separate modes; give one");
+    if (tokenize && o->profile)
+        die("--profile times forward passes, which --tokenize runs none of");
+    if (o->compare && o->norm)
+        die("--compare runs its own two norms; name them with --compare=A,B instead of --norm");
+    if (o->compare && o->profile) die("--compare times both norms itself; drop --profile");
+    if (o->reference && (o->profile || o->batch || tokenize))
+        die("--reference runs the plain pass one position at a time, untimed: not with --profile, "
+            "--batch or --tokenize");
+    if (o->ppl_path && has_prompt) die("--ppl reads its text from FILE; drop the prompt");
+    if (o->logits_path && !generating)
+        die("--logits goes with generation, not with --compare, --ppl or --tokenize");
+    if (o->batch && o->serial_prompt)
+        die("--batch sets the size of --prefill=batch's batches; it conflicts with "
+            "--prefill=serial");
+    if (o->batch && !generating)
+        die("--batch goes with generation's prefill, not with --compare, --ppl or --tokenize");
+    if (o->prefill_given && (o->compare || o->ppl_path || tokenize))
+        die("--prefill goes with generation, not with --compare, --ppl or --tokenize, which run "
+            "one position at a time or none");
+    if (o->sampling_flag && (o->ppl_path || tokenize))
+        die("%s goes with generation and --compare, not with --ppl or --tokenize, which sample "
+            "nothing",
+            o->sampling_flag);
+    if (o->norm && tokenize) die("--norm changes the forward pass, which --tokenize runs none of");
+    check_chat_options(o, tokenize);
+}
+
+/* The options of argv, read in order: --help and --version print and exit where they stand, an
+ * argument without a leading '-' is MODEL and then PROMPT; then the checks across options. */
 static Options parse_args(int argc, char **argv) {
     Options o = {.temperature = 1.0f, .topp = 0.9f};
     for (int i = 1; i < argc; i++) {
@@ -443,130 +396,16 @@ static Options parse_args(int argc, char **argv) {
             finish_stdout();
             exit(0);
         }
-        if (a[0] != '-' || a[1] == '\0') {
-            if (!o.model_path)
-                o.model_path = a;
-            else if (!o.prompt && !o.prompt_file)
-                set_prompt(&o, "PROMPT", a);
-            else
-                die("unexpected argument '%s' (the prompt is given already; quote one with spaces)",
-                    a);
-            continue;
-        }
-        size_t name_len = strcspn(a, "=");
-        char flag[32];
-        snprintf(flag, sizeof(flag), "%.*s", (int)name_len, a);
-        if (strcmp(flag, "-i") == 0 || strcmp(flag, "-f") == 0) {
-            set_prompt(&o, flag, option_value(argc, argv, &i, flag));
-        } else if (strcmp(flag, "-m") == 0) {
-            const char *mode = option_value(argc, argv, &i, flag);
-            if (strcmp(mode, "generate") != 0 && strcmp(mode, "chat") != 0)
-                die("unknown -m '%s' (expected generate or chat)", mode);
-            o.chat = strcmp(mode, "chat") == 0;
-        } else if (strcmp(flag, "-y") == 0) {
-            o.system_prompt = option_value(argc, argv, &i, flag);
-        } else if (strcmp(a, "--ignore-eos") == 0) {
-            o.ignore_eos = 1;
-        } else if (strcmp(flag, "-z") == 0) {
-            o.tokenizer_path = option_value(argc, argv, &i, flag);
-        } else if (strcmp(flag, "-t") == 0) {
-            o.temperature = parse_float(flag, option_value(argc, argv, &i, flag));
-            if (!o.sampling_flag) o.sampling_flag = "-t";
-            if (o.temperature < 0.0f) die("-t (temperature) must be >= 0, got %g", o.temperature);
-        } else if (strcmp(flag, "-p") == 0) {
-            const char *value = option_value(argc, argv, &i, flag);
-            o.topp = parse_float(flag, value);
-            if (!o.sampling_flag) o.sampling_flag = "-p";
-            /* the text as given: %g rounds 1.0000001, just past 1, to "1" */
-            if (o.topp < 0.0f || o.topp > 1.0f) die("-p (top-p) must be in [0, 1], got %s", value);
-        } else if (strcmp(flag, "-s") == 0) {
-            long long seed = parse_int(flag, option_value(argc, argv, &i, flag));
-            if (seed < 0) die("-s (seed) must be >= 0, got %lld", seed);
-            o.seed = (unsigned long long)seed;
-            if (!o.sampling_flag) o.sampling_flag = "-s";
-        } else if (strcmp(flag, "-n") == 0) {
-            long long steps = parse_int(flag, option_value(argc, argv, &i, flag));
-            if (steps <= 0 || steps > INT_MAX)
-                die("-n (steps) must be in 1..%d, got %lld", INT_MAX, steps);
-            o.steps = (int)steps;
-            o.steps_given = 1;
-            if (!o.sampling_flag) o.sampling_flag = "-n";
-        } else if (strcmp(flag, "--norm") == 0) {
-            const char *name = option_value(argc, argv, &i, flag);
-            o.norm = norm_by_name(name);
-            if (!o.norm) die("unknown --norm '%s' (expected %s)", name, norm_names());
-        } else if (strcmp(flag, "--logits") == 0) {
-            o.logits_path = option_value(argc, argv, &i, flag);
-        } else if (strcmp(a, "--profile") == 0) {
-            o.profile = 1;
-        } else if (strcmp(a, "--reference") == 0) {
-            o.reference = 1;
-        } else if (strcmp(flag, "--ppl") == 0) {
-            o.ppl_path = option_value(argc, argv, &i, flag);
-        } else if (strcmp(flag, "--compare") == 0) {
-            o.compare = 1;
-            if (a[name_len] != '=' && i + 1 < argc && is_norm_pair(argv[i + 1]))
-                die("--compare takes its norms as --compare=%s, with '='", argv[i + 1]);
-            parse_compare_norms(a[name_len] == '=' ? a + name_len + 1 : NULL, o.compare_with);
-        } else if (strcmp(flag, "--prefill") == 0) {
-            const char *mode = option_value(argc, argv, &i, flag);
-            if (strcmp(mode, "batch") != 0 && strcmp(mode, "serial") != 0)
-                die("unknown --prefill '%s' (expected batch or serial)", mode);
-            o.serial_prompt = strcmp(mode, "serial") == 0;
-            o.prefill_given = 1;
-        } else if (strcmp(flag, "-b") == 0 || strcmp(flag, "--batch") == 0) {
-            long long batch = parse_int(flag, option_value(argc, argv, &i, flag));
-            /* the upper bound, the model's seq_len, is checked once it is loaded */
-            if (batch < 1 || batch > INT_MAX) die("--batch must be in 1..seq_len, got %lld", batch);
-            o.batch = (int)batch;
-        } else if (strcmp(flag, "--threads") == 0) {
-            long long threads = parse_int(flag, option_value(argc, argv, &i, flag));
-            if (threads < 1 || threads > 1024)
-                die("--threads must be in 1..1024, got %lld", threads);
-            o.threads = (int)threads;
-        } else if (strcmp(flag, "--tokenize") == 0) {
-            o.tokenize_text = option_value(argc, argv, &i, flag);
-        } else if (strcmp(flag, "--tokenize-file") == 0) {
-            o.tokenize_file = option_value(argc, argv, &i, flag);
-        } else if (strcmp(a, "--json") == 0) {
-            o.json = 1;
-        } else {
-            die("unknown option '%s' (see run --help)", a);
-        }
+        if (a[0] == '-' && a[1] != '\0')
+            parse_option(&o, argc, argv, &i);
+        else if (!o.model_path)
+            o.model_path = a;
+        else if (!o.prompt && !o.prompt_file)
+            set_prompt(&o, "PROMPT", a);
+        else
+            die("unexpected argument '%s' (the prompt is given already; quote one with spaces)", a);
     }
-    int tokenize = o.tokenize_text || o.tokenize_file;
-    int generating = !o.compare && !o.ppl_path && !tokenize;
-    int has_prompt = o.prompt || o.prompt_file;
-    if (o.tokenize_text && o.tokenize_file) die("give --tokenize or --tokenize-file, not both");
-    if (tokenize && has_prompt) die("--tokenize and --tokenize-file take no prompt");
-    if (o.json && !o.tokenize_text && !o.compare) die("--json goes with --tokenize or --compare");
-    if (!o.model_path) die("no model given (usage: run MODEL [PROMPT] [options]; see run --help)");
-    if (o.compare + !!o.ppl_path + tokenize > 1)
-        die("--compare, --ppl and --tokenize are separate modes; give one");
-    if (tokenize && o.profile) die("--profile times forward passes, which --tokenize runs none of");
-    if (o.compare && o.norm)
-        die("--compare runs its own two norms; name them with --compare=A,B instead of --norm");
-    if (o.compare && o.profile) die("--compare times both norms itself; drop --profile");
-    if (o.reference && (o.profile || o.batch || tokenize))
-        die("--reference runs the plain pass one position at a time, untimed: not with --profile, "
-            "--batch or --tokenize");
-    if (o.ppl_path && has_prompt) die("--ppl reads its text from FILE; drop the prompt");
-    if (o.logits_path && !generating)
-        die("--logits goes with generation, not with --compare, --ppl or --tokenize");
-    if (o.batch && o.serial_prompt)
-        die("--batch sets the size of --prefill=batch's batches; it conflicts with "
-            "--prefill=serial");
-    if (o.batch && !generating)
-        die("--batch goes with generation's prefill, not with --compare, --ppl or --tokenize");
-    if (o.prefill_given && (o.compare || o.ppl_path || tokenize))
-        die("--prefill goes with generation, not with --compare, --ppl or --tokenize, which run "
-            "one position at a time or none");
-    if (o.sampling_flag && (o.ppl_path || tokenize))
-        die("%s goes with generation and --compare, not with --ppl or --tokenize, which sample "
-            "nothing",
-            o.sampling_flag);
-    if (o.norm && tokenize) die("--norm changes the forward pass, which --tokenize runs none of");
-    check_chat_options(&o, tokenize);
+    check_options(&o);
     return o;
 }
 
@@ -621,77 +460,6 @@ static void find_tokenizer(const char *model_path, int vocab_size, char *out, si
         tried[0], tried[1]);
 }
 
-/* Dies unless text is valid UTF-8, naming `what` and the first bad byte; frees `owned` first, so
- * that the leak checker of `make sanitize` stays quiet. */
-static void require_utf8(const char *what, const char *text, char *owned) {
-    long bad = tokenizer_utf8_invalid_at(text);
-    if (bad < 0) return;
-    unsigned char byte = (unsigned char)text[bad];
-    free(owned);
-    die("%s: not valid UTF-8 (byte 0x%02X at offset %ld)", what, byte, bad);
-}
-
-/* The longest text read from a file or stdin, in bytes. */
-enum { MAX_TEXT = 64 << 20 };
-
-/* Dies unless buf (len bytes read from `name`, then a NUL) holds no NUL byte and is valid UTF-8,
- * freeing buf first. */
-static void require_text(char *buf, size_t len, const char *name) {
-    size_t text_len = strlen(buf);
-    if (text_len != len) {
-        free(buf);
-        die("%s: the text contains a NUL byte at offset %zu", name, text_len);
-    }
-    require_utf8(name, buf, buf);
-}
-
-/* Reads a whole text file as a NUL-terminated string, or dies naming the file: missing,
- * not a regular file, empty, over 64 MiB, holding a NUL byte, or not valid UTF-8. */
-static char *read_text(const char *path) {
-    struct stat st;
-    if (stat(path, &st) != 0) die("%s: cannot open: %s", path, strerror(errno));
-    if (!S_ISREG(st.st_mode)) die("%s: not a regular file", path);
-    if (st.st_size == 0) die("%s: the text file is empty", path);
-    if (st.st_size > MAX_TEXT) die("%s: more than %d MiB of text", path, MAX_TEXT >> 20);
-    FILE *f = fopen(path, "rb");
-    if (!f) die("%s: cannot open: %s", path, strerror(errno));
-    size_t size = (size_t)st.st_size;
-    char *buf = malloc(size + 1);
-    if (!buf) die("out of memory for %s", path);
-    size_t n = fread(buf, 1, size, f);
-    fclose(f);
-    buf[n] = '\0';
-    if (n != size) {
-        free(buf);
-        die("%s: cannot read the whole file", path);
-    }
-    require_text(buf, n, path);
-    return buf;
-}
-
-/* Reads stdin to its end as a NUL-terminated string, or dies as read_text does, naming "stdin":
- * a read error, nothing at all, over 64 MiB, a NUL byte, not valid UTF-8. A pipe has no size to
- * ask for first, so the buffer doubles as it fills. */
-static char *read_stdin_text(void) {
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap + 1);
-    for (;;) {
-        if (!buf) die("out of memory for the text on stdin");
-        len += fread(buf + len, 1, cap - len, stdin);
-        if (len > MAX_TEXT) die("stdin: more than %d MiB of text", MAX_TEXT >> 20);
-        if (len < cap) break; /* the end, or an error */
-        cap *= 2;
-        char *grown = realloc(buf, cap + 1);
-        if (!grown) free(buf);
-        buf = grown;
-    }
-    if (ferror(stdin)) die("stdin: cannot read: %s", strerror(errno));
-    if (len == 0) die("stdin: the text is empty");
-    buf[len] = '\0';
-    require_text(buf, len, "stdin");
-    return buf;
-}
-
 /* The prompt the options give (the caller frees): -i's or PROMPT's text; the file of -f, or
  * stdin for "-", with one final newline dropped, as llama.cpp's -f does (a file's last line ends
  * in one); "" when there is none. Dies as read_text does. */
@@ -738,793 +506,6 @@ static void require_vocab(const Tokenizer *t, const char *path, const Config *c)
 }
 
 /* ----------------------------------------------------------------------------
- * --tokenize and --tokenize-file */
-
-/* How a piece is shown in --tokenize's list and --compare's table: control pieces by their
- * SentencePiece names (the .bin stores BOS and EOS as "\n<s>\n" and "\n</s>\n"), others as
- * stored, spaces plain. */
-static const char *shown_piece(const Tokenizer *t, int id) {
-    static const char *control[] = {"<unk>", "<s>", "</s>"};
-    return id <= TOKEN_EOS ? control[id] : tokenizer_piece(t, id);
-}
-
-/* Writes s as a JSON string: quotes, backslashes and control bytes escaped, bytes that are not
- * well-formed UTF-8 (possible only in a hand-made vocabulary) as U+FFFD. */
-static void print_json_string(const char *s) {
-    putchar('"');
-    while (*s) {
-        long bad = tokenizer_utf8_invalid_at(s);
-        const char *end = bad < 0 ? s + strlen(s) : s + bad;
-        for (; s < end; s++) {
-            unsigned char c = (unsigned char)*s;
-            if (c == '"' || c == '\\')
-                printf("\\%c", c);
-            else if (c < 0x20)
-                printf("\\u%04x", c);
-            else
-                putchar(c);
-        }
-        if (bad >= 0) {
-            printf("\\ufffd");
-            s++;
-        }
-    }
-    putchar('"');
-}
-
-/* One id per line with its piece, as llama.cpp's tokenize tool prints them; control bytes in a
- * piece are escaped so that each id keeps to one line. */
-static void print_ids(const Tokenizer *t, const int *ids, int n) {
-    for (int i = 0; i < n; i++) {
-        printf("%6d -> '", ids[i]);
-        write_escaped(stdout, shown_piece(t, ids[i]), 0);
-        printf("'\n");
-    }
-}
-
-static void print_ids_json(const Tokenizer *t, const int *ids, int n) {
-    printf("{\"ids\": [");
-    for (int i = 0; i < n; i++) printf("%s%d", i ? ", " : "", ids[i]);
-    printf("], \"pieces\": [");
-    for (int i = 0; i < n; i++) {
-        if (i) printf(", ");
-        print_json_string(shown_piece(t, ids[i]));
-    }
-    printf("]}\n");
-}
-
-/* --tokenize TEXT prints the ids of TEXT; --tokenize-file FILE the token count and speed. Text
- * that is not valid UTF-8 is refused, as a prompt is, rather than encoded with U+FFFD for its
- * bad bytes as tokenizer_encode (and SentencePiece) would. */
-static void tokenize_command(const Tokenizer *t, const Options *o) {
-    char *text = o->tokenize_file ? read_text(o->tokenize_file) : NULL;
-    const char *input = text ? text : o->tokenize_text;
-    require_utf8("--tokenize text", input, text);
-    size_t size = strlen(input);
-    int *ids = malloc((size + 3) * sizeof *ids); /* well-formed UTF-8: one id per byte at most */
-    if (!ids) die("out of memory for %zu bytes of text", size);
-    double start = now_seconds();
-    int n = tokenizer_encode(t, input, 1, 0, ids);
-    double seconds = now_seconds() - start;
-    if (o->tokenize_file) {
-        write_escaped(stdout, o->tokenize_file, 0);
-        printf(": %d token%s (BOS included) from %zu byte%s in %.3f s, %.1f MB/s\n", n, plural(n),
-               size, plural((long)size), seconds, seconds > 0 ? size / seconds / 1e6 : 0.0);
-    } else if (o->json)
-        print_ids_json(t, ids, n);
-    else
-        print_ids(t, ids, n);
-    free(ids);
-    free(text);
-}
-
-/* ----------------------------------------------------------------------------
- * Generation */
-
-/* What a run's summary line reports. */
-typedef struct {
-    int n_prompt;    /* tokens given: the prompt's, or in chat every turn's */
-    int n_generated; /* tokens sampled */
-    int n_forward;   /* forward passes */
-    double prompt_seconds, generation_seconds;
-    const char *norm;
-    unsigned long long seed;
-} Summary;
-
-/* The run's summary line on stderr: prompt and generated token counts, then the speed of each
- * part as llama.cpp reports it: the prompt's positions per second of prompt_seconds, and the
- * generated positions (n_forward beyond the prompt) per second of generation_seconds; the norm
- * and the seed (which -s takes to repeat the text). The prompt rate includes the first forward
- * pass, slower while caches are cold. */
-static void print_summary(const Summary *s) {
-    int prompt_forward = s->n_forward < s->n_prompt ? s->n_forward : s->n_prompt;
-    fprintf(stderr, "prompt tokens %d, generated tokens %d, prompt %.1f tokens/s, ", s->n_prompt,
-            s->n_generated, s->prompt_seconds > 0 ? prompt_forward / s->prompt_seconds : 0.0);
-    if (s->n_forward > s->n_prompt && s->generation_seconds > 0)
-        fprintf(stderr, "generation %.1f tokens/s, ",
-                (s->n_forward - s->n_prompt) / s->generation_seconds);
-    else
-        fprintf(stderr, "generation - tokens/s, ");
-    fprintf(stderr, "norm %s, seed %llu\n", s->norm, s->seed);
-}
-
-/* The --logits file: its stream and its name, for the error messages. */
-typedef struct {
-    FILE *file;
-    const char *path;
-} LogitsOut;
-
-/* Dies unless every one of the logits (vocab_size) of position pos is finite. */
-static void require_finite(const float *logits, int vocab_size, int pos) {
-    for (int i = 0; i < vocab_size; i++)
-        if (!isfinite(logits[i]))
-            die("the model computed a non-finite logit at position %d (corrupt weights?)", pos);
-}
-
-/* Runs positions 0..steps-1 from the prompt (n_prompt >= 1 ids, prompt[0] = BOS): position pos
- * feeds a token and predicts the one at pos + 1, forced from the prompt while there is one,
- * sampled after, until a token that ends_text. Writes the fed and predicted tokens
- * (at most steps + 1) into tokens, the number of forward passes into *n_forward, and returns the
- * number of tokens. print: stream the text to stdout. logits_out (or NULL): its file gets every
- * position's logits, vocab_size float32 each; a failed write dies naming it. With m->profile set,
- * sampling is timed. batch_prompt: the prompt's positions but the last (their next tokens are
- * forced) go through model_prefill first, which computes their logits only for logits_out.
- * prompt_done (or NULL) gets the now_seconds() at which the forward pass of the prompt's last
- * position ended, or at which the run ended if that was earlier: it splits prompt from generation
- * speed. */
-static int generate(Model *m, Sampler *sampler, const Tokenizer *t, const int *prompt, int n_prompt,
-                    int steps, int *tokens, int *n_forward, int print, const LogitsOut *logits_out,
-                    int batch_prompt, double *prompt_done) {
-    int vocab_size = m->config.vocab_size;
-    int n_prefill = batch_prompt ? (n_prompt - 1 < steps ? n_prompt - 1 : steps) : 0;
-    float *prefill_logits = NULL;
-    if (n_prefill > 0 && logits_out &&
-        !(prefill_logits = malloc((size_t)n_prefill * vocab_size * sizeof(float))))
-        die("out of memory for the prompt's logits");
-    if (n_prefill > 0) model_prefill(m, prompt, n_prefill, prefill_logits);
-    int n = 0;
-    int token = tokens[n++] = prompt[0];
-    int pos = 0;
-    while (pos < steps) {
-        float *logits = pos >= n_prefill ? model_forward(m, token, pos)
-                        : prefill_logits ? prefill_logits + (size_t)pos * vocab_size
-                                         : NULL; /* not needed: the next token is forced */
-        if (logits_out &&
-            fwrite(logits, sizeof(float), vocab_size, logits_out->file) != (size_t)vocab_size)
-            die("cannot write --logits file %s: %s", logits_out->path, strerror(errno));
-        if (logits) require_finite(logits, vocab_size, pos);
-        if (prompt_done && pos == n_prompt - 1) *prompt_done = now_seconds();
-        int next;
-        if (pos + 1 < n_prompt) {
-            next = prompt[pos + 1];
-        } else {
-            if (m->profile) profile_start(m->profile);
-            next = sample(sampler, logits);
-            if (m->profile) profile_lap(m->profile, OP_SAMPLING);
-        }
-        pos++;
-        if (ends_text(sampler, next)) break;
-        if (print) {
-            tokenizer_print_piece(tokenizer_decode(t, token, next));
-            if (stdout_reader_gone()) break; /* as if the text ended here */
-        }
-        token = tokens[n++] = next;
-    }
-    free(prefill_logits);
-    *n_forward = pos;
-    if (prompt_done && pos < n_prompt) *prompt_done = now_seconds();
-    return n;
-}
-
-/* The time of every operation class, with the clock's own cost per lap taken out, and its share
- * of the run's wall-clock time `elapsed` (seconds). */
-static void print_profile(FILE *f, const Profile *p, double elapsed) {
-    double lap_cost = profile_lap_cost();
-    fprintf(f,
-            "profile: time per operation class over the run (each lap's clock cost, %.0f ns, "
-            "taken out)\n",
-            lap_cost * 1e9);
-    fprintf(f, "  %-18s %10s %7s %9s\n", "operation", "ms", "share", "calls");
-    double total = 0.0;
-    for (int op = 0; op < N_OPS; op++) {
-        double t = profile_op_seconds(p, op, lap_cost);
-        total += t;
-        fprintf(f, "  %-18s %10.3f %6.1f%% %9ld\n", op_name(op), t * 1e3, 100.0 * t / elapsed,
-                p->laps[op]);
-    }
-    fprintf(f, "  %-18s %10.3f %6.1f%%\n", "sum", total * 1e3, 100.0 * total / elapsed);
-    fprintf(f, "  %-18s %10.3f %6.1f%%\n", "wall clock", elapsed * 1e3, 100.0);
-}
-
-/* Generation, the default mode: runs from the prompt and streams the text to stdout, then
- * prints the summary line (and with --profile the time per operation class) on stderr.
- * logits_out (or NULL): the --logits file, closed here. */
-static void run_generation(Model *m, const Tokenizer *t, Sampler *sampler, const int *prompt,
-                           int n_prompt, const Options *o, const LogitsOut *logits_out) {
-    Profile profile = {0};
-    m->profile = o->profile ? &profile : NULL;
-    int *tokens = malloc((o->steps + 1) * sizeof(int));
-    if (!tokens) die("out of memory for the tokens");
-    double start = now_seconds(), prompt_done = start;
-    int n_forward;
-    int n_tokens = generate(m, sampler, t, prompt, n_prompt, o->steps, tokens, &n_forward, 1,
-                            logits_out, !o->serial_prompt, &prompt_done);
-    if (logits_out && fclose(logits_out->file) != 0)
-        die("cannot write --logits file %s: %s", logits_out->path, strerror(errno));
-    remove_on_error(NULL, NULL); /* the file is complete */
-    printf("\n");
-    finish_stdout(); /* the summary on stderr comes after the text, also in a shared log */
-    double end = now_seconds(), elapsed = end - start;
-    Summary summary = {.n_prompt = n_prompt,
-                       .n_generated = n_tokens - n_prompt,
-                       .n_forward = n_forward,
-                       .prompt_seconds = prompt_done - start,
-                       .generation_seconds = end - prompt_done,
-                       .norm = norm_name(m->norm),
-                       .seed = sampler->seed};
-    print_summary(&summary);
-    if (o->profile) print_profile(stderr, &profile, elapsed);
-    m->profile = NULL; /* profile ends with this function */
-    free(tokens);
-}
-
-/* ----------------------------------------------------------------------------
- * Chat (-m chat): a conversation in the Llama 2 chat template */
-
-/* A conversation so far: the kv cache holds its positions 0..pos-1, every turn and reply. */
-typedef struct {
-    Model *m;
-    const Tokenizer *t;
-    Sampler *sampler;
-    int steps;        /* positions the conversation may fill: -n, at most seq_len */
-    int pos;          /* positions fed */
-    int ended_by_eos; /* the last reply ended at EOS, which the next turn feeds first */
-    int interactive;  /* stdin is a terminal: "User: " is shown before reading, not after */
-    int line_no;      /* lines read from stdin */
-    Summary summary;  /* counts and times of all turns */
-} Chat;
-
-/* The text of a user turn in the Llama 2 chat template (malloc'd), as Meta's reference code and
- * llama2.c write it: "[INST] <<SYS>>\n{system}\n<</SYS>>\n\n{user} [/INST]" for the first turn
- * when there is a system prompt, else "[INST] {user} [/INST]". */
-static char *chat_turn_text(const char *system, const char *user) {
-    size_t len = strlen(user) + (system ? strlen(system) : 0) + 64;
-    char *text = malloc(len);
-    if (!text) die("out of memory for a chat turn");
-    if (system && system[0])
-        snprintf(text, len, "[INST] <<SYS>>\n%s\n<</SYS>>\n\n%s [/INST]", system, user);
-    else
-        snprintf(text, len, "[INST] %s [/INST]", user);
-    return text;
-}
-
-/* Reads one line of stdin into *line (getline's buffer, *cap bytes) without its "\n" or "\r\n",
- * after showing `marker` on a terminal. Returns 0 at the end of stdin. Dies on a read error, or a
- * line with a NUL byte or not valid UTF-8 (named by its number). */
-static int read_line(Chat *c, const char *marker, char **line, size_t *cap) {
-    if (c->interactive) {
-        fputs(marker, stdout);
-        finish_stdout();
-    }
-    errno = 0;
-    ssize_t n = getline(line, cap, stdin);
-    if (n < 0) {
-        if (ferror(stdin)) die("stdin: cannot read: %s", strerror(errno));
-        if (c->interactive) putchar('\n'); /* the shell's prompt on a line of its own */
-        return 0;
-    }
-    c->line_no++;
-    if (n > 0 && (*line)[n - 1] == '\n') (*line)[--n] = '\0';
-    if (n > 0 && (*line)[n - 1] == '\r') (*line)[--n] = '\0';
-    char what[64];
-    snprintf(what, sizeof(what), "stdin line %d", c->line_no);
-    if (strlen(*line) != (size_t)n) die("%s: a NUL byte at offset %zu", what, strlen(*line));
-    require_utf8(what, *line, NULL);
-    return 1;
-}
-
-/* Reads the next user turn, skipping empty lines; 0 at the end of stdin. A turn read from a pipe
- * or file is echoed after "User: ", so that stdout is the whole transcript. */
-static int read_turn(Chat *c, char **line, size_t *cap) {
-    do {
-        if (!read_line(c, "User: ", line, cap)) return 0;
-    } while ((*line)[0] == '\0');
-    if (!c->interactive) printf("User: %s\n", *line);
-    return 1;
-}
-
-/* The one line that ends a full conversation: stdout's text first, then the notice on stderr. */
-static void say_context_full(const Chat *c, const char *what) {
-    int seq_len = c->m->config.seq_len;
-    finish_stdout();
-    fprintf(stderr, "run: the context is full: %s (%d positions: %s %d); the chat ends\n", what,
-            c->steps, c->steps < seq_len ? "-n" : "seq_len",
-            c->steps < seq_len ? c->steps : seq_len);
-}
-
-/* Feeds a user turn (system: the system prompt for the first turn, or NULL): the EOS that ended
- * the last reply (closing it, as Meta's template does), then BOS and the templated text. Returns
- * the logits of its last position, or NULL, saying so, when the turn does not fit in the
- * positions left. */
-static float *feed_turn(Chat *c, const char *system, const char *user) {
-    char *text = chat_turn_text(system, user);
-    int *ids = malloc((strlen(text) + 4) * sizeof(int));
-    if (!ids) die("out of memory for a chat turn");
-    int n = c->ended_by_eos;
-    ids[0] = TOKEN_EOS; /* kept only when the last reply ended at EOS */
-    n += tokenizer_encode(c->t, text, 1, 0, ids + n);
-    free(text);
-    float *logits = NULL;
-    if (c->pos + n > c->steps) {
-        char what[128];
-        snprintf(what, sizeof(what), "the turn needs %d positions, %d are left", n,
-                 c->steps - c->pos);
-        say_context_full(c, what);
-    } else {
-        double start = now_seconds();
-        for (int i = 0; i < n; i++, c->pos++) logits = model_forward(c->m, ids[i], c->pos);
-        c->summary.prompt_seconds += now_seconds() - start;
-        c->summary.n_prompt += n;
-        require_finite(logits, c->m->config.vocab_size, c->pos - 1);
-    }
-    free(ids);
-    return logits;
-}
-
-/* Samples the reply from `logits` (those of the turn's last position) and streams it after
- * "Assistant: " (its leading spaces dropped) until a token that ends_text, which is not fed.
- * Returns 1, or 0, saying so, when the reply fills the last position: that token is shown, as
- * generation shows the one predicted at its last position. */
-static int chat_reply(Chat *c, float *logits) {
-    double start = now_seconds();
-    /* prev: the reply is decoded as a text of its own, as after BOS */
-    int vocab_size = c->m->config.vocab_size, prev = TOKEN_BOS, at_start = 1, done = 1;
-    fputs("Assistant: ", stdout);
-    for (;;) {
-        int next = sample(c->sampler, logits);
-        if (ends_text(c->sampler, next)) {
-            c->ended_by_eos = next == TOKEN_EOS;
-            break;
-        }
-        c->summary.n_generated++;
-        const char *piece = tokenizer_decode(c->t, prev, next);
-        if (at_start && tokenizer_piece_printed(piece)) {
-            piece += strspn(piece, " ");
-            at_start = piece[0] == '\0';
-        }
-        tokenizer_print_piece(piece);
-        finish_stdout();
-        if (c->pos == c->steps) {
-            done = 0;
-            break;
-        }
-        logits = model_forward(c->m, next, c->pos);
-        require_finite(logits, vocab_size, c->pos++);
-        prev = next;
-    }
-    putchar('\n');
-    c->summary.generation_seconds += now_seconds() - start;
-    if (!done) say_context_full(c, "the reply reached the last position");
-    return done;
-}
-
-/* -m chat: user turns from first_turn (if not empty) and then stdin, each fed in the Llama 2 chat
- * template after the conversation so far (the kv cache keeps it all), each answered with a
- * reply streamed to stdout. The system prompt is -y's, or asked for once when stdin is a
- * terminal. Ends at the end of stdin or when the context is full, then prints the summary. */
-static void run_chat(Model *m, const Tokenizer *t, Sampler *sampler, const char *first_turn,
-                     const Options *o) {
-    Chat c = {.m = m, .t = t, .sampler = sampler, .steps = o->steps};
-    c.interactive = isatty(STDIN_FILENO);
-    c.summary.norm = norm_name(m->norm);
-    c.summary.seed = sampler->seed;
-    char *line = NULL, *system = NULL;
-    size_t cap = 0;
-    int more = 1;
-    if (o->system_prompt) {
-        system = strdup(o->system_prompt);
-        if (!system) die("out of memory for the system prompt");
-    } else if (c.interactive) {
-        more = read_line(&c, "System prompt (optional): ", &line, &cap);
-        system = line; /* the next read gets a buffer of its own */
-        line = NULL, cap = 0;
-    }
-    if (more && first_turn[0]) {
-        printf("User: %s\n", first_turn);
-        float *logits = feed_turn(&c, system, first_turn);
-        more = logits && chat_reply(&c, logits);
-        free(system);
-        system = NULL;
-    }
-    while (more && read_turn(&c, &line, &cap)) {
-        float *logits = feed_turn(&c, system, line);
-        more = logits && chat_reply(&c, logits);
-        free(system); /* the first turn alone has it */
-        system = NULL;
-    }
-    finish_stdout();
-    c.summary.n_forward = c.pos;
-    print_summary(&c.summary);
-    free(system);
-    free(line);
-}
-
-/* ----------------------------------------------------------------------------
- * --ppl: perplexity of a text */
-
-/* The ids of the --ppl file's text, BOS first (*n_tokens of them, at least 2; the caller frees).
- * Dies on a file that cannot be read or scored. */
-static int *encode_ppl_text(const Tokenizer *t, const char *path, int *n_tokens) {
-    char *text = read_text(path);
-    int *tokens = malloc((strlen(text) + 3) * sizeof(int));
-    if (!tokens) die("out of memory for the text's tokens");
-    int n = tokenizer_encode(t, text, 1, 0, tokens);
-    free(text);
-    if (n < 2) die("%s: the text is shorter than 2 tokens (BOS and one to predict)", path);
-    *n_tokens = n;
-    return tokens;
-}
-
-/* Scores the text's tokens (BOS first) under m and prints one line on stdout: tokens, chunks,
- * mean NLL and perplexity; the speed (and with --profile the time per operation class) goes to
- * stderr. */
-static void run_perplexity(Model *m, const int *tokens, int n_tokens, const Options *o) {
-    Profile profile = {0};
-    m->profile = o->profile ? &profile : NULL;
-    int n_predicted, n_chunks;
-    double start = now_seconds();
-    double nll = text_nll(m, tokens, n_tokens, &n_predicted, &n_chunks);
-    double elapsed = now_seconds() - start;
-    double mean = nll / n_predicted;
-    if (!isfinite(mean)) /* a NaN or infinite logit, as generation refuses them */
-        die("the model computed a non-finite log-likelihood of %s (corrupt weights?)", o->ppl_path);
-    write_escaped(stdout, o->ppl_path, 0);
-    printf(": %d token%s predicted in %d chunk%s of up to %d, norm %s: mean NLL %.4f nats/token, "
-           "perplexity %.4f\n",
-           n_predicted, plural(n_predicted), n_chunks, plural(n_chunks), m->config.seq_len,
-           norm_name(m->norm), mean, exp(mean));
-    finish_stdout(); /* before the speed line, so that an error is the only line */
-    fprintf(stderr, "scored %d token%s, %.1f tokens/s\n", n_predicted, plural(n_predicted),
-            elapsed > 0 ? n_predicted / elapsed : 0.0);
-    if (o->profile) print_profile(stderr, &profile, elapsed);
-    m->profile = NULL; /* profile ends with this function */
-}
-
-/* ----------------------------------------------------------------------------
- * --compare: one prompt under two norms */
-
-/* Writes a printed piece for the table, escaped by write_escaped. Returns the characters
- * written, which the table pads to. */
-static int write_piece(FILE *f, const char *piece) {
-    return tokenizer_piece_printed(piece) ? write_escaped(f, piece, 1) : 0;
-}
-
-static void write_text(FILE *f, const Tokenizer *t, const int *tokens, int n) {
-    for (int i = 1; i < n; i++) write_piece(f, tokenizer_decode(t, tokens[i - 1], tokens[i]));
-}
-
-/* The text generation printed for tokens[0..n), one string (malloc'd), so that a character
- * spread over byte tokens is whole when the string is checked for UTF-8. */
-static char *printed_text(const Tokenizer *t, const int *tokens, int n) {
-    size_t len = 0;
-    for (int i = 1; i < n; i++) {
-        const char *piece = tokenizer_decode(t, tokens[i - 1], tokens[i]);
-        if (tokenizer_piece_printed(piece)) len += strlen(piece);
-    }
-    char *text = malloc(len + 1), *end = text;
-    if (!text) die("out of memory for the --compare text");
-    for (int i = 1; i < n; i++) {
-        const char *piece = tokenizer_decode(t, tokens[i - 1], tokens[i]);
-        if (tokenizer_piece_printed(piece)) end = stpcpy(end, piece);
-    }
-    *end = '\0';
-    return text;
-}
-
-/* Timed rounds per norm, of generation and of teacher-forced passes; medians over them resist the
- * shared machine's hiccups. */
-enum { TIMING_PASSES = 5 };
-
-/* What one norm did in --compare. */
-typedef struct {
-    NormFn norm;
-    int *tokens; /* generated: prompt and continuation */
-    int n_tokens;
-    double tokens_per_s;           /* generation, forward passes (prompt included) per second */
-    SiteStats *sites;              /* (n_sites) inputs of each norm call site, teacher-forced */
-    Profile passes[TIMING_PASSES]; /* teacher-forced, one profile per pass */
-} NormRun;
-
-/* Feeds tokens[0..n) from position 0; logits (n, vocab_size) receives each position's logits
- * when not NULL. */
-static void teacher_force(Model *m, const int *tokens, int n, float *logits) {
-    int vocab_size = m->config.vocab_size;
-    for (int pos = 0; pos < n; pos++) {
-        const float *l = model_forward(m, tokens[pos], pos);
-        if (logits) memcpy(logits + (size_t)pos * vocab_size, l, vocab_size * sizeof(float));
-    }
-}
-
-/* The name of norm call site `site`, numbered in model_forward's order (see norm_observe_start):
- * "layer L attention", "layer L ffn", ..., "final". */
-static void site_name(char *out, size_t len, int site, int n_layers) {
-    if (site == 2 * n_layers)
-        snprintf(out, len, "final");
-    else
-        snprintf(out, len, "layer %d %s", site / 2, site % 2 ? "ffn" : "attention");
-}
-
-/* Median over the timing passes of one class's seconds, the clock's cost per lap taken out. */
-static double op_seconds(const NormRun *r, OpClass op, double lap_cost) {
-    double t[TIMING_PASSES];
-    for (int i = 0; i < TIMING_PASSES; i++) t[i] = profile_op_seconds(&r->passes[i], op, lap_cost);
-    return median(t, TIMING_PASSES);
-}
-
-/* The norms' share of the forward time (sum of the classes' medians). */
-static double norm_share(const NormRun *r, double lap_cost) {
-    double total = 0.0;
-    for (int op = 0; op < OP_SAMPLING; op++) total += op_seconds(r, op, lap_cost);
-    return total > 0.0 ? op_seconds(r, OP_NORM, lap_cost) / total : 0.0;
-}
-
-/* What --compare measured: norm A's and norm B's runs, and A's text teacher-forced under both. */
-typedef struct {
-    NormRun runs[2];
-    unsigned long long seed; /* the sampler's at the start of each generation */
-    int n_prompt;
-    int first_difference; /* the first position where the two texts differ */
-    int same;             /* 1 if the two texts are the same, tokens and length */
-    int n;                /* positions teacher-forced along A's text, runs[0].tokens */
-    LogitsDiff *diffs;    /* (n) B's next-token distribution against A's, per position */
-    int n_layers;         /* the model's, for the names of the sites */
-    int n_sites;          /* norm call sites, 2 * n_layers + 1 (see norm_observe_start) */
-    double lap_cost;      /* the clock's own cost per profile lap, seconds */
-} Comparison;
-
-/* Generates from the prompt under each norm, into r->tokens and r->tokens_per_s. The norms take
- * turns, TIMING_PASSES rounds, so that neither gets the cold caches; each round makes the same
- * texts, as both norms draw the same random numbers (the sampler restarts from `seed`). */
-static void generate_under_both(Model *m, Sampler *sampler, const Tokenizer *t, const int *prompt,
-                                int n_prompt, int steps, unsigned long long seed, NormRun runs[2]) {
-    double speed[2][TIMING_PASSES];
-    for (int i = 0; i < TIMING_PASSES; i++) {
-        for (int k = 0; k < 2; k++) {
-            NormRun *r = &runs[k];
-            m->norm = r->norm;
-            sampler->rng_state = seed;
-            double start = now_seconds();
-            int n_forward;
-            r->n_tokens = generate(m, sampler, t, prompt, n_prompt, steps, r->tokens, &n_forward, 0,
-                                   NULL, 0, NULL);
-            double elapsed = now_seconds() - start;
-            speed[k][i] = elapsed > 0 ? n_forward / elapsed : 0.0;
-        }
-    }
-    for (int k = 0; k < 2; k++) runs[k].tokens_per_s = median(speed[k], TIMING_PASSES);
-}
-
-/* Teacher-forces tokens[0..n) under A's norm, then B's, comparing B's logits with A's position by
- * position into diffs (n); the norm call sites are observed in both passes, into each run's
- * sites. */
-static void teacher_force_both(Model *m, const int *tokens, int n, NormRun runs[2], int n_sites,
-                               LogitsDiff *diffs) {
-    int vocab_size = m->config.vocab_size;
-    float *logits_a = malloc((size_t)n * vocab_size * sizeof(float));
-    if (!logits_a) die("out of memory for --compare");
-    norm_observe_start(m, runs[0].norm, runs[0].sites, n_sites);
-    teacher_force(m, tokens, n, logits_a);
-    norm_observe_stop(m);
-    norm_observe_start(m, runs[1].norm, runs[1].sites, n_sites);
-    for (int pos = 0; pos < n; pos++)
-        diffs[pos] = logits_diff(logits_a + (size_t)pos * vocab_size,
-                                 model_forward(m, tokens[pos], pos), vocab_size);
-    norm_observe_stop(m);
-    free(logits_a);
-}
-
-/* Runs the prompt under the two norms of o->compare_with into cmp: both texts and their speed,
- * A's text teacher-forced under both (next-token distributions, norm inputs), and
- * TIMING_PASSES profiled teacher-forced passes per norm, without the observer. */
-static void compare_norms(Comparison *cmp, Model *m, const Tokenizer *t, Sampler *sampler,
-                          const int *prompt, int n_prompt, const Options *o) {
-    const Config *c = &m->config;
-    memset(cmp, 0, sizeof(*cmp));
-    cmp->seed = sampler->rng_state;
-    cmp->n_prompt = n_prompt;
-    cmp->n_layers = c->n_layers;
-    cmp->n_sites = 2 * c->n_layers + 1;
-    for (int k = 0; k < 2; k++) {
-        NormRun *r = &cmp->runs[k];
-        r->norm = o->compare_with[k];
-        r->tokens = malloc((o->steps + 1) * sizeof(int));
-        r->sites = calloc(cmp->n_sites, sizeof(SiteStats));
-        if (!r->tokens || !r->sites) die("out of memory for --compare");
-    }
-    NormRun *a = &cmp->runs[0], *b = &cmp->runs[1];
-    generate_under_both(m, sampler, t, prompt, n_prompt, o->steps, cmp->seed, cmp->runs);
-    int split = 0;
-    while (split < a->n_tokens && split < b->n_tokens && a->tokens[split] == b->tokens[split])
-        split++;
-    cmp->first_difference = split;
-    cmp->same = split == a->n_tokens && split == b->n_tokens;
-
-    /* A's text holds up to steps + 1 tokens, the last never fed; the kv cache holds seq_len */
-    cmp->n = a->n_tokens < c->seq_len ? a->n_tokens : c->seq_len;
-    cmp->diffs = malloc(cmp->n * sizeof(LogitsDiff));
-    if (!cmp->diffs) die("out of memory for --compare");
-    teacher_force_both(m, a->tokens, cmp->n, cmp->runs, cmp->n_sites, cmp->diffs);
-
-    /* the timing passes, without the observer's cost */
-    for (int k = 0; k < 2; k++) {
-        m->norm = cmp->runs[k].norm;
-        for (int i = 0; i < TIMING_PASSES; i++) {
-            m->profile = &cmp->runs[k].passes[i];
-            teacher_force(m, a->tokens, cmp->n, NULL);
-        }
-        m->profile = NULL;
-    }
-    cmp->lap_cost = profile_lap_cost();
-}
-
-static void free_comparison(Comparison *cmp) {
-    for (int k = 0; k < 2; k++) {
-        free(cmp->runs[k].tokens);
-        free(cmp->runs[k].sites);
-    }
-    free(cmp->diffs);
-}
-
-/* Sums and maxima of the per-position differences, for the summary line. */
-typedef struct {
-    double kl_sum, kl_max, diff_sum, diff_max; /* diff: max_abs_diff, the largest |dlogit| */
-    int agree;                                 /* positions where the top-1 tokens agree */
-    int kl_max_pos;
-} DiffSummary;
-
-static DiffSummary summarize_diffs(const LogitsDiff *diffs, int n) {
-    DiffSummary s = {0};
-    for (int pos = 0; pos < n; pos++) {
-        s.kl_sum += diffs[pos].kl;
-        if (diffs[pos].kl > s.kl_max) s.kl_max = diffs[pos].kl, s.kl_max_pos = pos;
-        s.diff_sum += diffs[pos].max_abs_diff;
-        if (diffs[pos].max_abs_diff > s.diff_max) s.diff_max = diffs[pos].max_abs_diff;
-        s.agree += diffs[pos].top1_agree;
-    }
-    return s;
-}
-
-/* The comparison as one JSON object on stdout, with the same numbers as the text form. */
-static void print_comparison_json(const Comparison *cmp, const Tokenizer *t, const Options *o) {
-    const NormRun *runs = cmp->runs;
-    const int *seq = runs[0].tokens;
-    int n = cmp->n;
-    DiffSummary s = summarize_diffs(cmp->diffs, n);
-    printf("{\n  \"model\": ");
-    print_json_string(o->model_path);
-    printf(",\n  \"norms\": [\"%s\", \"%s\"],\n", norm_name(runs[0].norm), norm_name(runs[1].norm));
-    printf("  \"temperature\": %g, \"topp\": %g, \"seed\": %llu, \"steps\": %d,\n", o->temperature,
-           o->topp, cmp->seed, o->steps);
-    printf("  \"n_prompt\": %d,\n  \"texts\": [", cmp->n_prompt);
-    for (int k = 0; k < 2; k++) {
-        char *text = printed_text(t, runs[k].tokens, runs[k].n_tokens);
-        printf("%s", k ? ", " : "");
-        print_json_string(text);
-        free(text);
-    }
-    printf("],\n  \"first_difference\": %d,\n", cmp->same ? -1 : cmp->first_difference);
-    printf("  \"positions\": [\n");
-    for (int pos = 0; pos < n; pos++)
-        printf("    {\"pos\": %d, \"token\": %d, \"kl\": %.6g, \"top1_agree\": %s, "
-               "\"max_abs_dlogit\": %.6g}%s\n",
-               pos, seq[pos], cmp->diffs[pos].kl, cmp->diffs[pos].top1_agree ? "true" : "false",
-               cmp->diffs[pos].max_abs_diff, pos + 1 < n ? "," : "");
-    printf("  ],\n  \"summary\": {\"positions\": %d, \"mean_kl\": %.6g, \"max_kl\": %.6g, "
-           "\"max_kl_pos\": %d, \"top1_agreement\": %.6g, \"mean_max_abs_dlogit\": %.6g, "
-           "\"max_abs_dlogit\": %.6g},\n",
-           n, s.kl_sum / n, s.kl_max, s.kl_max_pos, (double)s.agree / n, s.diff_sum / n,
-           s.diff_max);
-    printf("  \"sites\": [\n");
-    for (int site = 0; site < cmp->n_sites; site++) {
-        char name[32];
-        site_name(name, sizeof(name), site, cmp->n_layers);
-        printf("    {\"site\": \"%s\"", name);
-        for (int k = 0; k < 2; k++) {
-            const SiteStats *st = &runs[k].sites[site];
-            printf(", \"%s\": {\"mean\": %.6g, \"rms\": %.6g, \"mean_over_rms\": %.6g}",
-                   k ? "b" : "a", st->mean / st->count, st->rms / st->count,
-                   st->mean_over_rms / st->count);
-        }
-        printf("}%s\n", site + 1 < cmp->n_sites ? "," : "");
-    }
-    printf("  ],\n  \"speed\": [\n");
-    for (int k = 0; k < 2; k++) {
-        printf("    {\"norm\": \"%s\", \"tokens_per_s\": %.6g, \"norm_share\": %.6g, "
-               "\"op_seconds\": {",
-               norm_name(runs[k].norm), runs[k].tokens_per_s, norm_share(&runs[k], cmp->lap_cost));
-        for (int op = 0; op < OP_SAMPLING; op++)
-            printf("%s\"%s\": %.6g", op ? ", " : "", op_name(op),
-                   op_seconds(&runs[k], op, cmp->lap_cost));
-        printf("}}%s\n", k ? "" : ",");
-    }
-    printf("  ],\n  \"lap_cost_s\": %.6g\n}\n", cmp->lap_cost);
-}
-
-/* The comparison as tables on stdout: both texts and where they part, the next-token
- * distributions position by position, the norm inputs per call site, and the speed. */
-static void print_comparison_text(const Comparison *cmp, const Tokenizer *t, const Options *o) {
-    const NormRun *runs = cmp->runs;
-    const int *seq = runs[0].tokens;
-    int n = cmp->n, split = cmp->first_difference;
-    DiffSummary s = summarize_diffs(cmp->diffs, n);
-    printf("compare %s (A) and %s (B): -t %g -p %g -s %llu -n %d\n\n", norm_name(runs[0].norm),
-           norm_name(runs[1].norm), o->temperature, o->topp, cmp->seed, o->steps);
-    for (int k = 0; k < 2; k++) {
-        printf("%c %-10s ", "AB"[k], norm_name(runs[k].norm));
-        write_text(stdout, t, runs[k].tokens, runs[k].n_tokens);
-        printf("\n");
-    }
-    if (cmp->same) {
-        printf("\nthe two texts are the same (%d token%s)\n", n, plural(n));
-    } else {
-        printf("\nfirst difference at position %d (continuation token %d): A '", split,
-               split - cmp->n_prompt + 1);
-        if (split < runs[0].n_tokens)
-            write_piece(stdout, tokenizer_decode(t, seq[split - 1], seq[split]));
-        printf("', B '");
-        if (split < runs[1].n_tokens)
-            write_piece(stdout, tokenizer_decode(t, seq[split - 1], runs[1].tokens[split]));
-        printf("'%s\n", split < runs[0].n_tokens && split < runs[1].n_tokens ? "" : " (end)");
-    }
-
-    printf("\nteacher-forced along A's text (%d position%s): next-token distributions\n", n,
-           plural(n));
-    printf("%5s  %-14s %12s %5s %12s\n", "pos", "input token", "KL(A||B)", "top1", "max|dlogit|");
-    for (int pos = 0; pos < n; pos++) {
-        printf("%5d  '", pos);
-        int width = write_piece(stdout, shown_piece(t, seq[pos]));
-        printf("'%*s %12.4g %5s %12.4g\n", width < 12 ? 12 - width : 0, "", cmp->diffs[pos].kl,
-               cmp->diffs[pos].top1_agree ? "yes" : "no", cmp->diffs[pos].max_abs_diff);
-    }
-    printf("summary: mean KL %.4g nats, max KL %.4g at position %d, top-1 agreement %d/%d "
-           "(%.1f%%), max|dlogit| mean %.4g max %.4g\n",
-           s.kl_sum / n, s.kl_max, s.kl_max_pos, s.agree, n, 100.0 * s.agree / n, s.diff_sum / n,
-           s.diff_max);
-
-    printf("\nnorm inputs per call site (averages over the %d position%s of each vector's "
-           "statistic)\n",
-           n, plural(n));
-    printf("%-18s %10s %10s %12s %14s\n", "site", "mean", "RMS", "|mean|/RMS", "|mean|/RMS (B)");
-    for (int site = 0; site < cmp->n_sites; site++) {
-        char name[32];
-        site_name(name, sizeof(name), site, cmp->n_layers);
-        const SiteStats *a = &runs[0].sites[site], *b = &runs[1].sites[site];
-        printf("%-18s %10.4f %10.4f %12.4f %14.4f\n", name, a->mean / a->count, a->rms / a->count,
-               a->mean_over_rms / a->count, b->mean_over_rms / b->count);
-    }
-
-    printf("\nspeed, medians of %d runs (tokens/s: generation; norm share: teacher-forced, "
-           "clock cost %.0f ns per lap taken out)\n",
-           TIMING_PASSES, cmp->lap_cost * 1e9);
-    printf("%-22s %12s %12s\n", "norm", "tokens/s", "norm share");
-    for (int k = 0; k < 2; k++)
-        printf("%-22s %12.1f %11.2f%%\n", norm_name(runs[k].norm), runs[k].tokens_per_s,
-               100.0 * norm_share(&runs[k], cmp->lap_cost));
-}
-
-/* --compare: measures, then prints as text or, with --json, as JSON. */
-static void run_compare(Model *m, const Tokenizer *t, Sampler *sampler, const int *prompt,
-                        int n_prompt, const Options *o) {
-    Comparison cmp;
-    compare_norms(&cmp, m, t, sampler, prompt, n_prompt, o);
-    if (o->json)
-        print_comparison_json(&cmp, t, o);
-    else
-        print_comparison_text(&cmp, t, o);
-    free_comparison(&cmp);
-}
-
-/* ----------------------------------------------------------------------------
  * main: every check, then one mode */
 
 int main(int argc, char **argv) {
@@ -1558,7 +539,7 @@ int main(int argc, char **argv) {
         die_loading(tokenizer_path, 0, err);
     require_vocab(&tokenizer, tokenizer_path, &header);
     if (o.tokenize_text || o.tokenize_file) {
-        tokenize_command(&tokenizer, &o);
+        run_tokenize(&tokenizer, o.tokenize_text, o.tokenize_file, o.json);
         tokenizer_free(&tokenizer);
         free(prompt);
         finish_stdout();
@@ -1593,7 +574,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "run: the model was trained with %s; %s ignores its norm biases\n",
                 norm_name(c->trained_norm), norm_name(model.norm));
     if (o.ppl_path) {
-        run_perplexity(&model, text_tokens, n_text, &o);
+        run_perplexity(&model, text_tokens, n_text, o.ppl_path, o.profile);
         free(text_tokens);
         free(prompt);
         tokenizer_free(&tokenizer);
@@ -1618,13 +599,28 @@ int main(int argc, char **argv) {
     sampler.seed = sampler.rng_state;
     if (!sampler.candidates) die("out of memory for the sampler");
 
-    if (o.compare)
-        run_compare(&model, &tokenizer, &sampler, prompt_tokens, n_prompt, &o);
-    else if (o.chat)
-        run_chat(&model, &tokenizer, &sampler, prompt, &o);
-    else
-        run_generation(&model, &tokenizer, &sampler, prompt_tokens, n_prompt, &o,
-                       o.logits_path ? &logits_out : NULL);
+    if (o.compare) {
+        CompareRequest request = {.prompt = prompt_tokens,
+                                  .n_prompt = n_prompt,
+                                  .steps = o.steps,
+                                  .norms = {o.compare_with[0], o.compare_with[1]},
+                                  .json = o.json,
+                                  .model_path = o.model_path};
+        run_compare(&model, &tokenizer, &sampler, &request);
+    } else if (o.chat) {
+        ChatRequest request = {
+            .system_prompt = o.system_prompt, .first_turn = prompt, .steps = o.steps};
+        run_chat(&model, &tokenizer, &sampler, &request);
+    } else {
+        GenerateRequest request = {.prompt = prompt_tokens,
+                                   .n_prompt = n_prompt,
+                                   .steps = o.steps,
+                                   .batch_prompt = !o.serial_prompt,
+                                   .t = &tokenizer,
+                                   .print = 1,
+                                   .logits_out = o.logits_path ? &logits_out : NULL};
+        run_generation(&model, &sampler, &request, o.profile);
+    }
 
     free(sampler.candidates);
     free(prompt_tokens);

@@ -9,6 +9,7 @@
 
 #include "eval.h"
 #include "helpers.h"
+#include "load.h"
 #include "model.h"
 #include "tokenizer.h"
 

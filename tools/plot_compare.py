@@ -26,7 +26,7 @@ import matplotlib.pyplot as plt  # noqa: E402 (the backend is chosen first)
 
 
 NUMBER = "a number"
-# What the charts read of --compare's JSON (run.c, print_comparison_json): a dict holds the keys
+# What the charts read of --compare's JSON (compare.c, print_comparison_json): a dict holds the keys
 # named, a list [x] is a list of x's, a type the value's
 SCHEMA = {
     "model": str, "norms": [str], "n_prompt": NUMBER, "first_difference": NUMBER,

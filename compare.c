@@ -1,0 +1,388 @@
+/* The two measuring modes (compare.h): --ppl scores a text, --compare runs one prompt under two
+ * norms and prints what differs. The numbers themselves (NLL, KL, norm-input statistics) are
+ * eval.c's, the timing profile.c's, the generation generate.c's; this file runs them and prints.
+ */
+#include "compare.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "eval.h"
+#include "generate.h"
+#include "io.h"
+#include "profile.h"
+
+/* --ppl */
+
+int *encode_ppl_text(const Tokenizer *t, const char *path, int *n_tokens) {
+    char *text = read_text(path);
+    int *tokens = malloc((strlen(text) + 3) * sizeof(int));
+    if (!tokens) die("out of memory for the text's tokens");
+    int n = tokenizer_encode(t, text, 1, 0, tokens);
+    free(text);
+    if (n < 2) die("%s: the text is shorter than 2 tokens (BOS and one to predict)", path);
+    *n_tokens = n;
+    return tokens;
+}
+
+void run_perplexity(Model *m, const int *tokens, int n_tokens, const char *path, int profile) {
+    Profile times = {0};
+    m->profile = profile ? &times : NULL;
+    int n_predicted, n_chunks;
+    double start = now_seconds();
+    double nll = text_nll(m, tokens, n_tokens, &n_predicted, &n_chunks);
+    double elapsed = now_seconds() - start;
+    double mean = nll / n_predicted;
+    if (!isfinite(mean)) /* a NaN or infinite logit, as generation refuses them */
+        die("the model computed a non-finite log-likelihood of %s (corrupt weights?)", path);
+    write_escaped(stdout, path, 0);
+    printf(": %d token%s predicted in %d chunk%s of up to %d, norm %s: mean NLL %.4f nats/token, "
+           "perplexity %.4f\n",
+           n_predicted, plural(n_predicted), n_chunks, plural(n_chunks), m->config.seq_len,
+           norm_name(m->norm), mean, exp(mean));
+    finish_stdout(); /* before the speed line, so that an error is the only line */
+    fprintf(stderr, "scored %d token%s, %.1f tokens/s\n", n_predicted, plural(n_predicted),
+            elapsed > 0 ? n_predicted / elapsed : 0.0);
+    if (profile) print_profile(stderr, &times, elapsed);
+    m->profile = NULL; /* the profile ends with this function */
+}
+
+/* --compare */
+
+/* Writes a printed piece for the table, escaped by write_escaped. Returns the characters
+ * written, which the table pads to. */
+static int write_piece(FILE *f, const char *piece) {
+    return tokenizer_piece_printed(piece) ? write_escaped(f, piece, 1) : 0;
+}
+
+static void write_text(FILE *f, const Tokenizer *t, const int *tokens, int n) {
+    for (int i = 1; i < n; i++) write_piece(f, tokenizer_decode(t, tokens[i - 1], tokens[i]));
+}
+
+/* The text generation printed for tokens[0..n), one string (malloc'd), so that a character
+ * spread over byte tokens is whole when the string is checked for UTF-8. */
+static char *printed_text(const Tokenizer *t, const int *tokens, int n) {
+    size_t len = 0;
+    for (int i = 1; i < n; i++) {
+        const char *piece = tokenizer_decode(t, tokens[i - 1], tokens[i]);
+        if (tokenizer_piece_printed(piece)) len += strlen(piece);
+    }
+    char *text = malloc(len + 1), *end = text;
+    if (!text) die("out of memory for the --compare text");
+    for (int i = 1; i < n; i++) {
+        const char *piece = tokenizer_decode(t, tokens[i - 1], tokens[i]);
+        if (tokenizer_piece_printed(piece)) end = stpcpy(end, piece);
+    }
+    *end = '\0';
+    return text;
+}
+
+/* Timed rounds per norm, of generation and of teacher-forced passes; medians over them resist the
+ * shared machine's hiccups. */
+enum { TIMING_PASSES = 5 };
+
+/* What one norm did in --compare. */
+typedef struct {
+    NormFn norm;
+    int *tokens; /* generated: prompt and continuation */
+    int n_tokens;
+    double tokens_per_s;           /* generation, forward passes (prompt included) per second */
+    SiteStats *sites;              /* (n_sites) inputs of each norm call site, teacher-forced */
+    Profile passes[TIMING_PASSES]; /* teacher-forced, one profile per pass */
+} NormRun;
+
+/* Feeds tokens[0..n) from position 0; logits (n, vocab_size) receives each position's logits
+ * when not NULL. */
+static void teacher_force(Model *m, const int *tokens, int n, float *logits) {
+    int vocab_size = m->config.vocab_size;
+    for (int pos = 0; pos < n; pos++) {
+        const float *l = model_forward(m, tokens[pos], pos);
+        if (logits) memcpy(logits + (size_t)pos * vocab_size, l, vocab_size * sizeof(float));
+    }
+}
+
+/* The name of norm call site `site`, numbered in model_forward's order (see norm_observe_start):
+ * "layer L attention", "layer L ffn", ..., "final". */
+static void site_name(char *out, size_t len, int site, int n_layers) {
+    if (site == 2 * n_layers)
+        snprintf(out, len, "final");
+    else
+        snprintf(out, len, "layer %d %s", site / 2, site % 2 ? "ffn" : "attention");
+}
+
+/* Median over the timing passes of one class's seconds, the clock's cost per lap taken out. */
+static double op_seconds(const NormRun *r, OpClass op, double lap_cost) {
+    double t[TIMING_PASSES];
+    for (int i = 0; i < TIMING_PASSES; i++) t[i] = profile_op_seconds(&r->passes[i], op, lap_cost);
+    return median(t, TIMING_PASSES);
+}
+
+/* The norms' share of the forward time (sum of the classes' medians). */
+static double norm_share(const NormRun *r, double lap_cost) {
+    double total = 0.0;
+    for (int op = 0; op < OP_SAMPLING; op++) total += op_seconds(r, op, lap_cost);
+    return total > 0.0 ? op_seconds(r, OP_NORM, lap_cost) / total : 0.0;
+}
+
+/* What --compare measured: norm A's and norm B's runs, and A's text teacher-forced under both. */
+typedef struct {
+    NormRun runs[2];
+    unsigned long long seed; /* the sampler's at the start of each generation */
+    float temperature, topp; /* the sampler's */
+    int steps;               /* positions each generation runs */
+    int n_prompt;
+    int first_difference; /* the first position where the two texts differ */
+    int same;             /* 1 if the two texts are the same, tokens and length */
+    int n;                /* positions teacher-forced along A's text, runs[0].tokens */
+    LogitsDiff *diffs;    /* (n) B's next-token distribution against A's, per position */
+    int n_layers;         /* the model's, for the names of the sites */
+    int n_sites;          /* norm call sites, 2 * n_layers + 1 (see norm_observe_start) */
+    double lap_cost;      /* the clock's own cost per profile lap, seconds */
+} Comparison;
+
+/* Generates from the prompt under each norm, into r->tokens and r->tokens_per_s. The norms take
+ * turns, TIMING_PASSES rounds, so that neither gets the cold caches; each round makes the same
+ * texts, as both norms draw the same random numbers (the sampler restarts from `seed`). */
+static void generate_under_both(Model *m, Sampler *sampler, const GenerateRequest *request,
+                                unsigned long long seed, NormRun runs[2]) {
+    double speed[2][TIMING_PASSES];
+    for (int i = 0; i < TIMING_PASSES; i++) {
+        for (int k = 0; k < 2; k++) {
+            NormRun *r = &runs[k];
+            m->norm = r->norm;
+            sampler->rng_state = seed;
+            double start = now_seconds();
+            GenerateResult result = {.tokens = r->tokens};
+            generate(m, sampler, request, &result);
+            double elapsed = now_seconds() - start;
+            r->n_tokens = result.n_tokens;
+            speed[k][i] = elapsed > 0 ? result.n_forward / elapsed : 0.0;
+        }
+    }
+    for (int k = 0; k < 2; k++) runs[k].tokens_per_s = median(speed[k], TIMING_PASSES);
+}
+
+/* Teacher-forces tokens[0..n) under A's norm, then B's, comparing B's logits with A's position by
+ * position into diffs (n); the norm call sites are observed in both passes, into each run's
+ * sites. */
+static void teacher_force_both(Model *m, const int *tokens, int n, NormRun runs[2], int n_sites,
+                               LogitsDiff *diffs) {
+    int vocab_size = m->config.vocab_size;
+    float *logits_a = malloc((size_t)n * vocab_size * sizeof(float));
+    if (!logits_a) die("out of memory for --compare");
+    norm_observe_start(m, runs[0].norm, runs[0].sites, n_sites);
+    teacher_force(m, tokens, n, logits_a);
+    norm_observe_stop(m);
+    norm_observe_start(m, runs[1].norm, runs[1].sites, n_sites);
+    for (int pos = 0; pos < n; pos++)
+        diffs[pos] = logits_diff(logits_a + (size_t)pos * vocab_size,
+                                 model_forward(m, tokens[pos], pos), vocab_size);
+    norm_observe_stop(m);
+    free(logits_a);
+}
+
+/* Runs req's prompt under its two norms into cmp: both texts and their speed,
+ * A's text teacher-forced under both (next-token distributions, norm inputs), and
+ * TIMING_PASSES profiled teacher-forced passes per norm, without the observer. */
+static void compare_norms(Comparison *cmp, Model *m, Sampler *sampler, const CompareRequest *req) {
+    const Config *c = &m->config;
+    memset(cmp, 0, sizeof(*cmp));
+    cmp->seed = sampler->rng_state;
+    cmp->temperature = sampler->temperature;
+    cmp->topp = sampler->topp;
+    cmp->steps = req->steps;
+    cmp->n_prompt = req->n_prompt;
+    cmp->n_layers = c->n_layers;
+    cmp->n_sites = 2 * c->n_layers + 1;
+    for (int k = 0; k < 2; k++) {
+        NormRun *r = &cmp->runs[k];
+        r->norm = req->norms[k];
+        r->tokens = malloc((req->steps + 1) * sizeof(int));
+        r->sites = calloc(cmp->n_sites, sizeof(SiteStats));
+        if (!r->tokens || !r->sites) die("out of memory for --compare");
+    }
+    NormRun *a = &cmp->runs[0], *b = &cmp->runs[1];
+    GenerateRequest request = {
+        .prompt = req->prompt, .n_prompt = req->n_prompt, .steps = req->steps};
+    generate_under_both(m, sampler, &request, cmp->seed, cmp->runs);
+    int split = 0;
+    while (split < a->n_tokens && split < b->n_tokens && a->tokens[split] == b->tokens[split])
+        split++;
+    cmp->first_difference = split;
+    cmp->same = split == a->n_tokens && split == b->n_tokens;
+
+    /* A's text holds up to steps + 1 tokens, the last never fed; the kv cache holds seq_len */
+    cmp->n = a->n_tokens < c->seq_len ? a->n_tokens : c->seq_len;
+    cmp->diffs = malloc(cmp->n * sizeof(LogitsDiff));
+    if (!cmp->diffs) die("out of memory for --compare");
+    teacher_force_both(m, a->tokens, cmp->n, cmp->runs, cmp->n_sites, cmp->diffs);
+
+    /* the timing passes, without the observer's cost */
+    for (int k = 0; k < 2; k++) {
+        m->norm = cmp->runs[k].norm;
+        for (int i = 0; i < TIMING_PASSES; i++) {
+            m->profile = &cmp->runs[k].passes[i];
+            teacher_force(m, a->tokens, cmp->n, NULL);
+        }
+        m->profile = NULL;
+    }
+    cmp->lap_cost = profile_lap_cost();
+}
+
+static void free_comparison(Comparison *cmp) {
+    for (int k = 0; k < 2; k++) {
+        free(cmp->runs[k].tokens);
+        free(cmp->runs[k].sites);
+    }
+    free(cmp->diffs);
+}
+
+/* Sums and maxima of the per-position differences, for the summary line. */
+typedef struct {
+    double kl_sum, kl_max, diff_sum, diff_max; /* diff: max_abs_diff, the largest |dlogit| */
+    int agree;                                 /* positions where the top-1 tokens agree */
+    int kl_max_pos;
+} DiffSummary;
+
+static DiffSummary summarize_diffs(const LogitsDiff *diffs, int n) {
+    DiffSummary s = {0};
+    for (int pos = 0; pos < n; pos++) {
+        s.kl_sum += diffs[pos].kl;
+        if (diffs[pos].kl > s.kl_max) s.kl_max = diffs[pos].kl, s.kl_max_pos = pos;
+        s.diff_sum += diffs[pos].max_abs_diff;
+        if (diffs[pos].max_abs_diff > s.diff_max) s.diff_max = diffs[pos].max_abs_diff;
+        s.agree += diffs[pos].top1_agree;
+    }
+    return s;
+}
+
+/* The comparison as one JSON object on stdout, with the same numbers as the text form. */
+static void print_comparison_json(const Comparison *cmp, const Tokenizer *t,
+                                  const char *model_path) {
+    const NormRun *runs = cmp->runs;
+    const int *seq = runs[0].tokens;
+    int n = cmp->n;
+    DiffSummary s = summarize_diffs(cmp->diffs, n);
+    printf("{\n  \"model\": ");
+    print_json_string(model_path);
+    printf(",\n  \"norms\": [\"%s\", \"%s\"],\n", norm_name(runs[0].norm), norm_name(runs[1].norm));
+    printf("  \"temperature\": %g, \"topp\": %g, \"seed\": %llu, \"steps\": %d,\n",
+           cmp->temperature, cmp->topp, cmp->seed, cmp->steps);
+    printf("  \"n_prompt\": %d,\n  \"texts\": [", cmp->n_prompt);
+    for (int k = 0; k < 2; k++) {
+        char *text = printed_text(t, runs[k].tokens, runs[k].n_tokens);
+        printf("%s", k ? ", " : "");
+        print_json_string(text);
+        free(text);
+    }
+    printf("],\n  \"first_difference\": %d,\n", cmp->same ? -1 : cmp->first_difference);
+    printf("  \"positions\": [\n");
+    for (int pos = 0; pos < n; pos++)
+        printf("    {\"pos\": %d, \"token\": %d, \"kl\": %.6g, \"top1_agree\": %s, "
+               "\"max_abs_dlogit\": %.6g}%s\n",
+               pos, seq[pos], cmp->diffs[pos].kl, cmp->diffs[pos].top1_agree ? "true" : "false",
+               cmp->diffs[pos].max_abs_diff, pos + 1 < n ? "," : "");
+    printf("  ],\n  \"summary\": {\"positions\": %d, \"mean_kl\": %.6g, \"max_kl\": %.6g, "
+           "\"max_kl_pos\": %d, \"top1_agreement\": %.6g, \"mean_max_abs_dlogit\": %.6g, "
+           "\"max_abs_dlogit\": %.6g},\n",
+           n, s.kl_sum / n, s.kl_max, s.kl_max_pos, (double)s.agree / n, s.diff_sum / n,
+           s.diff_max);
+    printf("  \"sites\": [\n");
+    for (int site = 0; site < cmp->n_sites; site++) {
+        char name[32];
+        site_name(name, sizeof(name), site, cmp->n_layers);
+        printf("    {\"site\": \"%s\"", name);
+        for (int k = 0; k < 2; k++) {
+            const SiteStats *st = &runs[k].sites[site];
+            printf(", \"%s\": {\"mean\": %.6g, \"rms\": %.6g, \"mean_over_rms\": %.6g}",
+                   k ? "b" : "a", st->mean / st->count, st->rms / st->count,
+                   st->mean_over_rms / st->count);
+        }
+        printf("}%s\n", site + 1 < cmp->n_sites ? "," : "");
+    }
+    printf("  ],\n  \"speed\": [\n");
+    for (int k = 0; k < 2; k++) {
+        printf("    {\"norm\": \"%s\", \"tokens_per_s\": %.6g, \"norm_share\": %.6g, "
+               "\"op_seconds\": {",
+               norm_name(runs[k].norm), runs[k].tokens_per_s, norm_share(&runs[k], cmp->lap_cost));
+        for (int op = 0; op < OP_SAMPLING; op++)
+            printf("%s\"%s\": %.6g", op ? ", " : "", op_name(op),
+                   op_seconds(&runs[k], op, cmp->lap_cost));
+        printf("}}%s\n", k ? "" : ",");
+    }
+    printf("  ],\n  \"lap_cost_s\": %.6g\n}\n", cmp->lap_cost);
+}
+
+/* The comparison as tables on stdout: both texts and where they part, the next-token
+ * distributions position by position, the norm inputs per call site, and the speed. */
+static void print_comparison_text(const Comparison *cmp, const Tokenizer *t) {
+    const NormRun *runs = cmp->runs;
+    const int *seq = runs[0].tokens;
+    int n = cmp->n, split = cmp->first_difference;
+    DiffSummary s = summarize_diffs(cmp->diffs, n);
+    printf("compare %s (A) and %s (B): -t %g -p %g -s %llu -n %d\n\n", norm_name(runs[0].norm),
+           norm_name(runs[1].norm), cmp->temperature, cmp->topp, cmp->seed, cmp->steps);
+    for (int k = 0; k < 2; k++) {
+        printf("%c %-10s ", "AB"[k], norm_name(runs[k].norm));
+        write_text(stdout, t, runs[k].tokens, runs[k].n_tokens);
+        printf("\n");
+    }
+    if (cmp->same) {
+        printf("\nthe two texts are the same (%d token%s)\n", n, plural(n));
+    } else {
+        printf("\nfirst difference at position %d (continuation token %d): A '", split,
+               split - cmp->n_prompt + 1);
+        if (split < runs[0].n_tokens)
+            write_piece(stdout, tokenizer_decode(t, seq[split - 1], seq[split]));
+        printf("', B '");
+        if (split < runs[1].n_tokens)
+            write_piece(stdout, tokenizer_decode(t, seq[split - 1], runs[1].tokens[split]));
+        printf("'%s\n", split < runs[0].n_tokens && split < runs[1].n_tokens ? "" : " (end)");
+    }
+
+    printf("\nteacher-forced along A's text (%d position%s): next-token distributions\n", n,
+           plural(n));
+    printf("%5s  %-14s %12s %5s %12s\n", "pos", "input token", "KL(A||B)", "top1", "max|dlogit|");
+    for (int pos = 0; pos < n; pos++) {
+        printf("%5d  '", pos);
+        int width = write_piece(stdout, shown_piece(t, seq[pos]));
+        printf("'%*s %12.4g %5s %12.4g\n", width < 12 ? 12 - width : 0, "", cmp->diffs[pos].kl,
+               cmp->diffs[pos].top1_agree ? "yes" : "no", cmp->diffs[pos].max_abs_diff);
+    }
+    printf("summary: mean KL %.4g nats, max KL %.4g at position %d, top-1 agreement %d/%d "
+           "(%.1f%%), max|dlogit| mean %.4g max %.4g\n",
+           s.kl_sum / n, s.kl_max, s.kl_max_pos, s.agree, n, 100.0 * s.agree / n, s.diff_sum / n,
+           s.diff_max);
+
+    printf("\nnorm inputs per call site (averages over the %d position%s of each vector's "
+           "statistic)\n",
+           n, plural(n));
+    printf("%-18s %10s %10s %12s %14s\n", "site", "mean", "RMS", "|mean|/RMS", "|mean|/RMS (B)");
+    for (int site = 0; site < cmp->n_sites; site++) {
+        char name[32];
+        site_name(name, sizeof(name), site, cmp->n_layers);
+        const SiteStats *a = &runs[0].sites[site], *b = &runs[1].sites[site];
+        printf("%-18s %10.4f %10.4f %12.4f %14.4f\n", name, a->mean / a->count, a->rms / a->count,
+               a->mean_over_rms / a->count, b->mean_over_rms / b->count);
+    }
+
+    printf("\nspeed, medians of %d runs (tokens/s: generation; norm share: teacher-forced, "
+           "clock cost %.0f ns per lap taken out)\n",
+           TIMING_PASSES, cmp->lap_cost * 1e9);
+    printf("%-22s %12s %12s\n", "norm", "tokens/s", "norm share");
+    for (int k = 0; k < 2; k++)
+        printf("%-22s %12.1f %11.2f%%\n", norm_name(runs[k].norm), runs[k].tokens_per_s,
+               100.0 * norm_share(&runs[k], cmp->lap_cost));
+}
+
+void run_compare(Model *m, const Tokenizer *t, Sampler *sampler, const CompareRequest *req) {
+    Comparison cmp;
+    compare_norms(&cmp, m, sampler, req);
+    if (req->json)
+        print_comparison_json(&cmp, t, req->model_path);
+    else
+        print_comparison_text(&cmp, t);
+    free_comparison(&cmp);
+}

@@ -1,0 +1,48 @@
+/* The modes that measure the norms: --ppl FILE (mean negative log-likelihood and perplexity of a
+ * text) and --compare (one prompt under two norms: both continuations, the next-token
+ * distributions teacher-forced along the first one's text, the inputs of every norm call site,
+ * and the speed), printed as text or, with --json, as one JSON object.
+ *
+ * It leaves the measures themselves to eval.h, the timing to profile.h, generation to
+ * generate.h, and the checks of the command line (which norms, which options go together) to
+ * run.c.
+ */
+#ifndef COMPARE_H
+#define COMPARE_H
+
+#include "model.h"
+#include "norm.h"
+#include "sampler.h"
+#include "tokenizer.h"
+
+/* The ids of the text in the file at path (read_text's checks), BOS first: *n_tokens of them,
+ * at least 2 (malloc'd; the caller frees). Dies on a file that cannot be read, or that is
+ * shorter than 2 tokens (nothing to predict). */
+int *encode_ppl_text(const Tokenizer *t, const char *path, int *n_tokens);
+
+/* --ppl: scores tokens (n_tokens >= 2, BOS first, from the file at path) under m in chunks of up
+ * to seq_len positions, each from BOS (eval.h's text_nll), and prints one line on stdout: tokens
+ * predicted, chunks, norm, mean NLL in nats per token and perplexity exp(mean NLL). The speed,
+ * and with profile set the time per operation class, go to stderr. Dies on a non-finite NLL. */
+void run_perplexity(Model *m, const int *tokens, int n_tokens, const char *path, int profile);
+
+/* What --compare runs. */
+typedef struct {
+    const int *prompt; /* (n_prompt) ids, BOS first */
+    int n_prompt;
+    int steps;              /* positions each generation runs, prompt included, at most seq_len */
+    NormFn norms[2];        /* A and B, different */
+    int json;               /* 1: print JSON */
+    const char *model_path; /* named in the JSON */
+} CompareRequest;
+
+/* --compare: generates from req's prompt under norm A and under norm B, each restarting the
+ * sampler from its present state (equal draws), five rounds taking turns for the speed (median
+ * of tokens/s); teacher-forces A's text under both, comparing B's next-token distribution with
+ * A's at every position (KL(A || B), top-1 agreement, max |dlogit|) and observing the inputs of
+ * every norm call site (mean, RMS, |mean|/RMS); times five profiled teacher-forced passes per
+ * norm for the norms' share of the time. Prints it all on stdout, as tables or as JSON. Leaves
+ * m->norm at B's. */
+void run_compare(Model *m, const Tokenizer *t, Sampler *sampler, const CompareRequest *req);
+
+#endif

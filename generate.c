@@ -1,0 +1,105 @@
+/* Generation (generate.h): the loop that feeds the prompt and then each sampled token back, and
+ * the default mode's output around it. The forward pass is model.c's, the sampling sampler.c's.
+ */
+#include "generate.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "io.h"
+#include "norm.h"
+#include "profile.h"
+
+void print_summary(const Summary *s) {
+    int prompt_forward = s->n_forward < s->n_prompt ? s->n_forward : s->n_prompt;
+    fprintf(stderr, "prompt tokens %d, generated tokens %d, prompt %.1f tokens/s, ", s->n_prompt,
+            s->n_generated, s->prompt_seconds > 0 ? prompt_forward / s->prompt_seconds : 0.0);
+    if (s->n_forward > s->n_prompt && s->generation_seconds > 0)
+        fprintf(stderr, "generation %.1f tokens/s, ",
+                (s->n_forward - s->n_prompt) / s->generation_seconds);
+    else
+        fprintf(stderr, "generation - tokens/s, ");
+    fprintf(stderr, "norm %s, seed %llu\n", s->norm, s->seed);
+}
+
+void require_finite(const float *logits, int vocab_size, int pos) {
+    for (int i = 0; i < vocab_size; i++)
+        if (!isfinite(logits[i]))
+            die("the model computed a non-finite logit at position %d (corrupt weights?)", pos);
+}
+
+void generate(Model *m, Sampler *sampler, const GenerateRequest *req, GenerateResult *out) {
+    const int *prompt = req->prompt;
+    int n_prompt = req->n_prompt, steps = req->steps;
+    const LogitsOut *logits_out = req->logits_out;
+    int vocab_size = m->config.vocab_size;
+    int n_prefill = req->batch_prompt ? (n_prompt - 1 < steps ? n_prompt - 1 : steps) : 0;
+    float *prefill_logits = NULL;
+    if (n_prefill > 0 && logits_out &&
+        !(prefill_logits = malloc((size_t)n_prefill * vocab_size * sizeof(float))))
+        die("out of memory for the prompt's logits");
+    if (n_prefill > 0) model_prefill(m, prompt, n_prefill, prefill_logits);
+    int *tokens = out->tokens;
+    int n = 0;
+    int token = tokens[n++] = prompt[0];
+    int pos = 0;
+    while (pos < steps) {
+        float *logits = pos >= n_prefill ? model_forward(m, token, pos)
+                        : prefill_logits ? prefill_logits + (size_t)pos * vocab_size
+                                         : NULL; /* not needed: the next token is forced */
+        if (logits_out &&
+            fwrite(logits, sizeof(float), vocab_size, logits_out->file) != (size_t)vocab_size)
+            die("cannot write --logits file %s: %s", logits_out->path, strerror(errno));
+        if (logits) require_finite(logits, vocab_size, pos);
+        if (pos == n_prompt - 1) out->prompt_done = now_seconds();
+        int next;
+        if (pos + 1 < n_prompt) {
+            next = prompt[pos + 1];
+        } else {
+            if (m->profile) profile_start(m->profile);
+            next = sample(sampler, logits);
+            if (m->profile) profile_lap(m->profile, OP_SAMPLING);
+        }
+        pos++;
+        if (ends_text(sampler, next)) break;
+        if (req->print) {
+            tokenizer_print_piece(tokenizer_decode(req->t, token, next));
+            if (stdout_reader_gone()) break; /* as if the text ended here */
+        }
+        token = tokens[n++] = next;
+    }
+    free(prefill_logits);
+    out->n_tokens = n;
+    out->n_forward = pos;
+    if (pos < n_prompt) out->prompt_done = now_seconds();
+}
+
+void run_generation(Model *m, Sampler *sampler, const GenerateRequest *req, int profile) {
+    Profile times = {0};
+    m->profile = profile ? &times : NULL;
+    GenerateResult result = {.tokens = malloc((req->steps + 1) * sizeof(int))};
+    if (!result.tokens) die("out of memory for the tokens");
+    double start = now_seconds();
+    generate(m, sampler, req, &result);
+    const LogitsOut *logits_out = req->logits_out;
+    if (logits_out && fclose(logits_out->file) != 0)
+        die("cannot write --logits file %s: %s", logits_out->path, strerror(errno));
+    remove_on_error(NULL, NULL); /* the file is complete */
+    printf("\n");
+    finish_stdout(); /* the summary on stderr comes after the text, also in a shared log */
+    double end = now_seconds(), elapsed = end - start;
+    Summary summary = {.n_prompt = req->n_prompt,
+                       .n_generated = result.n_tokens - req->n_prompt,
+                       .n_forward = result.n_forward,
+                       .prompt_seconds = result.prompt_done - start,
+                       .generation_seconds = end - result.prompt_done,
+                       .norm = norm_name(m->norm),
+                       .seed = sampler->seed};
+    print_summary(&summary);
+    if (profile) print_profile(stderr, &times, elapsed);
+    m->profile = NULL; /* the profile ends with this function */
+    free(result.tokens);
+}

@@ -1,0 +1,79 @@
+/* Generation, run's default mode: the prompt fed position by position (or its positions but the
+ * last batched through model_prefill), then one sampled token at a time, each fed back, until
+ * the steps run out or a token ends the text; and the summary line every generating mode prints.
+ *
+ * It leaves the forward pass to model.h, the choice of each token to sampler.h, the command line
+ * and the prompt's encoding to run.c, a conversation to chat.c and --compare's two runs to
+ * compare.c (which call generate here).
+ */
+#ifndef GENERATE_H
+#define GENERATE_H
+
+#include <stdio.h>
+
+#include "model.h"
+#include "sampler.h"
+#include "tokenizer.h"
+
+/* The --logits file: its stream and its name, for the error messages. */
+typedef struct {
+    FILE *file;
+    const char *path;
+} LogitsOut;
+
+/* What generate runs. */
+typedef struct {
+    const int *prompt; /* (n_prompt) ids, n_prompt >= 1, prompt[0] = BOS */
+    int n_prompt;
+    int steps; /* positions to run, prompt included, at most the model's seq_len */
+    /* 1: the prompt's positions but the last (their next tokens are forced) go through
+     * model_prefill first, which computes their logits only for logits_out; 0: one at a time */
+    int batch_prompt;
+    const Tokenizer *t;          /* with print: decodes the text */
+    int print;                   /* 1: stream the text to stdout as it is made */
+    const LogitsOut *logits_out; /* NULL, or every position's logits, vocab_size float32 each */
+} GenerateRequest;
+
+/* What generate made. */
+typedef struct {
+    int *tokens;        /* (steps + 1), the caller's: the fed and predicted tokens */
+    int n_tokens;       /* tokens written, prompt included */
+    int n_forward;      /* forward passes (positions run) */
+    double prompt_done; /* now_seconds() at the end of the prompt's last position's forward pass,
+                         * or of the run if that was earlier: it splits prompt from generation */
+} GenerateResult;
+
+/* Runs positions 0..steps-1 of req: position pos feeds a token and predicts the one at pos + 1,
+ * forced from the prompt while there is one, sampled by `sampler` after, until a token that
+ * ends_text (not written) or the last position. Fills out->tokens (at most steps + 1) and the
+ * counts. With m->profile set, sampling is timed as OP_SAMPLING. Dies on a non-finite logit
+ * (corrupt weights) and on a failed write of the --logits file, naming it; stops early, as if
+ * the text ended there, when stdout's reader is gone (print). */
+void generate(Model *m, Sampler *sampler, const GenerateRequest *req, GenerateResult *out);
+
+/* Generation, the default mode: runs req and streams the text to stdout, closes the --logits
+ * file (req->logits_out, dying if that fails), then prints the summary line and, with profile
+ * set, the time per operation class (profile.h) on stderr. */
+void run_generation(Model *m, Sampler *sampler, const GenerateRequest *req, int profile);
+
+/* What a run's summary line reports. */
+typedef struct {
+    int n_prompt;    /* tokens given: the prompt's, or in chat every turn's */
+    int n_generated; /* tokens sampled */
+    int n_forward;   /* forward passes */
+    double prompt_seconds, generation_seconds;
+    const char *norm;
+    unsigned long long seed;
+} Summary;
+
+/* The run's summary line on stderr: prompt and generated token counts, then the speed of each
+ * part as llama.cpp reports it: the prompt's positions per second of prompt_seconds, and the
+ * generated positions (n_forward beyond the prompt) per second of generation_seconds ("-" when
+ * there were none); the norm and the seed (which -s takes to repeat the text). The prompt rate
+ * includes the first forward pass, slower while caches are cold. */
+void print_summary(const Summary *s);
+
+/* Dies unless every one of the logits (vocab_size) of position pos is finite, naming pos. */
+void require_finite(const float *logits, int vocab_size, int pos);
+
+#endif
