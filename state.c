@@ -64,7 +64,8 @@ static size_t batch_row_bytes(const Config *c) {
 /* Positions per prefill batch. Each batch reads every weight from memory once, so a longer
  * batch reads less per token (128 positions rather than 64: +5% prefill tokens/s at 110M f32 on
  * two threads); the batch's activations are held to about 1% of the weights file's bytes, for
- * the memory bound (docs/BENCH.md), as a multiple of 64 from 64 to 256, and no more than seq_len. */
+ * the memory bound (docs/BENCH.md), as a multiple of 64 from 64 to 256, and no more than seq_len.
+ */
 static int batch_positions(const Config *c, size_t file_bytes) {
     size_t batch = file_bytes / 100 / batch_row_bytes(c) / 64 * 64;
     batch = batch < 64 ? 64 : batch > 256 ? 256 : batch;
