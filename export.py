@@ -13,8 +13,8 @@ Inputs (the kind is told from the path):
   SentencePiece model   a .model file: written as the llama2.c tokenizer layout (same as tok512.bin)
   --random SHAPE        no input: a random-weight model of a benchmark shape (15M, 110M, 1.1B)
 
-Weight matrices are written as --dtype: f32, bf16 (upper 16 bits) or q8_0 (int8 with one
-f32 scale per --group-size values of a row); norm weights and biases are always f32.
+Weight matrices are written as --dtype: f32, bf16 (upper 16 bits), f16 (IEEE half, rounded to
+nearest) or q8_0 (int8 with one f32 scale per --group-size values of a row); norm weights and biases are always f32.
 
 Run with Debian's Python (/usr/bin/python3, see `make export-deps`): numpy, torch, sentencepiece
 and tqdm. Errors print one line "export.py: error: ..." and exit 1.
@@ -35,7 +35,7 @@ MAGIC = 0x4D4C4C4E  # "NLLM" on disk
 VERSION = 1
 HEADER_BYTES = 256
 ALIGN = 64
-DTYPE_CODES = {"f32": 0, "bf16": 1, "q8_0": 2}
+DTYPE_CODES = {"f32": 0, "bf16": 1, "q8_0": 2, "f16": 3}
 GROUP_SIZES = (32, 64)  # of q8_0
 MATRICES = {"token_embedding", "wq", "wk", "wv", "wo", "w1", "w2", "w3", "wcls"}  # norms stay f32
 
@@ -225,6 +225,20 @@ def f32_to_bf16(a):
     return (np.ascontiguousarray(a, dtype="<f4").view(np.uint32) >> 16).astype("<u2")
 
 
+F16_MAX = 65504.0  # the largest finite IEEE half
+
+
+def f32_to_f16(a, where):
+    """Each f32 rounded to the nearest IEEE half (ties to even), as uint16 bits. A value that would
+    round to infinity (|w| >= 65520) is refused: run would stop on the non-finite logit."""
+    a = np.ascontiguousarray(a, dtype="<f4")
+    big = float(np.abs(a).max(initial=0.0))
+    if big >= F16_MAX + 16:  # halfway to the next power of two's step rounds up to infinity
+        raise ExportError(f"{where} has a value of magnitude {big:g}, beyond f16's largest "
+                          f"{F16_MAX:g}")
+    return a.astype("<f2").view("<u2")
+
+
 def quantize_q8_0(a, group_size):
     """(rows, cols) f32 -> int8 values (rows, cols) and f32 scales (rows, ceil(cols / group_size)):
     each group of group_size values along a row (the last one shorter when cols is not a
@@ -265,6 +279,8 @@ def write_model(path, c, get, dtype="f32", group_size=32, progress=True):
                     raise ExportError(f"{where} has a NaN or infinite value")
                 if as_type == "bf16":
                     f.write(f32_to_bf16(t).tobytes())
+                elif as_type == "f16":
+                    f.write(f32_to_f16(t, where).tobytes())
                 elif as_type == "q8_0":
                     q, s = quantize_q8_0(np.asarray(t, np.float32), group_size)
                     f.write(q.tobytes())
@@ -727,7 +743,7 @@ def main(argv=None):
     p.add_argument("--out", required=True, help="file to write")
     # the defaults are applied below, so that an option given where it does not apply is refused
     p.add_argument("--dtype", choices=sorted(DTYPE_CODES),
-                   help="weight matrices as f32 (default), bf16 or q8_0")
+                   help="weight matrices as f32 (default), bf16, f16 or q8_0")
     p.add_argument("--group-size", type=int,
                    help="q8_0 values per scale along a row: 32 (default) or 64")
     p.add_argument("--random", choices=sorted(SHAPES), metavar="SHAPE",

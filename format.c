@@ -19,10 +19,10 @@
 /* normllama: offset of the uint32 group_size of q8_0 weights (0 for other dtypes), the header's
  * last field; the reserved zero bytes follow */
 #define NLLM_GROUP_SIZE_OFF 64
-static const char *const dtype_names[] = {"f32", "bf16", "q8_0"};
+static const char *const dtype_names[] = {"f32", "bf16", "q8_0", "f16"};
 
 size_t value_bytes(DType dtype) {
-    return dtype == DTYPE_F32 ? sizeof(float) : dtype == DTYPE_BF16 ? sizeof(uint16_t) : 1;
+    return dtype == DTYPE_F32 ? sizeof(float) : dtype == DTYPE_Q8_0 ? 1 : sizeof(uint16_t);
 }
 
 /* The q8_0 group sizes the kernels are built for (tile). */
@@ -115,9 +115,10 @@ static void add_matrix(Layout *l, const char *name, Matrix *m, Stack s, TensorKi
     int q8 = kind == TENSOR_I8 || kind == TENSOR_AK42_Q8;
     int group_size = (int)l->group_size;
     matrix_init(m,
-                kind == TENSOR_BF16 ? DTYPE_BF16
-                : q8                ? DTYPE_Q8_0
-                                    : DTYPE_F32,
+                kind == TENSOR_BF16  ? DTYPE_BF16
+                : kind == TENSOR_F16 ? DTYPE_F16
+                : q8                 ? DTYPE_Q8_0
+                                     : DTYPE_F32,
                 s.rows, s.cols, group_size);
     uint64_t layers = s.layers, rows = s.rows, per_layer = rows * s.cols;
     uint64_t n_groups = q8 ? ((uint64_t)s.cols + group_size - 1) / group_size : 0;
@@ -156,6 +157,7 @@ uint64_t align_up(uint64_t off, uint64_t align) {
 uint64_t tensor_bytes(const TensorSpec *t, uint64_t group_size) {
     switch (t->kind) {
     case TENSOR_BF16:
+    case TENSOR_F16:
         return t->numel * sizeof(uint16_t);
     case TENSOR_I8:
         return t->numel;
@@ -397,7 +399,7 @@ static int read_normllama(Model *m, const char *map, Layout *l, char *err, size_
     c->norm_bias = bias;
     c->shared_classifier = shared;
     if (dtype >= sizeof(dtype_names) / sizeof(dtype_names[0])) {
-        snprintf(err, errlen, "unknown weight dtype %u (0 f32, 1 bf16, 2 q8_0)", dtype);
+        snprintf(err, errlen, "unknown weight dtype %u (0 f32, 1 bf16, 2 q8_0, 3 f16)", dtype);
         return -1;
     }
     uint32_t group_size = read_u32(map + NLLM_GROUP_SIZE_OFF);
@@ -421,10 +423,10 @@ static int read_normllama(Model *m, const char *map, Layout *l, char *err, size_
         }
     }
     if (check_config(c, err, errlen) != 0) return -1;
-    const TensorKind kinds[] = {TENSOR_F32, TENSOR_BF16, TENSOR_I8};
+    const TensorKind kinds[] = {TENSOR_F32, TENSOR_BF16, TENSOR_I8, TENSOR_F16};
     normllama_layout(l, &m->weights, c, align, kinds[dtype], (int)group_size);
     static const char *const formats[] = {"normllama v1 f32", "normllama v1 bf16",
-                                          "normllama v1 q8_0"};
+                                          "normllama v1 q8_0", "normllama v1 f16"};
     m->format = formats[dtype];
     return 0;
 }

@@ -16,6 +16,7 @@ typedef enum {
     TENSOR_F32,
     TENSOR_NORM, /* a norm's weight or bias: f32, copied out of the map at load */
     TENSOR_BF16,
+    TENSOR_F16,
     TENSOR_I8,       /* q8_0 values; their scales follow as a TENSOR_F32 */
     TENSOR_AK42_Q8,  /* llama2.c version 2, groups within rows: read in place as q8_0 */
     TENSOR_AK42_F32, /* llama2.c version 2, groups across rows: dequantized at load */
@@ -40,7 +41,7 @@ typedef struct {
  * where both are a whole piece: a layer's values, then its scales. */
 typedef struct {
     Matrix *matrix;
-    const void *values;  /* layer 0's (rows, cols): float, uint16_t (bf16) or int8_t (q8_0) */
+    const void *values;  /* layer 0's (rows, cols): float, uint16_t (bf16, f16) or int8_t (q8_0) */
     const float *scales; /* q8_0: layer 0's (rows, ceil(cols / group_size)); else NULL */
     uint64_t value_stride, scale_stride;
     int layers;

@@ -28,9 +28,14 @@ static size_t q8_group_bytes(int columns) {
     return PANEL_ROWS * (sizeof(float) + columns);
 }
 
+/* bf16 and f16: 16 bits a value, in the f32 layout */
+static int is_half(DType dtype) {
+    return dtype == DTYPE_BF16 || dtype == DTYPE_F16;
+}
+
 static size_t panel_bytes(DType dtype, int cols, int group_size) {
     if (dtype == DTYPE_F32) return (size_t)cols * PANEL_ROWS * sizeof(float);
-    if (dtype == DTYPE_BF16) return (size_t)cols * PANEL_ROWS * sizeof(uint16_t);
+    if (is_half(dtype)) return (size_t)cols * PANEL_ROWS * sizeof(uint16_t);
     size_t bytes = 0;
     for (int start = 0; start < cols; start += group_size)
         bytes += q8_group_bytes(q8_group_columns(cols, group_size, start));
@@ -47,9 +52,9 @@ void matrix_init(Matrix *m, DType dtype, int rows, int cols, int group_size) {
     m->panel_bytes = panel_bytes(dtype, cols, m->group_size);
 }
 
-/* A panel: rows first .. first + n_rows - 1 of one layer's row-major matrix at `values`, f32 or
- * bf16 (element_size 4 or 2, a constant once inlined), column by column; rows past n_rows are
- * zero. */
+/* A panel: rows first .. first + n_rows - 1 of one layer's row-major matrix at `values`, f32,
+ * bf16 or f16 (element_size 4 or 2, a constant once inlined), column by column; rows past n_rows
+ * are zero. */
 static ALWAYS_INLINE void pack_float_panel(char *dst, const char *values, size_t first, int n_rows,
                                            int cols, size_t element_size) {
     if (n_rows < PANEL_ROWS) memset(dst, 0, (size_t)cols * PANEL_ROWS * element_size);
@@ -87,7 +92,7 @@ void matrix_pack_panel(const Matrix *m, char *dst, const void *values, const flo
     int n_rows = m->rows - row < PANEL_ROWS ? m->rows - row : PANEL_ROWS;
     if (m->dtype == DTYPE_Q8_0)
         pack_q8_panel(dst, m, values, scales, row, n_rows);
-    else if (m->dtype == DTYPE_BF16)
+    else if (is_half(m->dtype))
         pack_float_panel(dst, values, row, n_rows, m->cols, sizeof(uint16_t));
     else
         pack_float_panel(dst, values, row, n_rows, m->cols, sizeof(float));
@@ -104,6 +109,8 @@ float matrix_value(const Matrix *m, int layer, int row, int col) {
     if (m->dtype == DTYPE_F32) return ((const float *)panel)[(size_t)col * PANEL_ROWS + lane];
     if (m->dtype == DTYPE_BF16)
         return bf16_to_f32(((const uint16_t *)panel)[(size_t)col * PANEL_ROWS + lane]);
+    if (m->dtype == DTYPE_F16)
+        return f16_to_f32(((const uint16_t *)panel)[(size_t)col * PANEL_ROWS + lane]);
     /* q8_0: every group before col's is whole (group_size columns, an even number), so col's
      * group starts at a multiple of one group's bytes; there, the scales, then the value pairs */
     int g = col / m->group_size, i = col % m->group_size;
@@ -140,11 +147,12 @@ void embedding(const Matrix *w, int token, float *out) {
                 out[start + i] = q[(i / 2) * 2 * PANEL_ROWS + lane * 2 + i % 2] * scale;
             panel += q8_group_bytes(columns);
         }
+    } else if (is_half(w->dtype)) {
+        const uint16_t *h = (const uint16_t *)panel + lane;
+        float (*to_f32)(uint16_t) = w->dtype == DTYPE_BF16 ? bf16_to_f32 : f16_to_f32;
+        for (int j = 0; j < n; j++) out[j] = to_f32(h[(size_t)j * PANEL_ROWS]);
     } else {
-        for (int j = 0; j < n; j++)
-            out[j] = w->dtype == DTYPE_BF16
-                         ? bf16_to_f32(((const uint16_t *)panel)[(size_t)j * PANEL_ROWS + lane])
-                         : ((const float *)panel)[(size_t)j * PANEL_ROWS + lane];
+        for (int j = 0; j < n; j++) out[j] = ((const float *)panel)[(size_t)j * PANEL_ROWS + lane];
     }
 }
 
@@ -199,9 +207,10 @@ static Inputs inputs_from(Inputs in, int b, int cols) {
                     in.xq_stride};
 }
 
-/* Column j of the panel at `panel` (f32 or bf16, a constant once inlined) as floats. */
+/* Column j of the panel at `panel` (f32, bf16 or f16, a constant once inlined) as floats. */
 static ALWAYS_INLINE vecf panel_column(const char *panel, int j, DType dtype) {
     if (dtype == DTYPE_BF16) return vec_load_bf16((const uint16_t *)panel + (size_t)j * PANEL_ROWS);
+    if (dtype == DTYPE_F16) return vec_load_f16((const uint16_t *)panel + (size_t)j * PANEL_ROWS);
     return vec_load((const float *)panel + (size_t)j * PANEL_ROWS);
 }
 
@@ -220,7 +229,7 @@ static ALWAYS_INLINE void store_tile(Output o, vecf acc[BLOCK_PANELS][MAX_TILE_I
     }
 }
 
-/* The f32 or bf16 tile: np panels of p (rows row0 .. row0 + np * PANEL_ROWS - 1 of one layer)
+/* The f32, bf16 or f16 tile: np panels of p (rows row0 .. row0 + np * PANEL_ROWS - 1 of one layer)
  * times the nb inputs x: (nb, w->cols), into o. */
 static ALWAYS_INLINE void float_tile(Output o, const float *x, int nb, Panels p, int np,
                                      DType dtype) {
@@ -236,7 +245,7 @@ static ALWAYS_INLINE void float_tile(Output o, const float *x, int nb, Panels p,
         UNROLL
         for (int r = 0; r < np; r++) {
             column[r] = panel_column(p.panel + r * w->panel_bytes, j, dtype);
-            if (nb == 1 && dtype == DTYPE_BF16)
+            if (nb == 1 && is_half(dtype))
                 __builtin_prefetch(p.panel + r * w->panel_bytes +
                                    (size_t)j * PANEL_ROWS * sizeof(uint16_t) + PREFETCH_AHEAD);
         }
@@ -340,6 +349,8 @@ static ALWAYS_INLINE void tile(Output o, Inputs in, int nb, Panels p, int np) {
         q8_tile(o, in, nb, p, np, 64);
     else if (w->dtype == DTYPE_BF16)
         float_tile(o, in.x, nb, p, np, DTYPE_BF16);
+    else if (w->dtype == DTYPE_F16)
+        float_tile(o, in.x, nb, p, np, DTYPE_F16);
     else
         float_tile(o, in.x, nb, p, np, DTYPE_F32);
 }

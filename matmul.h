@@ -19,6 +19,7 @@ typedef enum {
     DTYPE_F32 = 0,  /* float32 */
     DTYPE_BF16 = 1, /* bfloat16: the upper 16 bits of a float32 */
     DTYPE_Q8_0 = 2, /* int8 with one float32 scale per group of group_size values of a row */
+    DTYPE_F16 = 3,  /* IEEE 754 binary16 */
 } DType;
 
 /* A weight matrix of every layer, stacked: n_layers matrices (rows, cols) (one matrix for
@@ -28,7 +29,7 @@ typedef enum {
  * zero rows; panel p of layer l is the panel_bytes from data + (l * n_panels + p) * panel_bytes.
  * Within a panel one column's values for all its rows are adjacent, so that one vector load gives
  * a column (row r in lane r % panel_rows):
- *   f32, bf16: value (r, j) is element j * panel_rows + r % panel_rows;
+ *   f32, bf16, f16: value (r, j) is element j * panel_rows + r % panel_rows;
  *   q8_0: group after group of group_size columns from column 0 (the last shorter when cols is not
  *     a multiple): the group's panel_rows float32 scales, then its int8 values in column pairs,
  *     value (r, start + i) at byte (i / 2) * 2 * panel_rows + (r % panel_rows) * 2 + i % 2 after
@@ -49,9 +50,9 @@ typedef struct {
 void matrix_init(Matrix *m, DType dtype, int rows, int cols, int group_size);
 
 /* Packs panel p (rows p * panel_rows ..) of one layer's row-major matrix into dst (m->panel_bytes):
- * values (m->rows, m->cols) of m's dtype (float, bf16 bits or int8), and for q8_0 scales
- * (m->rows, ceil(cols / group_size)); scales is unused for f32 and bf16. Padding rows and columns
- * are written as zero. */
+ * values (m->rows, m->cols) of m's dtype (float, bf16 or f16 bits, or int8), and for q8_0 scales
+ * (m->rows, ceil(cols / group_size)); scales is unused for f32, bf16 and f16. Padding rows and
+ * columns are written as zero. */
 void matrix_pack_panel(const Matrix *m, char *dst, const void *values, const float *scales, int p);
 
 /* Value (row, col) of layer `layer` of m, read from the panels: the one place the plain path
@@ -59,9 +60,9 @@ void matrix_pack_panel(const Matrix *m, char *dst, const void *values, const flo
 float matrix_value(const Matrix *m, int layer, int row, int col);
 
 /* Row `token` of token_embedding w (vocab_size, dim) into out (dim floats): the values the file
- * holds (bf16 widened; q8_0 as int8 * its group's scale). Requires 0 <= token < w->rows. The
- * fast lookup walks the panel group by group; embedding_ref reads each value by matrix_value, the
- * same values exactly. */
+ * holds (bf16 and f16 widened; q8_0 as int8 * its group's scale). Requires 0 <= token < w->rows.
+ * The fast lookup walks the panel group by group; embedding_ref reads each value by matrix_value,
+ * the same values exactly. */
 void embedding(const Matrix *w, int token, float *out);
 void embedding_ref(const Matrix *w, int token, float *out);
 

@@ -16,6 +16,9 @@
  *   vec_load_upto(p, n),           min(n, VEC_WIDTH) floats (n >= 0): a whole vector, or partial
  *   vec_store_upto(p, v, n)
  *   vec_load_bf16(p)               VEC_WIDTH bf16 values (uint16 bits) widened to floats
+ *   vec_load_f16(p)                VEC_WIDTH IEEE fp16 values (uint16 bits) as floats, exactly:
+ *                                  F16C's vcvtph2ps where the CPU has it, else norm.c's
+ *                                  f16_to_f32 value by value (a NaN stays a NaN, its payload aside)
  *   vec_sum4(a, b, c, d, out)      out[i] = the sum of the i-th vector's lanes, each vector's
  *                                  lanes added in the same tree whichever argument it is
  *   vec_sum(v)                     the sum of v's lanes, in vec_sum4's order
@@ -96,6 +99,9 @@ static inline vecf bf16x16_to_vec(__m256i h) {
 static inline vecf vec_load_bf16(const uint16_t *p) {
     return bf16x16_to_vec(_mm256_loadu_si256((const __m256i *)p));
 }
+static inline vecf vec_load_f16(const uint16_t *p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+}
 /* 8 floats: lanes i and i + 8 of v added */
 static inline __m256 vec_fold256(vecf v) {
     return _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
@@ -171,6 +177,18 @@ static inline vecf vec_load_bf16(const uint16_t *p) {
     __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
     return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
 }
+#if defined(__F16C__)
+static inline vecf vec_load_f16(const uint16_t *p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+}
+#else
+float f16_to_f32(uint16_t h); /* norm.c */
+static inline vecf vec_load_f16(const uint16_t *p) {
+    float f[VEC_WIDTH];
+    for (int i = 0; i < VEC_WIDTH; i++) f[i] = f16_to_f32(p[i]);
+    return vec_load(f);
+}
+#endif
 static inline __m256 vec_fold256(vecf v) {
     return v;
 }
@@ -239,6 +257,10 @@ static inline vecf vec_load_bf16(const uint16_t *p) {
     float f;
     memcpy(&f, &bits, sizeof(f));
     return f;
+}
+float f16_to_f32(uint16_t h); /* norm.c */
+static inline vecf vec_load_f16(const uint16_t *p) {
+    return f16_to_f32(*p);
 }
 
 static inline veci veci_zero(void) {

@@ -35,6 +35,14 @@ static uint16_t bf16_bits(float f) {
     return (uint16_t)(bits >> 16);
 }
 
+/* A random fp16 value's bits: any sign and mantissa, exponents 0 (the subnormals) to 14 (up to
+ * just below 1), so that every kind of finite half below 1 in magnitude comes up. */
+static uint16_t random_f16_bits(void) {
+    uint16_t sign = uniform(0.0f, 1.0f) < 0.5f ? 0x8000 : 0;
+    uint16_t exponent = (uint16_t)(int)uniform(0.0f, 15.0f), mantissa = (int)uniform(0.0f, 1024.0f);
+    return sign | (uint16_t)(exponent << 10) | mantissa;
+}
+
 /* ----------------------------------------------------------------------------
  * Matrices packed here */
 
@@ -54,6 +62,7 @@ static Packed random_matrix(DType dtype, int layers, int rows, int cols, int gro
     int n_groups = dtype == DTYPE_Q8_0 ? (cols + group_size - 1) / group_size : 1;
     float *f32 = malloc((size_t)rows * cols * sizeof(float));
     uint16_t *bf16 = malloc((size_t)rows * cols * sizeof(uint16_t));
+    uint16_t *f16 = malloc((size_t)rows * cols * sizeof(uint16_t));
     int8_t *q8 = malloc((size_t)rows * cols);
     float *scales = malloc((size_t)rows * n_groups * sizeof(float));
     for (int l = 0; l < layers; l++) {
@@ -64,14 +73,17 @@ static Packed random_matrix(DType dtype, int layers, int rows, int cols, int gro
                 size_t at = (size_t)i * cols + j;
                 f32[at] = uniform(-1.0f, 1.0f);
                 bf16[at] = bf16_bits(f32[at]);
+                f16[at] = dtype == DTYPE_F16 ? random_f16_bits() : 0; /* the others' streams kept */
                 q8[at] = (int8_t)(int)uniform(-127.0f, 128.0f);
                 expect[at] = dtype == DTYPE_F32    ? f32[at]
                              : dtype == DTYPE_BF16 ? bf16_to_f32(bf16[at])
+                             : dtype == DTYPE_F16  ? f16_to_f32(f16[at])
                                                    : q8[at] * scales[i * n_groups + j / group_size];
             }
         }
         const void *src = dtype == DTYPE_F32    ? (const void *)f32
                           : dtype == DTYPE_BF16 ? (const void *)bf16
+                          : dtype == DTYPE_F16  ? (const void *)f16
                                                 : (const void *)q8;
         for (int q = 0; q < p.m.n_panels; q++)
             matrix_pack_panel(&p.m, p.panels + l * layer_bytes + q * p.m.panel_bytes, src, scales,
@@ -80,6 +92,7 @@ static Packed random_matrix(DType dtype, int layers, int rows, int cols, int gro
     p.m.data = p.panels;
     free(f32);
     free(bf16);
+    free(f16);
     free(q8);
     free(scales);
     return p;
@@ -104,6 +117,7 @@ typedef struct {
 } Kind;
 static const Kind KINDS[] = {{DTYPE_F32, 0, "f32"},
                              {DTYPE_BF16, 0, "bf16"},
+                             {DTYPE_F16, 0, "f16"},
                              {DTYPE_Q8_0, 32, "q8_0/32"},
                              {DTYPE_Q8_0, 64, "q8_0/64"}};
 #define N_KINDS (int)(sizeof(KINDS) / sizeof(KINDS[0]))
@@ -362,10 +376,11 @@ static void write_random_model(char *path, DType dtype, int group_size) {
         size_t n = (size_t)count * rows * cols;
         for (size_t i = 0; i < n; i++) {
             float v = uniform(-0.3f, 0.3f);
-            uint16_t h = bf16_bits(v);
+            uint16_t h = bf16_bits(v), half = dtype == DTYPE_F16 ? random_f16_bits() : 0;
             int8_t q = (int8_t)(int)uniform(-127.0f, 128.0f);
             if (dtype == DTYPE_F32) fwrite(&v, 4, 1, f);
             if (dtype == DTYPE_BF16) fwrite(&h, 2, 1, f);
+            if (dtype == DTYPE_F16) fwrite(&half, 2, 1, f);
             if (dtype == DTYPE_Q8_0) fwrite(&q, 1, 1, f);
         }
         if (dtype == DTYPE_Q8_0) { /* the scales, a tensor of their own */
@@ -383,7 +398,7 @@ static void write_random_model(char *path, DType dtype, int group_size) {
 Test(forward, fast_matches_reference_on_random_models_of_each_dtype) {
     omp_set_num_threads(1);
     const int tokens[16] = {1, 5, 36, 2, 17, 17, 0, 30, 8, 9, 21, 33, 4, 4, 12, 26};
-    /* f32 and bf16 differ by rounding alone; q8_0's fast path also rounds its inputs to int16
+    /* f32, bf16 and f16 differ by rounding alone; q8_0's fast path also rounds its inputs to int16
      * (about 4.5 digits): measured max 4.6e-4 (groups of 32) and 2.9e-4 (64) here, against
      * 1.3e-6 for f32 and bf16 */
     const struct {
@@ -392,6 +407,7 @@ Test(forward, fast_matches_reference_on_random_models_of_each_dtype) {
         double tolerance;
     } cases[] = {{DTYPE_F32, 0, 1e-4},
                  {DTYPE_BF16, 0, 1e-4},
+                 {DTYPE_F16, 0, 1e-4},
                  {DTYPE_Q8_0, 32, 2e-3},
                  {DTYPE_Q8_0, 64, 2e-3}};
     for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
