@@ -13,8 +13,9 @@ Inputs (the kind is told from the path):
   SentencePiece model   a .model file: written as the llama2.c tokenizer layout (same as tok512.bin)
   --random SHAPE        no input: a random-weight model of a benchmark shape (15M, 110M, 1.1B)
 
-Weight matrices are written as --dtype: f32, bf16 (upper 16 bits) or q8_0 (int8 with one
-f32 scale per --group-size values of a row); norm weights and biases are always f32.
+Weight matrices are written as --dtype: f32, bf16 (upper 16 bits), f16 (IEEE half, rounded to
+nearest), q8_0 (int8 with one f32 scale per --group-size values of a row) or q4_0 (4-bit codes
+with one f32 scale per 32 values of a row); norm weights and biases are always f32.
 
 Run with Debian's Python (/usr/bin/python3, see `make deps-train`): numpy, torch, sentencepiece
 and tqdm. Errors print one line "export.py: error: ..." and exit 1.
@@ -46,8 +47,9 @@ MAGIC = 0x4D4C4C4E  # "NLLM" on disk
 VERSION = 1
 HEADER_BYTES = 256
 ALIGN = 64
-DTYPE_CODES = {"f32": 0, "bf16": 1, "q8_0": 2}
+DTYPE_CODES = {"f32": 0, "bf16": 1, "q8_0": 2, "f16": 3, "q4_0": 4}
 GROUP_SIZES = (32, 64)  # of q8_0
+Q4_GROUP = 32  # q4_0's values per scale
 MATRICES = {"token_embedding", "wq", "wk", "wv", "wo", "w1", "w2", "w3", "wcls"}  # norms stay f32
 
 # Random-weight models for benchmarks (--random): (dim, hidden_dim, n_layers, n_heads, n_kv_heads,
@@ -178,7 +180,8 @@ def header_bytes(c, dtype="f32", group_size=0):
     h = struct.pack("<II7iffIIIIII", MAGIC, VERSION, c.dim, c.hidden_dim, c.n_layers, c.n_heads,
                     c.n_kv_heads, c.vocab_size, c.seq_len, c.rope_theta, c.norm_eps,
                     NORM_CODES[c.norm], int(c.norm_bias), int(c.shared_classifier),
-                    DTYPE_CODES[dtype], ALIGN, group_size if dtype == "q8_0" else 0)
+                    DTYPE_CODES[dtype], ALIGN,
+                    group_size if dtype == "q8_0" else Q4_GROUP if dtype == "q4_0" else 0)
     return h + bytes(HEADER_BYTES - len(h))
 
 
@@ -257,6 +260,20 @@ def f32_to_bf16(a):
     return (np.ascontiguousarray(a, dtype="<f4").view(np.uint32) >> 16).astype("<u2")
 
 
+F16_MAX = 65504.0  # the largest finite IEEE half
+
+
+def f32_to_f16(a, where):
+    """Each f32 rounded to the nearest IEEE half (ties to even), as uint16 bits. A value that would
+    round to infinity (|w| >= 65520) is refused: run would stop on the non-finite logit."""
+    a = np.ascontiguousarray(a, dtype="<f4")
+    big = float(np.abs(a).max(initial=0.0))
+    if big >= F16_MAX + 16:  # halfway to the next power of two's step rounds up to infinity
+        raise ExportError(f"{where} has a value of magnitude {big:g}, beyond f16's largest "
+                          f"{F16_MAX:g}")
+    return a.astype("<f2").view("<u2")
+
+
 def quantize_q8_0(a, group_size):
     """(rows, cols) f32 -> int8 values (rows, cols) and f32 scales (rows, ceil(cols / group_size)):
     each group of group_size values along a row (the last one shorter when cols is not a
@@ -272,12 +289,34 @@ def quantize_q8_0(a, group_size):
     return q.reshape(rows, -1)[:, :cols], scales.astype("<f4")
 
 
+def quantize_q4_0(a):
+    """(rows, cols) f32, cols even -> codes (rows, cols / 2) uint8, two a byte (value j in byte
+    j / 2, even j in the low nibble), and f32 scales (rows, ceil(cols / 32)): as llama.cpp's q4_0,
+    each group of 32 values along a row (the last one shorter) takes the value m of largest
+    magnitude, scale = m / -8 and codes round(w / scale) + 8 clipped to 0..15, so that m is code 0
+    exactly and w ~ (code - 8) * scale; the 16 codes' range -8..7 is used whole, the side opposite
+    m's sign (up to +8 steps) clipped at 7."""
+    rows, cols = a.shape
+    n_groups = -(-cols // Q4_GROUP)
+    padded = np.zeros((rows, n_groups * Q4_GROUP), np.float32)
+    padded[:, :cols] = a
+    groups = padded.reshape(rows, n_groups, Q4_GROUP)
+    at = np.abs(groups).argmax(axis=2)[:, :, None]
+    scales = (np.take_along_axis(groups, at, axis=2) / -8.0).astype(np.float32)
+    safe = np.where(scales != 0, scales, 1.0)
+    codes = np.clip(np.rint(groups / safe) + 8, 0, 15).astype(np.uint8).reshape(rows, -1)[:, :cols]
+    return codes[:, 0::2] | codes[:, 1::2] << 4, scales[:, :, 0].astype("<f4")
+
+
 def write_model(path, c, get, dtype="f32", group_size=32, progress=True):
     """Writes our file. get(name, layer) returns one tensor as an array of the shape in
     tensor_order (layer is None for the tensors that are not per layer). Matrices are written as
     `dtype` (q8_0: every layer's values, then every layer's scales); norms as f32."""
     from tqdm import tqdm
 
+    if dtype == "q4_0" and c.hidden_dim % 2 != 0:  # run refuses it too
+        raise ExportError(f"hidden_dim {c.hidden_dim} is odd; q4_0 packs two codes a byte along "
+                          "w2's rows")
     order = tensor_order(c)
     total = sum(c.n_layers if per_layer else 1 for _, per_layer, _ in order)
     with Output(path) as f, tqdm(total=total, desc="export", unit="tensor",
@@ -297,8 +336,14 @@ def write_model(path, c, get, dtype="f32", group_size=32, progress=True):
                     raise ExportError(f"{where} has a NaN or infinite value")
                 if as_type == "bf16":
                     f.write(f32_to_bf16(t).tobytes())
+                elif as_type == "f16":
+                    f.write(f32_to_f16(t, where).tobytes())
                 elif as_type == "q8_0":
                     q, s = quantize_q8_0(np.asarray(t, np.float32), group_size)
+                    f.write(q.tobytes())
+                    scales.append(s)
+                elif as_type == "q4_0":
+                    q, s = quantize_q4_0(np.asarray(t, np.float32))
                     f.write(q.tobytes())
                     scales.append(s)
                 else:
@@ -852,7 +897,7 @@ def main(argv=None):
     p.add_argument("--out", required=True, help="file to write")
     # the defaults are applied below, so that an option given where it does not apply is refused
     p.add_argument("--dtype", choices=sorted(DTYPE_CODES),
-                   help="weight matrices as f32 (default), bf16 or q8_0")
+                   help="weight matrices as f32 (default), bf16, f16, q8_0 or q4_0")
     p.add_argument("--group-size", type=int,
                    help="q8_0 values per scale along a row: 32 (default) or 64")
     p.add_argument("--random", choices=sorted(SHAPES), metavar="SHAPE",

@@ -19,10 +19,13 @@
 /* normllama: offset of the uint32 group_size of q8_0 weights (0 for other dtypes), the header's
  * last field; the reserved zero bytes follow */
 #define NLLM_GROUP_SIZE_OFF 64
-static const char *const dtype_names[] = {"f32", "bf16", "q8_0"};
+static const char *const dtype_names[] = {"f32", "bf16", "q8_0", "f16", "q4_0"};
 
-size_t value_bytes(DType dtype) {
-    return dtype == DTYPE_F32 ? sizeof(float) : dtype == DTYPE_BF16 ? sizeof(uint16_t) : 1;
+size_t row_bytes(DType dtype, int cols) {
+    if (dtype == DTYPE_F32) return (size_t)cols * sizeof(float);
+    if (dtype == DTYPE_Q8_0) return (size_t)cols;
+    if (dtype == DTYPE_Q4_0) return ((size_t)cols + 1) / 2;
+    return (size_t)cols * sizeof(uint16_t);
 }
 
 /* The q8_0 group sizes the kernels are built for (tile). */
@@ -108,25 +111,28 @@ typedef struct {
     int rows, cols;
 } Stack;
 
-/* A stacked matrix stored as `kind`; q8_0 (TENSOR_I8) values are followed by their scales tensor
- * (layers * rows, ceil(cols / group_size)), group_size the layout's. Sets m's shape and dtype (q8_0
- * for TENSOR_AK42_Q8 too, f32 for TENSOR_AK42_F32) and adds it to the sources to pack. */
+/* A stacked matrix stored as `kind`; q8_0 (TENSOR_I8) values and q4_0 (TENSOR_Q4) codes are
+ * followed by their scales tensor (layers * rows, ceil(cols / group_size)), group_size the
+ * layout's. Sets m's shape and dtype (q8_0 for TENSOR_AK42_Q8 too, f32 for TENSOR_AK42_F32) and
+ * adds it to the sources to pack. */
 static void add_matrix(Layout *l, const char *name, Matrix *m, Stack s, TensorKind kind) {
     int q8 = kind == TENSOR_I8 || kind == TENSOR_AK42_Q8;
     int group_size = (int)l->group_size;
     matrix_init(m,
-                kind == TENSOR_BF16 ? DTYPE_BF16
-                : q8                ? DTYPE_Q8_0
-                                    : DTYPE_F32,
+                kind == TENSOR_BF16  ? DTYPE_BF16
+                : kind == TENSOR_F16 ? DTYPE_F16
+                : kind == TENSOR_Q4  ? DTYPE_Q4_0
+                : q8                 ? DTYPE_Q8_0
+                                     : DTYPE_F32,
                 s.rows, s.cols, group_size);
     uint64_t layers = s.layers, rows = s.rows, per_layer = rows * s.cols;
-    uint64_t n_groups = q8 ? ((uint64_t)s.cols + group_size - 1) / group_size : 0;
-    uint64_t element = value_bytes(m->dtype);
+    int grouped = q8 || kind == TENSOR_Q4;
+    uint64_t n_groups = grouped ? ((uint64_t)s.cols + group_size - 1) / group_size : 0;
     Source *src = &l->sources[l->n_sources++];
     *src = (Source){.matrix = m,
                     .values = NULL, /* set by layout_place */
                     .scales = NULL,
-                    .value_stride = per_layer * element,
+                    .value_stride = rows * row_bytes(m->dtype, s.cols),
                     .scale_stride = rows * n_groups * sizeof(float),
                     .layers = (int)layers,
                     .in_map = kind != TENSOR_AK42_F32,
@@ -141,7 +147,7 @@ static void add_matrix(Layout *l, const char *name, Matrix *m, Stack s, TensorKi
                                       .numel = layers * per_layer,
                                       .kind = kind,
                                       .parts = layers};
-    if (kind == TENSOR_I8) /* the scales, a tensor of their own */
+    if (kind == TENSOR_I8 || kind == TENSOR_Q4) /* the scales, a tensor of their own */
         l->tensors[l->n++] = (TensorSpec){.name = name,
                                           .vec = &src->scales,
                                           .numel = layers * rows * n_groups,
@@ -156,9 +162,12 @@ uint64_t align_up(uint64_t off, uint64_t align) {
 uint64_t tensor_bytes(const TensorSpec *t, uint64_t group_size) {
     switch (t->kind) {
     case TENSOR_BF16:
+    case TENSOR_F16:
         return t->numel * sizeof(uint16_t);
     case TENSOR_I8:
         return t->numel;
+    case TENSOR_Q4: /* every q4_0 row is even (read_normllama checks hidden_dim; dim is) */
+        return t->numel / 2;
     case TENSOR_AK42_Q8:
     case TENSOR_AK42_F32:
         return ak42_piece_bytes(t->numel, group_size);
@@ -397,7 +406,8 @@ static int read_normllama(Model *m, const char *map, Layout *l, char *err, size_
     c->norm_bias = bias;
     c->shared_classifier = shared;
     if (dtype >= sizeof(dtype_names) / sizeof(dtype_names[0])) {
-        snprintf(err, errlen, "unknown weight dtype %u (0 f32, 1 bf16, 2 q8_0)", dtype);
+        snprintf(err, errlen, "unknown weight dtype %u (0 f32, 1 bf16, 2 q8_0, 3 f16, 4 q4_0)",
+                 dtype);
         return -1;
     }
     uint32_t group_size = read_u32(map + NLLM_GROUP_SIZE_OFF);
@@ -405,7 +415,11 @@ static int read_normllama(Model *m, const char *map, Layout *l, char *err, size_
         snprintf(err, errlen, "q8_0 group_size is %u, not 32 or 64", group_size);
         return -1;
     }
-    if (dtype != DTYPE_Q8_0 && group_size != 0) {
+    if (dtype == DTYPE_Q4_0 && group_size != 32) {
+        snprintf(err, errlen, "q4_0 group_size is %u, not 32", group_size);
+        return -1;
+    }
+    if (dtype != DTYPE_Q8_0 && dtype != DTYPE_Q4_0 && group_size != 0) {
         snprintf(err, errlen, "group_size is %u but %s weights have no groups (must be 0)",
                  group_size, dtype_names[dtype]);
         return -1;
@@ -421,10 +435,16 @@ static int read_normllama(Model *m, const char *map, Layout *l, char *err, size_
         }
     }
     if (check_config(c, err, errlen) != 0) return -1;
-    const TensorKind kinds[] = {TENSOR_F32, TENSOR_BF16, TENSOR_I8};
+    if (dtype == DTYPE_Q4_0 && c->hidden_dim % 2 != 0) {
+        snprintf(err, errlen, "hidden_dim %d is odd; q4_0 packs two codes a byte along w2's rows",
+                 c->hidden_dim);
+        return -1;
+    }
+    const TensorKind kinds[] = {TENSOR_F32, TENSOR_BF16, TENSOR_I8, TENSOR_F16, TENSOR_Q4};
     normllama_layout(l, &m->weights, c, align, kinds[dtype], (int)group_size);
     static const char *const formats[] = {"normllama v1 f32", "normllama v1 bf16",
-                                          "normllama v1 q8_0"};
+                                          "normllama v1 q8_0", "normllama v1 f16",
+                                          "normllama v1 q4_0"};
     m->format = formats[dtype];
     return 0;
 }

@@ -16,7 +16,9 @@ typedef enum {
     TENSOR_F32,
     TENSOR_NORM, /* a norm's weight or bias: f32, copied out of the map at load */
     TENSOR_BF16,
+    TENSOR_F16,
     TENSOR_I8,       /* q8_0 values; their scales follow as a TENSOR_F32 */
+    TENSOR_Q4,       /* q4_0 codes, two a byte; their scales follow as a TENSOR_F32 */
     TENSOR_AK42_Q8,  /* llama2.c version 2, groups within rows: read in place as q8_0 */
     TENSOR_AK42_F32, /* llama2.c version 2, groups across rows: dequantized at load */
     TENSOR_SKIP,     /* float32 data run does not use */
@@ -40,7 +42,8 @@ typedef struct {
  * where both are a whole piece: a layer's values, then its scales. */
 typedef struct {
     Matrix *matrix;
-    const void *values;  /* layer 0's (rows, cols): float, uint16_t (bf16) or int8_t (q8_0) */
+    const void *values;  /* layer 0's (rows, cols): float, uint16_t (bf16, f16), int8_t (q8_0) or
+                            codes (q4_0) */
     const float *scales; /* q8_0: layer 0's (rows, ceil(cols / group_size)); else NULL */
     uint64_t value_stride, scale_stride;
     int layers;
@@ -49,13 +52,13 @@ typedef struct {
 } Source;
 
 typedef struct {
-    TensorSpec tensors[32]; /* at most 24: normllama q8_0 with norm biases */
+    TensorSpec tensors[32]; /* at most 24: normllama q8_0 or q4_0 with norm biases */
     int n;
     Source sources[12]; /* at most 9: every matrix, wcls included */
     int n_sources;
     uint64_t start;      /* file offset of the first tensor */
     uint64_t align;      /* every tensor starts at a multiple of this (1: packed) */
-    uint64_t group_size; /* of the file's q8_0 or llama2.c version 2 groups; 0 otherwise */
+    uint64_t group_size; /* of the file's q8_0, q4_0 or llama2.c version 2 groups; 0 otherwise */
 } Layout;
 
 /* Reads the header at map (the whole file, size bytes) into m->config and m->format, the tensors'
@@ -79,8 +82,9 @@ uint64_t layout_norm_floats(const Layout *l);
 /* Bytes of a llama2.c version 2 piece of n values: the int8 values, then their scales. */
 uint64_t ak42_piece_bytes(uint64_t n, uint64_t group_size);
 
-/* Bytes of one value of a row-major matrix of this dtype (q8_0: the int8, its scales apart). */
-size_t value_bytes(DType dtype);
+/* Bytes of a row of cols values of a row-major matrix of this dtype (q8_0: the int8 values;
+ * q4_0: the codes two a byte, cols rounded up to even; the scales apart). */
+size_t row_bytes(DType dtype, int cols);
 
 /* off rounded up to a multiple of align. */
 uint64_t align_up(uint64_t off, uint64_t align);

@@ -134,8 +134,8 @@ static void pack_panel(const Source *src, char *dst, int q) {
 static void pack_matrix(const Source *src, char *dst) {
     Matrix *m = src->matrix;
     m->data = dst;
-    size_t element = value_bytes(m->dtype);
-    int n_groups = m->dtype == DTYPE_Q8_0 ? (m->cols + m->group_size - 1) / m->group_size : 0;
+    int grouped = m->dtype == DTYPE_Q8_0 || m->dtype == DTYPE_Q4_0;
+    int n_groups = grouped ? (m->cols + m->group_size - 1) / m->group_size : 0;
     Release values = {src->values, src->in_map}, scales = {(const char *)src->scales, src->in_map};
     int n_panels = src->layers * m->n_panels;
     for (int q0 = 0; q0 < n_panels; q0 += PACK_CHUNK) {
@@ -144,11 +144,11 @@ static void pack_matrix(const Source *src, char *dst) {
         for (int q = q0; q < q1; q++) pack_panel(src, dst + (size_t)q * m->panel_bytes, q);
         int layer = (q1 - 1) / m->n_panels;
         size_t end = panel_end_row(m, q1 - 1);
-        release_pages(&values, layer_values(src, layer) + end * m->cols * element);
+        release_pages(&values, layer_values(src, layer) + end * row_bytes(m->dtype, m->cols));
         /* pieces: the values' release takes each layer's scales along once the next layer's
          * values pass them; a release of the scales would give back rows of values not packed
          * yet, whose refaults map their neighbours back for good (1.6 MiB at 110M) */
-        if (m->dtype == DTYPE_Q8_0 && !src->pieces)
+        if (grouped && !src->pieces)
             release_pages(&scales, layer_scales(src, layer) + end * n_groups);
     }
     if (src->pieces) release_pages(&values, layer_values(src, src->layers)); /* the last scales */

@@ -16,24 +16,36 @@ enum { PANEL_ROWS = VEC_WIDTH }; /* one vector of a column: a panel's rows */
 /* ----------------------------------------------------------------------------
  * The panel layout (matmul.h, Matrix) */
 
-/* Columns a q8_0 group starting at column `start` takes in a panel: its length, rounded up to
- * whole pairs. */
-static int q8_group_columns(int cols, int group_size, int start) {
-    int len = cols - start < group_size ? cols - start : group_size;
-    return (len + 1) / 2 * 2;
+/* Whether a dtype's values come in groups with a scale each: q8_0 and q4_0. */
+static int is_grouped(DType dtype) {
+    return dtype == DTYPE_Q8_0 || dtype == DTYPE_Q4_0;
 }
 
-/* Bytes of a q8_0 group of `columns` (even) columns in a panel: its scales, then its values. */
-static size_t q8_group_bytes(int columns) {
-    return PANEL_ROWS * (sizeof(float) + columns);
+/* Columns a q8_0 or q4_0 group starting at column `start` takes in a panel: its length, rounded
+ * up to whole pairs (q8_0) or quads (q4_0). */
+static int group_columns(DType dtype, int cols, int group_size, int start) {
+    int len = cols - start < group_size ? cols - start : group_size;
+    int unit = dtype == DTYPE_Q4_0 ? 4 : 2;
+    return (len + unit - 1) / unit * unit;
+}
+
+/* Bytes of a q8_0 or q4_0 group of `columns` (a whole number of its units) columns in a panel:
+ * its scales, then its values (a byte each, or two a byte). */
+static size_t group_bytes(DType dtype, int columns) {
+    return PANEL_ROWS * (sizeof(float) + (dtype == DTYPE_Q4_0 ? columns / 2 : columns));
+}
+
+/* bf16 and f16: 16 bits a value, in the f32 layout */
+static int is_half(DType dtype) {
+    return dtype == DTYPE_BF16 || dtype == DTYPE_F16;
 }
 
 static size_t panel_bytes(DType dtype, int cols, int group_size) {
     if (dtype == DTYPE_F32) return (size_t)cols * PANEL_ROWS * sizeof(float);
-    if (dtype == DTYPE_BF16) return (size_t)cols * PANEL_ROWS * sizeof(uint16_t);
+    if (is_half(dtype)) return (size_t)cols * PANEL_ROWS * sizeof(uint16_t);
     size_t bytes = 0;
     for (int start = 0; start < cols; start += group_size)
-        bytes += q8_group_bytes(q8_group_columns(cols, group_size, start));
+        bytes += group_bytes(dtype, group_columns(dtype, cols, group_size, start));
     return bytes;
 }
 
@@ -41,15 +53,17 @@ void matrix_init(Matrix *m, DType dtype, int rows, int cols, int group_size) {
     *m = (Matrix){.dtype = dtype,
                   .rows = rows,
                   .cols = cols,
-                  .group_size = dtype == DTYPE_Q8_0 ? group_size : 0,
+                  .group_size = dtype == DTYPE_Q4_0   ? 32
+                                : dtype == DTYPE_Q8_0 ? group_size
+                                                      : 0,
                   .panel_rows = PANEL_ROWS,
                   .n_panels = (rows + PANEL_ROWS - 1) / PANEL_ROWS};
     m->panel_bytes = panel_bytes(dtype, cols, m->group_size);
 }
 
-/* A panel: rows first .. first + n_rows - 1 of one layer's row-major matrix at `values`, f32 or
- * bf16 (element_size 4 or 2, a constant once inlined), column by column; rows past n_rows are
- * zero. */
+/* A panel: rows first .. first + n_rows - 1 of one layer's row-major matrix at `values`, f32,
+ * bf16 or f16 (element_size 4 or 2, a constant once inlined), column by column; rows past n_rows
+ * are zero. */
 static ALWAYS_INLINE void pack_float_panel(char *dst, const char *values, size_t first, int n_rows,
                                            int cols, size_t element_size) {
     if (n_rows < PANEL_ROWS) memset(dst, 0, (size_t)cols * PANEL_ROWS * element_size);
@@ -68,17 +82,62 @@ static void pack_q8_panel(char *dst, const Matrix *m, const int8_t *values, cons
     int cols = m->cols, group_size = m->group_size;
     int n_groups = (cols + group_size - 1) / group_size;
     for (int start = 0; start < cols; start += group_size) {
-        int columns = q8_group_columns(cols, group_size, start);
+        int columns = group_columns(DTYPE_Q8_0, cols, group_size, start);
         float *group_scales = (float *)dst;
         int8_t *q = (int8_t *)(dst + PANEL_ROWS * sizeof(float));
-        memset(dst, 0, q8_group_bytes(columns));
+        memset(dst, 0, group_bytes(DTYPE_Q8_0, columns));
         for (int r = 0; r < n_rows; r++) {
             group_scales[r] = scales[(first + r) * n_groups + start / group_size];
             const int8_t *row = values + (first + r) * cols;
             for (int i = 0; i < columns && start + i < cols; i++)
                 q[(i / 2) * 2 * PANEL_ROWS + r * 2 + i % 2] = row[start + i];
         }
-        dst += q8_group_bytes(columns);
+        dst += group_bytes(DTYPE_Q8_0, columns);
+    }
+}
+
+/* Byte offset and shift of code (lane, i) in a q4_0 group's codes: columns i - i % 4 .. + 3 take
+ * 2 * PANEL_ROWS bytes, byte lane * 2 + i % 2 holding column i % 4 < 2 in its low nibble and
+ * i % 4 >= 2 in its high one. */
+static size_t q4_byte(int lane, int i) {
+    return (size_t)(i / 4) * 2 * PANEL_ROWS + lane * 2 + i % 2;
+}
+static int q4_shift(int i) {
+    return i % 4 >= 2 ? 4 : 0;
+}
+
+/* The value (code - 8, in -8..7) of code (lane, i) of a q4_0 group's codes. */
+static int q4_value(const uint8_t *codes, int lane, int i) {
+    return (codes[q4_byte(lane, i)] >> q4_shift(i) & 0xf) - 8;
+}
+
+/* Code j of a row of q4_0 codes packed two a byte (value j in byte j / 2, even j low). */
+static int row_code(const uint8_t *row, int j) {
+    return (row[j / 2] >> (j % 2 * 4)) & 0xf;
+}
+
+/* The same for q4_0 (rows first .. first + n_rows - 1 of m, codes row-major two a byte): per
+ * group, the rows' scales, then their codes in column quads; padding codes are 8 (value 0). */
+static void pack_q4_panel(char *dst, const Matrix *m, const uint8_t *codes, const float *scales,
+                          size_t first, int n_rows) {
+    int cols = m->cols, n_groups = (cols + 31) / 32;
+    size_t row_bytes = ((size_t)cols + 1) / 2;
+    for (int start = 0; start < cols; start += 32) {
+        int columns = group_columns(DTYPE_Q4_0, cols, 32, start);
+        float *group_scales = (float *)dst;
+        uint8_t *q = (uint8_t *)(dst + PANEL_ROWS * sizeof(float));
+        memset(dst, 0, PANEL_ROWS * sizeof(float));
+        memset(q, 0x88, (size_t)PANEL_ROWS * columns / 2);
+        for (int r = 0; r < n_rows; r++) {
+            group_scales[r] = scales[(first + r) * n_groups + start / 32];
+            const uint8_t *row = codes + (first + r) * row_bytes;
+            for (int i = 0; i < columns && start + i < cols; i++) {
+                uint8_t *byte = &q[q4_byte(r, i)];
+                int shift = q4_shift(i);
+                *byte = (uint8_t)((*byte & ~(0xf << shift)) | row_code(row, start + i) << shift);
+            }
+        }
+        dst += group_bytes(DTYPE_Q4_0, columns);
     }
 }
 
@@ -87,7 +146,9 @@ void matrix_pack_panel(const Matrix *m, char *dst, const void *values, const flo
     int n_rows = m->rows - row < PANEL_ROWS ? m->rows - row : PANEL_ROWS;
     if (m->dtype == DTYPE_Q8_0)
         pack_q8_panel(dst, m, values, scales, row, n_rows);
-    else if (m->dtype == DTYPE_BF16)
+    else if (m->dtype == DTYPE_Q4_0)
+        pack_q4_panel(dst, m, values, scales, row, n_rows);
+    else if (is_half(m->dtype))
         pack_float_panel(dst, values, row, n_rows, m->cols, sizeof(uint16_t));
     else
         pack_float_panel(dst, values, row, n_rows, m->cols, sizeof(float));
@@ -104,13 +165,17 @@ float matrix_value(const Matrix *m, int layer, int row, int col) {
     if (m->dtype == DTYPE_F32) return ((const float *)panel)[(size_t)col * PANEL_ROWS + lane];
     if (m->dtype == DTYPE_BF16)
         return bf16_to_f32(((const uint16_t *)panel)[(size_t)col * PANEL_ROWS + lane]);
-    /* q8_0: every group before col's is whole (group_size columns, an even number), so col's
-     * group starts at a multiple of one group's bytes; there, the scales, then the value pairs */
+    if (m->dtype == DTYPE_F16)
+        return f16_to_f32(((const uint16_t *)panel)[(size_t)col * PANEL_ROWS + lane]);
+    /* q8_0 and q4_0: every group before col's is whole (group_size columns, a whole number of
+     * pairs or quads), so col's group starts at a multiple of one group's bytes; there, the
+     * scales, then the value pairs or code quads */
     int g = col / m->group_size, i = col % m->group_size;
-    const char *group = panel + (size_t)g * q8_group_bytes(m->group_size);
+    const char *group = panel + (size_t)g * group_bytes(m->dtype, m->group_size);
     float scale = ((const float *)group)[lane];
-    const int8_t *q = (const int8_t *)(group + PANEL_ROWS * sizeof(float));
-    return q[(i / 2) * 2 * PANEL_ROWS + lane * 2 + i % 2] * scale;
+    const char *q = group + PANEL_ROWS * sizeof(float);
+    if (m->dtype == DTYPE_Q4_0) return q4_value((const uint8_t *)q, lane, i) * scale;
+    return ((const int8_t *)q)[(i / 2) * 2 * PANEL_ROWS + lane * 2 + i % 2] * scale;
 }
 
 void embedding_ref(const Matrix *w, int token, float *out) {
@@ -131,20 +196,25 @@ void matmul_ref(float *out, const Matrix *w, int layer, const float *x) {
 void embedding(const Matrix *w, int token, float *out) {
     const char *panel = (const char *)w->data + (size_t)(token / PANEL_ROWS) * w->panel_bytes;
     int lane = token % PANEL_ROWS, n = w->cols;
-    if (w->dtype == DTYPE_Q8_0) {
+    if (is_grouped(w->dtype)) {
         for (int start = 0; start < n; start += w->group_size) {
-            int columns = q8_group_columns(n, w->group_size, start);
+            int columns = group_columns(w->dtype, n, w->group_size, start);
             float scale = ((const float *)panel)[lane];
-            const int8_t *q = (const int8_t *)(panel + PANEL_ROWS * sizeof(float));
+            const char *q = panel + PANEL_ROWS * sizeof(float);
             for (int i = 0; i < columns && start + i < n; i++)
-                out[start + i] = q[(i / 2) * 2 * PANEL_ROWS + lane * 2 + i % 2] * scale;
-            panel += q8_group_bytes(columns);
+                out[start + i] =
+                    (w->dtype == DTYPE_Q4_0
+                         ? q4_value((const uint8_t *)q, lane, i)
+                         : ((const int8_t *)q)[(i / 2) * 2 * PANEL_ROWS + lane * 2 + i % 2]) *
+                    scale;
+            panel += group_bytes(w->dtype, columns);
         }
+    } else if (is_half(w->dtype)) {
+        const uint16_t *h = (const uint16_t *)panel + lane;
+        float (*to_f32)(uint16_t) = w->dtype == DTYPE_BF16 ? bf16_to_f32 : f16_to_f32;
+        for (int j = 0; j < n; j++) out[j] = to_f32(h[(size_t)j * PANEL_ROWS]);
     } else {
-        for (int j = 0; j < n; j++)
-            out[j] = w->dtype == DTYPE_BF16
-                         ? bf16_to_f32(((const uint16_t *)panel)[(size_t)j * PANEL_ROWS + lane])
-                         : ((const float *)panel)[(size_t)j * PANEL_ROWS + lane];
+        for (int j = 0; j < n; j++) out[j] = ((const float *)panel)[(size_t)j * PANEL_ROWS + lane];
     }
 }
 
@@ -199,9 +269,10 @@ static Inputs inputs_from(Inputs in, int b, int cols) {
                     in.xq_stride};
 }
 
-/* Column j of the panel at `panel` (f32 or bf16, a constant once inlined) as floats. */
+/* Column j of the panel at `panel` (f32, bf16 or f16, a constant once inlined) as floats. */
 static ALWAYS_INLINE vecf panel_column(const char *panel, int j, DType dtype) {
     if (dtype == DTYPE_BF16) return vec_load_bf16((const uint16_t *)panel + (size_t)j * PANEL_ROWS);
+    if (dtype == DTYPE_F16) return vec_load_f16((const uint16_t *)panel + (size_t)j * PANEL_ROWS);
     return vec_load((const float *)panel + (size_t)j * PANEL_ROWS);
 }
 
@@ -220,7 +291,7 @@ static ALWAYS_INLINE void store_tile(Output o, vecf acc[BLOCK_PANELS][MAX_TILE_I
     }
 }
 
-/* The f32 or bf16 tile: np panels of p (rows row0 .. row0 + np * PANEL_ROWS - 1 of one layer)
+/* The f32, bf16 or f16 tile: np panels of p (rows row0 .. row0 + np * PANEL_ROWS - 1 of one layer)
  * times the nb inputs x: (nb, w->cols), into o. */
 static ALWAYS_INLINE void float_tile(Output o, const float *x, int nb, Panels p, int np,
                                      DType dtype) {
@@ -236,7 +307,7 @@ static ALWAYS_INLINE void float_tile(Output o, const float *x, int nb, Panels p,
         UNROLL
         for (int r = 0; r < np; r++) {
             column[r] = panel_column(p.panel + r * w->panel_bytes, j, dtype);
-            if (nb == 1 && dtype == DTYPE_BF16)
+            if (nb == 1 && is_half(dtype))
                 __builtin_prefetch(p.panel + r * w->panel_bytes +
                                    (size_t)j * PANEL_ROWS * sizeof(uint16_t) + PREFETCH_AHEAD);
         }
@@ -283,21 +354,77 @@ static ALWAYS_INLINE void q8_group(vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS],
         UNROLL
         for (int b = 0; b < nb; b++)
             acc[r][b] = vec_fmadd(vec_from_veci(sums[r][b]), scale, acc[r][b]);
-        group[r] += q8_group_bytes(columns);
+        group[r] += group_bytes(DTYPE_Q8_0, columns);
     }
 }
 
-/* The inputs from column `start` on (q8_0's int16 values only: q8_group reads nothing else). */
+/* q4_0, as q8_group (`columns` a multiple of 4): acc[r][b] += scales * ((codes - 8) . int16
+ * inputs b), column quad by column quad: a quad's 2 * PANEL_ROWS bytes are, widened nibble by
+ * nibble, the code pairs of columns (i, i + 1) (low nibbles) and (i + 2, i + 3) (high). The
+ * integer sum is codes . inputs - 8 * (the sum of the group's inputs), so that the codes are
+ * multiplied as they are (-8 on every weight cost a third of q4_0's decode: 12 instructions per 8
+ * rows and 4 columns against 7). */
+static ALWAYS_INLINE void q4_group(vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS],
+                                   const char *group[BLOCK_PANELS], Inputs in, int nb, int np,
+                                   int columns) {
+    veci sums[BLOCK_PANELS][MAX_TILE_INPUTS];
+    UNROLL
+    for (int r = 0; r < np; r++) {
+        UNROLL
+        for (int b = 0; b < nb; b++) sums[r][b] = veci_zero();
+    }
+    int32_t input_sum[MAX_TILE_INPUTS];
+    UNROLL
+    for (int b = 0; b < nb; b++) {
+        input_sum[b] = 0;
+        for (int i = 0; i < columns; i++) input_sum[b] += in.xq[b * in.xq_stride + i];
+    }
+    UNROLL
+    for (int i = 0; i < columns; i += 4) {
+        vecw low_pair[MAX_TILE_INPUTS], high_pair[MAX_TILE_INPUTS];
+        UNROLL
+        for (int b = 0; b < nb; b++) {
+            low_pair[b] = vecw_set1_pair(in.xq + b * in.xq_stride + i);
+            high_pair[b] = vecw_set1_pair(in.xq + b * in.xq_stride + i + 2);
+        }
+        UNROLL
+        for (int r = 0; r < np; r++) {
+            const uint8_t *q = (const uint8_t *)(group[r] + PANEL_ROWS * sizeof(float)) +
+                               (size_t)(i / 4) * 2 * PANEL_ROWS;
+            vecw low, high;
+            vecw_load_q4(q, &low, &high);
+            if (nb == 1 && (i / 4 * 2 * PANEL_ROWS) % 64 == 0) /* once a cache line */
+                __builtin_prefetch(q + PREFETCH_AHEAD);
+            UNROLL
+            for (int b = 0; b < nb; b++)
+                sums[r][b] = veci_dot(veci_dot(sums[r][b], low, low_pair[b]), high, high_pair[b]);
+        }
+    }
+    UNROLL
+    for (int r = 0; r < np; r++) {
+        vecf scale = vec_load((const float *)group[r]);
+        UNROLL
+        for (int b = 0; b < nb; b++) {
+            veci sum = veci_sub(sums[r][b], veci_set1(8 * input_sum[b]));
+            acc[r][b] = vec_fmadd(vec_from_veci(sum), scale, acc[r][b]);
+        }
+        group[r] += group_bytes(DTYPE_Q4_0, columns);
+    }
+}
+
+/* The inputs from column `start` on (the int16 values only: q8_group and q4_group read nothing
+ * else). */
 static Inputs inputs_at_column(Inputs in, int start) {
     in.xq += start;
     return in;
 }
 
-/* The q8_0 tile: as float_tile with the inputs quantized (input b is xq_scale[b] * xq[b], rows of
- * xq_stride int16): each group's dot product is an integer sum, converted and scaled by the
- * weights' scale once; the input's scale multiplies the total. group_size (= w->group_size) a
- * constant once inlined, so the group loop unrolls. */
-static ALWAYS_INLINE void q8_tile(Output o, Inputs in, int nb, Panels p, int np, int group_size) {
+/* The q8_0 and q4_0 tile: as float_tile with the inputs quantized (input b is xq_scale[b] *
+ * xq[b], rows of xq_stride int16): each group's dot product is an integer sum, converted and
+ * scaled by the weights' scale once; the input's scale multiplies the total. group_size (=
+ * w->group_size) a constant once inlined, so the group loop unrolls. */
+static ALWAYS_INLINE void grouped_tile(Output o, Inputs in, int nb, Panels p, int np,
+                                       int group_size) {
     const Matrix *w = p.w;
     vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS];
     const char *group[BLOCK_PANELS];
@@ -307,12 +434,22 @@ static ALWAYS_INLINE void q8_tile(Output o, Inputs in, int nb, Panels p, int np,
         UNROLL
         for (int b = 0; b < nb; b++) acc[r][b] = vec_zero();
     }
-    int full = w->cols / group_size * group_size;
-    for (int start = 0; start < full; start += group_size)
-        q8_group(acc, group, inputs_at_column(in, start), nb, np, group_size);
-    if (full < w->cols) /* the shorter last group */
-        q8_group(acc, group, inputs_at_column(in, full), nb, np,
-                 q8_group_columns(w->cols, group_size, full));
+    int full = w->cols / group_size * group_size, q4 = w->dtype == DTYPE_Q4_0;
+    for (int start = 0; start < full; start += group_size) {
+        Inputs at = inputs_at_column(in, start);
+        if (q4)
+            q4_group(acc, group, at, nb, np, group_size);
+        else
+            q8_group(acc, group, at, nb, np, group_size);
+    }
+    if (full < w->cols) { /* the shorter last group */
+        Inputs at = inputs_at_column(in, full);
+        int columns = group_columns(w->dtype, w->cols, group_size, full);
+        if (q4)
+            q4_group(acc, group, at, nb, np, columns);
+        else
+            q8_group(acc, group, at, nb, np, columns);
+    }
     store_tile(o, acc, in.xq_scale, nb, np, p);
 }
 
@@ -334,12 +471,14 @@ void quantize_input(int16_t *xq, float *scale, const float *x, int n) {
 /* One tile of np panels times nb inputs, both constants once inlined, in w's dtype. */
 static ALWAYS_INLINE void tile(Output o, Inputs in, int nb, Panels p, int np) {
     const Matrix *w = p.w;
-    if (w->dtype == DTYPE_Q8_0 && w->group_size == 32)
-        q8_tile(o, in, nb, p, np, 32);
+    if (w->dtype == DTYPE_Q4_0 || (w->dtype == DTYPE_Q8_0 && w->group_size == 32))
+        grouped_tile(o, in, nb, p, np, 32);
     else if (w->dtype == DTYPE_Q8_0) /* model_load allows 32 and 64 */
-        q8_tile(o, in, nb, p, np, 64);
+        grouped_tile(o, in, nb, p, np, 64);
     else if (w->dtype == DTYPE_BF16)
         float_tile(o, in.x, nb, p, np, DTYPE_BF16);
+    else if (w->dtype == DTYPE_F16)
+        float_tile(o, in.x, nb, p, np, DTYPE_F16);
     else
         float_tile(o, in.x, nb, p, np, DTYPE_F32);
 }
@@ -359,7 +498,7 @@ static ALWAYS_INLINE void tile_np(Output o, Inputs in, int nb, Panels p, int np)
         tile(o, in, 2, p, np);
     else if (nb == 4)
         tile(o, in, 4, p, np);
-    else if (p.w->dtype == DTYPE_Q8_0)
+    else if (is_grouped(p.w->dtype))
         tile(o, in, TILE_INPUTS_Q8, p, np);
     else
         tile(o, in, TILE_INPUTS, p, np);
@@ -383,7 +522,7 @@ static void panel_block(Output o, Inputs in, int batch, Panels p, int np) {
         return;
     }
     const Matrix *w = p.w;
-    int tile_inputs = w->dtype == DTYPE_Q8_0 ? TILE_INPUTS_Q8 : TILE_INPUTS;
+    int tile_inputs = is_grouped(w->dtype) ? TILE_INPUTS_Q8 : TILE_INPUTS;
     for (int k = 0; k < np; k += 2) {
         Panels at = {w, p.panel + k * w->panel_bytes, p.row0 + k * PANEL_ROWS};
         for (int b = 0, nb = tile_inputs; b < batch; b += nb) {
@@ -428,7 +567,7 @@ void matmul(const Product *p, int n, const float *x, int batch, int layer,
                  .in = {x, xq->values, xq->scales, xq->stride},
                  .batch = batch,
                  .layer = layer};
-    if (p[0].w->dtype == DTYPE_Q8_0)
+    if (is_grouped(p[0].w->dtype))
         for (int b = 0; b < batch; b++)
             quantize_input(xq->values + (size_t)b * xq->stride, &xq->scales[b],
                            x + (size_t)b * cols, cols);

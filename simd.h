@@ -16,6 +16,9 @@
  *   vec_load_upto(p, n),           min(n, VEC_WIDTH) floats (n >= 0): a whole vector, or partial
  *   vec_store_upto(p, v, n)
  *   vec_load_bf16(p)               VEC_WIDTH bf16 values (uint16 bits) widened to floats
+ *   vec_load_f16(p)                VEC_WIDTH IEEE fp16 values (uint16 bits) as floats, exactly:
+ *                                  F16C's vcvtph2ps where the CPU has it, else norm.c's
+ *                                  f16_to_f32 value by value (a NaN stays a NaN, its payload aside)
  *   vec_sum4(a, b, c, d, out)      out[i] = the sum of the i-th vector's lanes, each vector's
  *                                  lanes added in the same tree whichever argument it is
  *   vec_sum(v)                     the sum of v's lanes, in vec_sum4's order
@@ -24,8 +27,12 @@
  *                                  build: expf)
  * and for q8_0's integer dot products, vecw (2 * VEC_WIDTH int16) and veci (VEC_WIDTH int32):
  *   vecw_load_i8(p)                2 * VEC_WIDTH int8 values widened to int16
+ *   vecw_load_q4(p, low, high)     2 * VEC_WIDTH bytes of 4-bit codes (q4_0) as int16 (0..15):
+ *                                  *low the low nibbles, *high the high ones, element k of each
+ *                                  from byte k
  *   vecw_set1_pair(p)              the int16 pair p[0], p[1] in every int32 lane
  *   veci_zero(), vec_from_veci(v)  int32 lanes, and their values as floats
+ *   veci_set1(a), veci_sub(a, b)   every lane a; a - b lane by lane
  *   veci_dot(acc, a, b)            lane i of acc + a[2i] b[2i] + a[2i + 1] b[2i + 1] (AVX512-VNNI
  *                                  vpdpwssd, or vpmaddwd and an add): exact, the same integers
  *                                  on every target as long as a lane stays within int32
@@ -96,6 +103,9 @@ static inline vecf bf16x16_to_vec(__m256i h) {
 static inline vecf vec_load_bf16(const uint16_t *p) {
     return bf16x16_to_vec(_mm256_loadu_si256((const __m256i *)p));
 }
+static inline vecf vec_load_f16(const uint16_t *p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+}
 /* 8 floats: lanes i and i + 8 of v added */
 static inline __m256 vec_fold256(vecf v) {
     return _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
@@ -104,11 +114,23 @@ static inline __m256 vec_fold256(vecf v) {
 static inline veci veci_zero(void) {
     return _mm512_setzero_si512();
 }
+static inline veci veci_set1(int32_t a) {
+    return _mm512_set1_epi32(a);
+}
+static inline veci veci_sub(veci a, veci b) {
+    return _mm512_sub_epi32(a, b);
+}
 static inline vecf vec_from_veci(veci v) {
     return _mm512_cvtepi32_ps(v);
 }
 static inline vecw vecw_load_i8(const int8_t *p) {
     return _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)p));
+}
+/* each byte widened to 16 bits first: then the high nibble is the element shifted right by 4 */
+static inline void vecw_load_q4(const uint8_t *p, vecw *low, vecw *high) {
+    __m512i bytes = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)p));
+    *low = _mm512_and_si512(bytes, _mm512_set1_epi16(0x0f));
+    *high = _mm512_srli_epi16(bytes, 4);
 }
 static inline vecw vecw_set1_pair(const int16_t *p) {
     int32_t pair;
@@ -171,6 +193,18 @@ static inline vecf vec_load_bf16(const uint16_t *p) {
     __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
     return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
 }
+#if defined(__F16C__)
+static inline vecf vec_load_f16(const uint16_t *p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+}
+#else
+float f16_to_f32(uint16_t h); /* norm.c */
+static inline vecf vec_load_f16(const uint16_t *p) {
+    float f[VEC_WIDTH];
+    for (int i = 0; i < VEC_WIDTH; i++) f[i] = f16_to_f32(p[i]);
+    return vec_load(f);
+}
+#endif
 static inline __m256 vec_fold256(vecf v) {
     return v;
 }
@@ -178,11 +212,22 @@ static inline __m256 vec_fold256(vecf v) {
 static inline veci veci_zero(void) {
     return _mm256_setzero_si256();
 }
+static inline veci veci_set1(int32_t a) {
+    return _mm256_set1_epi32(a);
+}
+static inline veci veci_sub(veci a, veci b) {
+    return _mm256_sub_epi32(a, b);
+}
 static inline vecf vec_from_veci(veci v) {
     return _mm256_cvtepi32_ps(v);
 }
 static inline vecw vecw_load_i8(const int8_t *p) {
     return _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)p));
+}
+static inline void vecw_load_q4(const uint8_t *p, vecw *low, vecw *high) {
+    __m256i bytes = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)p));
+    *low = _mm256_and_si256(bytes, _mm256_set1_epi16(0x0f));
+    *high = _mm256_srli_epi16(bytes, 4);
 }
 static inline vecw vecw_set1_pair(const int16_t *p) {
     int32_t pair;
@@ -240,15 +285,29 @@ static inline vecf vec_load_bf16(const uint16_t *p) {
     memcpy(&f, &bits, sizeof(f));
     return f;
 }
+float f16_to_f32(uint16_t h); /* norm.c */
+static inline vecf vec_load_f16(const uint16_t *p) {
+    return f16_to_f32(*p);
+}
 
 static inline veci veci_zero(void) {
     return 0;
+}
+static inline veci veci_set1(int32_t a) {
+    return a;
+}
+static inline veci veci_sub(veci a, veci b) {
+    return a - b;
 }
 static inline vecf vec_from_veci(veci v) {
     return (float)v;
 }
 static inline vecw vecw_load_i8(const int8_t *p) {
     return (vecw){{p[0], p[1]}};
+}
+static inline void vecw_load_q4(const uint8_t *p, vecw *low, vecw *high) {
+    *low = (vecw){{p[0] & 0xf, p[1] & 0xf}};
+    *high = (vecw){{p[0] >> 4, p[1] >> 4}};
 }
 static inline vecw vecw_set1_pair(const int16_t *p) {
     return (vecw){{p[0], p[1]}};

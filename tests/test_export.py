@@ -26,6 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import export  # noqa: E402
 import nllm_model  # noqa: E402
 from nllm_model import rope_interleaved, rope_rotate_half  # noqa: E402
+import forward_f64  # noqa: E402  (tests/, the script's directory)
 
 RUN = os.environ.get("NORMLLAMA_RUN", "./run")
 PT = "models/stories260K.pt"
@@ -81,14 +82,15 @@ MATRICES = {"token_embedding", "wq", "wk", "wv", "wo", "w1", "w2", "w3", "wcls"}
 
 
 def read_nllm(path, raw=None):
-    """Header fields and f32 tensors of our file; bf16 and q8_0 matrices are decoded to f32. With
-    raw={} it also gets each q8_0 matrix's (int8 values, scales) by name."""
+    """Header fields and f32 tensors of our file; bf16, f16, q8_0 and q4_0 matrices are decoded to
+    f32. With raw={} it also gets each q8_0 or q4_0 matrix's (int8 values or codes 0..15, scales)
+    by name."""
     data = open(path, "rb").read()
     magic, version, *sizes = struct.unpack_from("<II7i", data, 0)
     theta, eps = struct.unpack_from("<ff", data, 36)
     norm, bias, shared, dtype, align, group_size = struct.unpack_from("<6I", data, 44)
-    assert (magic, version) == (0x4D4C4C4E, 1) and dtype in (0, 1, 2)
-    assert group_size == (group_size if dtype == 2 else 0)
+    assert (magic, version) == (0x4D4C4C4E, 1) and dtype in (0, 1, 2, 3, 4)
+    assert group_size == (group_size if dtype == 2 else 32 if dtype == 4 else 0)
     dim, hidden, layers, heads, kv_heads, vocab, seq_len = sizes
     kv_dim = kv_heads * dim // heads
     shapes = [("token_embedding", (vocab, dim)), ("attn_norm", (layers, dim))]
@@ -117,6 +119,17 @@ def read_nllm(path, raw=None):
             t[name] = take("<f4", n).reshape(shape)
         elif kind == 1:
             t[name] = (take("<u2", n).astype(np.uint32) << 16).view(np.float32).reshape(shape)
+        elif kind == 3:
+            t[name] = take("<f2", n).astype(np.float32).reshape(shape)
+        elif kind == 4:  # codes two a byte, the even column's low; value (code - 8) * scale
+            cols = shape[-1]
+            packed = take("u1", n // 2).reshape(-1, cols // 2)
+            q = np.stack([packed & 15, packed >> 4], axis=2).reshape(-1, cols).astype(np.int32)
+            scales = take("<f4", q.shape[0] * -(-cols // 32)).reshape(q.shape[0], -1)
+            t[name] = ((q - 8) * np.repeat(scales, 32, axis=1)[:, :cols]).astype(np.float32) \
+                .reshape(shape)
+            if raw is not None:
+                raw[name] = (q, scales)
         else:
             cols = shape[-1]
             groups = -(-cols // group_size)
@@ -288,6 +301,59 @@ def bf16_export_is_the_upper_half_of_each_f32_weight():
 
 
 @test
+def f16_export_is_each_f32_weight_rounded_to_the_nearest_half():
+    header, ours = read_nllm(stories_nllm("f16"))
+    legacy = read_legacy(LEGACY)
+    assert header["dtype"] == 3 and header["group_size"] == 0
+    assert os.path.getsize(stories_nllm("f16")) < 0.51 * os.path.getsize(stories_nllm())
+    for name in legacy:
+        if name not in MATRICES:
+            assert np.array_equal(ours[name], legacy[name]), name
+            continue
+        w = legacy[name].astype(np.float64)
+        # within half a step of the halves' grid there (2^-24 among the subnormals), and on it
+        step = np.maximum(2.0 ** (np.floor(np.log2(np.maximum(np.abs(w), 2.0 ** -14))) - 10),
+                          2.0 ** -24)
+        assert np.all(np.abs(ours[name] - w) <= step / 2), name
+        assert np.all(np.float16(ours[name]) == ours[name]), name
+
+
+@test
+def f16_logits_match_a_float64_forward_of_the_same_halves():
+    """run on the f16 file against forward_f64 (numpy float64) over the weights it holds, decode
+    and batched prefill: the gap is run's float32 rounding alone."""
+    header, t = read_nllm(stories_nllm("f16"))
+    ids = [1] + SP.encode(PROMPT)
+    want = forward_f64.logits(header, t, ids)
+    for extra in ((), ("--prefill=serial",)):
+        _, got, _ = run_logits(stories_nllm("f16"), PROMPT, extra=extra)
+        err = np.abs(got - want).max()
+        print(f"  f16 {extra or 'batched'}: max |logit - float64 forward| = {err:.1e} over "
+              f"{len(ids)} positions (logits up to {np.abs(want).max():.1f})")
+        assert err < 1e-4, err
+    # the float64 forward is no copy of run: the f32 file's weights give other logits
+    assert np.abs(forward_f64.logits(*read_nllm(stories_nllm()), ids) - want).max() > 1e-3
+
+
+@test
+def export_refuses_weights_beyond_f16s_range():
+    out = tmp("never.nllm")
+    wq = torch.load(PT, map_location="cpu")["model"]["_orig_mod.layers.1.attention.wq.weight"]
+    wq = wq.clone()
+    wq[0, 0] = 65520.0  # halfway past 65504: it would round to infinity
+    path = pt_checkpoint("big", tensors={"layers.1.attention.wq.weight": wq})
+    expect_export_error([path, "--out", out, "--dtype", "f16"],
+                        "wq of layer 1 has a value of magnitude 65520, beyond f16's largest 65504")
+    assert_nothing_written(out)
+    wq[0, 0] = 65519.0  # rounds to 65504
+    path = pt_checkpoint("big-ok", tensors={"layers.1.attention.wq.weight": wq})
+    code, _, err = export_cli(path, "--out", out, "--dtype", "f16")
+    assert code == 0, err
+    assert read_nllm(out)[1]["wq"][1, 0, 0] == 65504.0
+    os.remove(out)
+
+
+@test
 def q8_0_export_groups_each_row_with_a_short_tail_group():
     legacy = read_legacy(LEGACY)
     for group_size in (32, 64):
@@ -340,6 +406,66 @@ def bf16_greedy_story_is_the_f32_story_for_all_256_positions():
 
 
 @test
+def f16_greedy_story_is_the_f32_story_for_all_256_positions():
+    agree, err_first, err_all = greedy_agreement("f16")
+    print(f"  f16: {agree} greedy tokens agree with f32; max |logit error| "
+          f"{err_first:.4f} at the first, {err_all:.4f} over all 256 positions")
+    assert agree == 256 - 4, agree
+    assert 1e-4 < err_all < 0.03, err_all  # f16 keeps 11 bits: 8x closer than bf16
+
+
+@test
+def q4_0_export_codes_each_group_of_32_around_its_largest_value():
+    legacy = read_legacy(LEGACY)
+    raw = {}
+    header, ours = read_nllm(stories_nllm("q4_0"), raw)
+    assert header["dtype"] == 4 and header["group_size"] == 32
+    # 0.5 bytes a weight and 4 a scale per 32: under a sixth of f32's file
+    assert os.path.getsize(stories_nllm("q4_0")) < 0.17 * os.path.getsize(stories_nllm())
+    # w2's rows are hidden_dim = 172 long: 5 groups of 32 and one of 12
+    assert raw["w2"][0].shape == (5 * 64, 172) and raw["w2"][1].shape == (5 * 64, 6)
+    for name in legacy:
+        if name not in MATRICES:
+            assert np.array_equal(ours[name], legacy[name]), name
+            continue
+        w = legacy[name].reshape(-1, legacy[name].shape[-1]).astype(np.float64)
+        q, scales = raw[name]
+        step = np.abs(np.repeat(scales, 32, axis=1)[:, :w.shape[1]]).astype(np.float64)
+        got = ours[name].reshape(w.shape)
+        # the largest |w| of each group is code 0 (value -8 steps) exactly; every value within half
+        # a step, but for those past +7.5 steps on the side opposite it, clipped at +7 (one step)
+        for g in range(scales.shape[1]):
+            part = w[:, g * 32:(g + 1) * 32]
+            at = np.abs(part).argmax(axis=1)
+            assert np.all(q[np.arange(len(at)), g * 32 + at] == 0), (name, g)
+            assert np.allclose(-8 * scales[:, g], part[np.arange(len(at)), at], rtol=1e-6)
+        clipped = (q == 15) & (np.abs(w) > 7.5 * step)
+        assert np.all(np.abs(got - w)[~clipped] <= step[~clipped] * 0.5000001 + 1e-12), name
+        assert np.all(np.abs(got - w)[clipped] <= step[clipped] * 1.0000001), name
+
+
+@test
+def q4_0_quality_against_f32_bf16_and_q8_0():
+    """The cost of 4 bits on stories260K (printed for the README): greedy tokens agreeing with
+    f32's story, the logit error, and the perplexity of data/stories.txt beside f32, bf16, f16 and
+    q8_0's. Bounds around the measurement (q4_0: 23 tokens, logit error 3.1 at the first;
+    perplexity 5.036 against f32's 4.485, the others within 0.001 of it)."""
+    ppl = {}
+    for dtype in ("f32", "bf16", "f16", "q8_0", "q4_0"):
+        code, out, err = run(stories_nllm(dtype), "-z", TOK_BIN, "--ppl", "data/stories.txt")
+        assert code == 0, err
+        ppl[dtype] = float(out.split("perplexity ")[1].split()[0])
+    agree, err_first, err_all = greedy_agreement("q4_0")
+    print(f"  q4_0: {agree} greedy tokens agree with f32; max |logit error| {err_first:.3f} at "
+          f"the first, {err_all:.3f} over those positions; perplexity of data/stories.txt "
+          + ", ".join(f"{d} {p:.4f}" for d, p in ppl.items()))
+    assert 1.05 * ppl["f32"] < ppl["q4_0"] < 1.2 * ppl["f32"], ppl
+    for dtype in ("bf16", "f16", "q8_0"):
+        assert abs(ppl[dtype] / ppl["f32"] - 1) < 0.005, ppl
+    assert 10 <= agree < 100 and err_first < 5, (agree, err_first)
+
+
+@test
 def q8_0_greedy_story_agrees_with_f32_for_100_tokens():
     # measured: 110 generated tokens with groups of 32, 57 with groups of 64
     agree, err_first, err_all = greedy_agreement("q8_0", 32)
@@ -366,7 +492,8 @@ def batched_prefill_gives_the_serial_logits_bit_for_bit_in_every_dtype_and_batch
         prompts.setdefault(1 + len(SP.encode(text[:end])), text[:end])
     batches = [("--prefill=batch",), ("--batch=1",), ("--batch=7",), ("-b", "100"),
                ("--batch=128",), ("--batch=256",)]
-    for dtype, group_size in [("f32", 32), ("bf16", 32), ("q8_0", 32), ("q8_0", 64)]:
+    for dtype, group_size in [("f32", 32), ("bf16", 32), ("f16", 32), ("q8_0", 32), ("q8_0", 64),
+                              ("q4_0", 32)]:
         model = stories_nllm(dtype, group_size)
         for n in range(297, 305):
             ids, serial, _ = run_logits(model, prompts[n], extra=("--prefill=serial",))
@@ -381,7 +508,7 @@ def nan_weight_stops_the_run_in_every_dtype():
     """A NaN in final_norm's weight: every dtype stops with the one-line non-finite error, in
     generation and in --ppl (q8_0 quantizes its inputs to int16, which must not turn the NaN into
     a number)."""
-    for dtype in ("f32", "bf16", "q8_0"):
+    for dtype in ("f32", "bf16", "f16", "q8_0", "q4_0"):
         source = stories_nllm(dtype)
         data = bytearray(open(source, "rb").read())
         at = bytes(data).find(read_nllm(source)[1]["final_norm"].tobytes())
@@ -405,7 +532,8 @@ def simd_and_portable_builds_agree_on_every_dtype():
     # q8_0 quantizes each input to int16 steps of max|x| / 32767: a rounding difference of 1e-7
     # between the builds can move a value to the next step (3e-5 of the largest), so its bound is
     # looser, still 30x below the q8_0-vs-f32 error (0.15 to 0.37, above)
-    for dtype, bound in (("f32", 1e-4), ("bf16", 1e-4), ("q8_0", 1e-2)):
+    for dtype, bound in (("f32", 1e-4), ("bf16", 1e-4), ("f16", 1e-4), ("q8_0", 1e-2),
+                         ("q4_0", 1e-2)):
         _, a, _ = run_logits(stories_nllm(dtype), PROMPT, steps=32)
         _, b, _ = run_logits(stories_nllm(dtype), PROMPT, steps=32, program=simd)
         err = np.abs(a - b).max()
@@ -416,18 +544,20 @@ def simd_and_portable_builds_agree_on_every_dtype():
 @test
 def random_model_of_each_dtype_runs():
     sizes = {}
-    for dtype in ("f32", "bf16", "q8_0"):
+    for dtype in ("f32", "bf16", "f16", "q8_0", "q4_0"):
         out = tmp(f"random-15M-{dtype}.nllm")
         code, _, err = export_cli("--random", "15M", "--dtype", dtype, "--out", out)
         assert code == 0, err
         header, t = read_nllm(out)
         assert (header["dim"], header["n_layers"], header["vocab_size"]) == (288, 6, 32000)
         assert header["shared"] == 1 and np.all(t["attn_norm"] == 1)
-        assert 0.05 < np.abs(t["wq"]).max() <= 1 / np.sqrt(288)
+        # f16 rounds to nearest: up to half a step (2^-11 relative) past the bound
+        assert 0.05 < np.abs(t["wq"]).max() <= 1 / np.sqrt(288) * (1 + 2.0 ** -11)
         sizes[dtype] = os.path.getsize(out)
         code, _, err = run(out, "-z", "models/tokenizer.bin", "-n", "4", "-s", "1")
         assert code == 0, err
         os.remove(out)
+    assert sizes["bf16"] == sizes["f16"] and 6.3 < sizes["f32"] / sizes["q4_0"] < 6.5
     assert 1.9 < sizes["f32"] / sizes["bf16"] < 2.01 and 3.4 < sizes["f32"] / sizes["q8_0"] < 3.6
 
 
@@ -978,8 +1108,8 @@ def export_option_errors():
                             f"--seq-len must be in 1..1048576, got {seq_len}")
     expect_export_error(["--random", "15M", "--seed", "-1", "--out", out],
                         "--seed must be 0 or more, got -1")
-    expect_export_error([PT, "--out", out, "--dtype", "f16"],
-                        "argument --dtype: invalid choice: 'f16'")
+    expect_export_error([PT, "--out", out, "--dtype", "f8"],
+                        "argument --dtype: invalid choice: 'f8'")
     expect_export_error([PT, "--out", out, "--bogus"], "unrecognized arguments: --bogus")
     expect_export_error([PT], "the following arguments are required: --out")
     for source in (PT, TOK_MODEL):

@@ -287,11 +287,15 @@ Test(normllama_bad_input, magic_version_and_dtype) {
     expect_field_error(OFF_MAGIC, 0x4d4c4c4f, "unknown magic 0x4d4c4c4f");
     expect_field_error(OFF_VERSION, 2, "unknown normllama version 2 (this run reads version 1)");
     expect_field_error(OFF_VERSION, 0, "unknown normllama version 0");
-    expect_field_error(OFF_DTYPE, 9, "unknown weight dtype 9 (0 f32, 1 bf16, 2 q8_0)");
+    expect_field_error(OFF_DTYPE, 9,
+                       "unknown weight dtype 9 (0 f32, 1 bf16, 2 q8_0, 3 f16, 4 q4_0)");
     expect_field_error(OFF_DTYPE, 2, "q8_0 group_size is 0, not 32 or 64");
     expect_field_error(OFF_GROUP_SIZE, 32, "group_size is 32 but f32 weights have no groups");
-    /* the layout follows the dtype: an f32 file read as bf16 or q8_0 has the wrong size */
+    /* the layout follows the dtype: an f32 file read as bf16, f16 or q8_0 has the wrong size */
     expect_field_error(OFF_DTYPE, 1, "normllama v1 bf16 header (dim 12");
+    expect_field_error(OFF_DTYPE, 3, "normllama v1 f16 header (dim 12");
+    expect_field_error(OFF_DTYPE, 5, "unknown weight dtype 5");
+    expect_field_error(OFF_DTYPE, 4, "q4_0 group_size is 0, not 32");
     Blob b = small_model(1, 1);
     put_u32(b.data + OFF_DTYPE, 2);
     put_u32(b.data + OFF_GROUP_SIZE, 48);
@@ -300,6 +304,14 @@ Test(normllama_bad_input, magic_version_and_dtype) {
     expect_load_error(&b, b.size, "normllama v1 q8_0 header (dim 12");
     put_u32(b.data + OFF_DTYPE, 1);
     expect_load_error(&b, b.size, "group_size is 64 but bf16 weights have no groups");
+    put_u32(b.data + OFF_DTYPE, 3);
+    expect_load_error(&b, b.size, "group_size is 64 but f16 weights have no groups");
+    put_u32(b.data + OFF_DTYPE, 4);
+    expect_load_error(&b, b.size, "q4_0 group_size is 64, not 32");
+    put_u32(b.data + OFF_GROUP_SIZE, 32);
+    expect_load_error(&b, b.size, "normllama v1 q4_0 header (dim 12");
+    put_u32(b.data + OFF_HIDDEN, 21);
+    expect_load_error(&b, b.size, "hidden_dim 21 is odd; q4_0 packs two codes a byte");
     free(b.data);
 }
 

@@ -35,6 +35,14 @@ static uint16_t bf16_bits(float f) {
     return (uint16_t)(bits >> 16);
 }
 
+/* A random fp16 value's bits: any sign and mantissa, exponents 0 (the subnormals) to 14 (up to
+ * just below 1), so that every kind of finite half below 1 in magnitude comes up. */
+static uint16_t random_f16_bits(void) {
+    uint16_t sign = uniform(0.0f, 1.0f) < 0.5f ? 0x8000 : 0;
+    uint16_t exponent = (uint16_t)(int)uniform(0.0f, 15.0f), mantissa = (int)uniform(0.0f, 1024.0f);
+    return sign | (uint16_t)(exponent << 10) | mantissa;
+}
+
 /* ----------------------------------------------------------------------------
  * Matrices packed here */
 
@@ -51,27 +59,41 @@ static Packed random_matrix(DType dtype, int layers, int rows, int cols, int gro
     matrix_init(&p.m, dtype, rows, cols, group_size);
     size_t layer_bytes = (size_t)p.m.n_panels * p.m.panel_bytes;
     p.panels = aligned_alloc(64, (layers * layer_bytes + 63) / 64 * 64);
-    int n_groups = dtype == DTYPE_Q8_0 ? (cols + group_size - 1) / group_size : 1;
+    int grouped = dtype == DTYPE_Q8_0 || dtype == DTYPE_Q4_0;
+    if (dtype == DTYPE_Q4_0) group_size = 32;
+    int n_groups = grouped ? (cols + group_size - 1) / group_size : 1;
+    size_t q4_row = ((size_t)cols + 1) / 2; /* q4_0: codes two a byte, even columns low */
+    uint8_t *q4 = calloc((size_t)rows * q4_row, 1);
     float *f32 = malloc((size_t)rows * cols * sizeof(float));
     uint16_t *bf16 = malloc((size_t)rows * cols * sizeof(uint16_t));
+    uint16_t *f16 = malloc((size_t)rows * cols * sizeof(uint16_t));
     int8_t *q8 = malloc((size_t)rows * cols);
     float *scales = malloc((size_t)rows * n_groups * sizeof(float));
     for (int l = 0; l < layers; l++) {
         float *expect = p.values + (size_t)l * rows * cols;
         for (int i = 0; i < rows * n_groups; i++) scales[i] = uniform(0.001f, 0.01f);
+        memset(q4, 0, (size_t)rows * q4_row);
         for (int i = 0; i < rows; i++) {
             for (int j = 0; j < cols; j++) {
                 size_t at = (size_t)i * cols + j;
                 f32[at] = uniform(-1.0f, 1.0f);
                 bf16[at] = bf16_bits(f32[at]);
+                f16[at] = dtype == DTYPE_F16 ? random_f16_bits() : 0; /* the others' streams kept */
                 q8[at] = (int8_t)(int)uniform(-127.0f, 128.0f);
+                int code = dtype == DTYPE_Q4_0 ? (int)uniform(0.0f, 16.0f) : 0;
+                q4[i * q4_row + j / 2] |= (uint8_t)(code << (j % 2 * 4));
+                float scale = grouped ? scales[i * n_groups + j / group_size] : 0.0f;
                 expect[at] = dtype == DTYPE_F32    ? f32[at]
                              : dtype == DTYPE_BF16 ? bf16_to_f32(bf16[at])
-                                                   : q8[at] * scales[i * n_groups + j / group_size];
+                             : dtype == DTYPE_F16  ? f16_to_f32(f16[at])
+                             : dtype == DTYPE_Q4_0 ? (code - 8) * scale
+                                                   : q8[at] * scale;
             }
         }
         const void *src = dtype == DTYPE_F32    ? (const void *)f32
                           : dtype == DTYPE_BF16 ? (const void *)bf16
+                          : dtype == DTYPE_F16  ? (const void *)f16
+                          : dtype == DTYPE_Q4_0 ? (const void *)q4
                                                 : (const void *)q8;
         for (int q = 0; q < p.m.n_panels; q++)
             matrix_pack_panel(&p.m, p.panels + l * layer_bytes + q * p.m.panel_bytes, src, scales,
@@ -80,7 +102,9 @@ static Packed random_matrix(DType dtype, int layers, int rows, int cols, int gro
     p.m.data = p.panels;
     free(f32);
     free(bf16);
+    free(f16);
     free(q8);
+    free(q4);
     free(scales);
     return p;
 }
@@ -102,10 +126,9 @@ typedef struct {
     int group_size;
     const char *name;
 } Kind;
-static const Kind KINDS[] = {{DTYPE_F32, 0, "f32"},
-                             {DTYPE_BF16, 0, "bf16"},
-                             {DTYPE_Q8_0, 32, "q8_0/32"},
-                             {DTYPE_Q8_0, 64, "q8_0/64"}};
+static const Kind KINDS[] = {{DTYPE_F32, 0, "f32"},       {DTYPE_BF16, 0, "bf16"},
+                             {DTYPE_F16, 0, "f16"},       {DTYPE_Q8_0, 32, "q8_0/32"},
+                             {DTYPE_Q8_0, 64, "q8_0/64"}, {DTYPE_Q4_0, 32, "q4_0"}};
 #define N_KINDS (int)(sizeof(KINDS) / sizeof(KINDS[0]))
 
 Test(kernels, matrix_value_reads_back_what_was_packed) {
@@ -199,7 +222,8 @@ Test(kernels, matmul_matches_matmul_ref) {
                 QuantizedInputs xq = {malloc(batch * stride * sizeof(int16_t)),
                                       malloc(batch * sizeof(float)), stride};
                 matmul(products, 3, x, batch, layer, &xq);
-                if (KINDS[k].dtype == DTYPE_Q8_0) as_quantized(x, batch, cols);
+                if (KINDS[k].dtype == DTYPE_Q8_0 || KINDS[k].dtype == DTYPE_Q4_0)
+                    as_quantized(x, batch, cols);
                 for (int n = 0; n < 3; n++)
                     for (int b = 0; b < batch; b++) {
                         char what[96];
@@ -340,7 +364,7 @@ static void write_random_model(char *path, DType dtype, int group_size) {
     header[13] = 0; /* separate classifier */
     header[14] = dtype;
     header[15] = 64; /* alignment */
-    header[16] = dtype == DTYPE_Q8_0 ? group_size : 0;
+    header[16] = dtype == DTYPE_Q8_0 || dtype == DTYPE_Q4_0 ? group_size : 0;
     fwrite(header, sizeof(header), 1, f);
     const int kv_dim = KV_HEADS * (DIM / HEADS);
     /* (count, rows, cols): count 0 marks a norm (rows values near 1, or near 0 for a bias) */
@@ -360,19 +384,23 @@ static void write_random_model(char *path, DType dtype, int group_size) {
             continue;
         }
         size_t n = (size_t)count * rows * cols;
+        uint8_t codes = 0; /* q4_0: two a byte (every row is even here), the first low */
         for (size_t i = 0; i < n; i++) {
             float v = uniform(-0.3f, 0.3f);
-            uint16_t h = bf16_bits(v);
+            uint16_t h = bf16_bits(v), half = dtype == DTYPE_F16 ? random_f16_bits() : 0;
             int8_t q = (int8_t)(int)uniform(-127.0f, 128.0f);
             if (dtype == DTYPE_F32) fwrite(&v, 4, 1, f);
             if (dtype == DTYPE_BF16) fwrite(&h, 2, 1, f);
+            if (dtype == DTYPE_F16) fwrite(&half, 2, 1, f);
             if (dtype == DTYPE_Q8_0) fwrite(&q, 1, 1, f);
+            codes = i % 2 ? (uint8_t)(codes | (q & 0xf) << 4) : (uint8_t)(q & 0xf);
+            if (dtype == DTYPE_Q4_0 && i % 2) fwrite(&codes, 1, 1, f);
         }
-        if (dtype == DTYPE_Q8_0) { /* the scales, a tensor of their own */
+        if (dtype == DTYPE_Q8_0 || dtype == DTYPE_Q4_0) { /* the scales, a tensor of their own */
             fseek(f, (ftell(f) + 63) / 64 * 64, SEEK_SET);
             size_t n_scales = (size_t)count * rows * ((cols + group_size - 1) / group_size);
             for (size_t i = 0; i < n_scales; i++) {
-                float scale = uniform(0.3f, 0.4f) / 127.0f;
+                float scale = uniform(0.3f, 0.4f) / (dtype == DTYPE_Q4_0 ? 8.0f : 127.0f);
                 fwrite(&scale, 4, 1, f);
             }
         }
@@ -383,17 +411,15 @@ static void write_random_model(char *path, DType dtype, int group_size) {
 Test(forward, fast_matches_reference_on_random_models_of_each_dtype) {
     omp_set_num_threads(1);
     const int tokens[16] = {1, 5, 36, 2, 17, 17, 0, 30, 8, 9, 21, 33, 4, 4, 12, 26};
-    /* f32 and bf16 differ by rounding alone; q8_0's fast path also rounds its inputs to int16
+    /* f32, bf16 and f16 differ by rounding alone; q8_0's fast path also rounds its inputs to int16
      * (about 4.5 digits): measured max 4.6e-4 (groups of 32) and 2.9e-4 (64) here, against
      * 1.3e-6 for f32 and bf16 */
     const struct {
         DType dtype;
         int group_size;
         double tolerance;
-    } cases[] = {{DTYPE_F32, 0, 1e-4},
-                 {DTYPE_BF16, 0, 1e-4},
-                 {DTYPE_Q8_0, 32, 2e-3},
-                 {DTYPE_Q8_0, 64, 2e-3}};
+    } cases[] = {{DTYPE_F32, 0, 1e-4},   {DTYPE_BF16, 0, 1e-4},  {DTYPE_F16, 0, 1e-4},
+                 {DTYPE_Q8_0, 32, 2e-3}, {DTYPE_Q8_0, 64, 2e-3}, {DTYPE_Q4_0, 32, 2e-3}};
     for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
         char path[64];
         write_random_model(path, cases[k].dtype, cases[k].group_size);

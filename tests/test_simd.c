@@ -1,11 +1,12 @@
-/* simd.h's vec_exp against libm's expf, and softmax (attention.c, which uses it) against a
- * double-precision reference and hand-derived values. */
+/* simd.h's vec_exp against libm's expf, vec_load_f16 against norm.c's f16_to_f32, and softmax
+ * (attention.c, which uses it) against a double-precision reference and hand-derived values. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "model.h"
+#include "norm.h"
 #include "simd.h"
 
 /* vec_exp of x in lane 0 (the other lanes 0) */
@@ -91,4 +92,23 @@ Test(softmax, a_nan_makes_every_weight_nan) {
     x[17] = NAN;
     softmax(x, 20);
     for (int i = 0; i < 20; i++) cr_assert(isnan(x[i]), "x[%d] = %g", i, x[i]);
+}
+
+Test(vec_load_f16, equals_f16_to_f32_for_every_bit_pattern) {
+    /* F16C's vcvtph2ps in the AVX2 and AVX-512 builds, norm.c's bit arithmetic in the portable
+     * one: the same value for all 65536 halves (NaN for NaN; F16C quiets a signalling one) */
+    uint16_t h[VEC_WIDTH];
+    for (uint32_t u = 0; u < 0x10000; u += VEC_WIDTH) {
+        for (int i = 0; i < VEC_WIDTH; i++) h[i] = (uint16_t)(u + i);
+        float out[VEC_WIDTH];
+        vec_store(out, vec_load_f16(h));
+        for (int i = 0; i < VEC_WIDTH; i++) {
+            float want = f16_to_f32(h[i]);
+            if (isnan(want))
+                cr_assert(isnan(out[i]), "0x%04x: %g, not NaN", h[i], out[i]);
+            else
+                cr_assert(memcmp(&out[i], &want, sizeof(want)) == 0, "0x%04x: %g, not %g", h[i],
+                          out[i], want);
+        }
+    }
 }

@@ -11,7 +11,7 @@ PYTHON=${PYTHON:-/usr/bin/python3}
 dir=build/bench
 mkdir -p "$dir"
 
-dtypes=(f32 bf16 q8_0)
+dtypes=(f32 f16 bf16 q8_0 q4_0)
 quick=${BENCH_QUICK:-0}
 if [[ $quick == 1 ]]; then
     shapes=(15M 110M) repeats=3 prefill_repeats=1
