@@ -118,13 +118,12 @@ static char *write_prefix(const char *src, const char *name, size_t size) {
     return path;
 }
 
-/* stories260K.bin with its header replaced. */
-static char *write_header(const char *name, int32_t dim, int32_t hidden, int32_t layers,
-                          int32_t heads, int32_t kv_heads, int32_t vocab, int32_t seq_len) {
+/* stories260K.bin with its header replaced by header: dim, hidden_dim, n_layers, n_heads,
+ * n_kv_heads, vocab_size, seq_len. */
+static char *write_header(const char *name, const int32_t header[7]) {
     size_t n;
     char *data = read_file(MODEL, &n);
-    int32_t h[7] = {dim, hidden, layers, heads, kv_heads, vocab, seq_len};
-    memcpy(data, h, sizeof(h));
+    memcpy(data, header, 7 * sizeof(int32_t));
     char *path = scratch_path(name);
     cr_assert_eq(write_file(path, data, n), 0);
     free(data);
@@ -212,32 +211,52 @@ Test(bad_input, trailing_bytes) {
 
 Test(bad_input, inconsistent_headers) {
     make_scratch();
-    expect_error((const char *[]){write_header("a.bin", 0, 172, 5, 8, 4, 512, 512), NULL},
-                 "dim is 0");
-    expect_error((const char *[]){write_header("b.bin", -64, 172, 5, 8, 4, 512, 512), NULL},
-                 "dim is -64");
-    expect_error((const char *[]){write_header("c.bin", 64, 172, 5, 7, 7, 512, 512), NULL},
-                 "not a multiple of n_heads");
-    expect_error((const char *[]){write_header("d.bin", 64, 172, 5, 8, 3, 512, 512), NULL},
-                 "not a multiple of n_kv_heads");
-    expect_error((const char *[]){write_header("e.bin", 64, 172, 5, 64, 64, 512, 512), NULL},
-                 "head_size 1");
-    expect_error((const char *[]){write_header("f.bin", 64, 172, 2000000, 8, 4, 512, 512), NULL},
-                 "n_layers is 2000000");
-    expect_error((const char *[]){write_header("g.bin", 64, 172, 5, 8, 4, INT32_MIN, 512), NULL},
-                 "vocab_size is 0");
-    expect_error((const char *[]){write_header("h.bin", 64, 172, 5, 8, 16, 512, 512), NULL},
-                 "not a multiple of n_kv_heads");
-    expect_error((const char *[]){write_header("j.bin", 64, 172, 5, 8, 4, 2, 512), NULL},
-                 "vocab_size 2 is too small");
+    expect_error(
+        (const char *[]){write_header("a.bin", (const int32_t[7]){0, 172, 5, 8, 4, 512, 512}),
+                         NULL},
+        "dim is 0");
+    expect_error(
+        (const char *[]){write_header("b.bin", (const int32_t[7]){-64, 172, 5, 8, 4, 512, 512}),
+                         NULL},
+        "dim is -64");
+    expect_error(
+        (const char *[]){write_header("c.bin", (const int32_t[7]){64, 172, 5, 7, 7, 512, 512}),
+                         NULL},
+        "not a multiple of n_heads");
+    expect_error(
+        (const char *[]){write_header("d.bin", (const int32_t[7]){64, 172, 5, 8, 3, 512, 512}),
+                         NULL},
+        "not a multiple of n_kv_heads");
+    expect_error(
+        (const char *[]){write_header("e.bin", (const int32_t[7]){64, 172, 5, 64, 64, 512, 512}),
+                         NULL},
+        "head_size 1");
+    expect_error(
+        (const char *[]){
+            write_header("f.bin", (const int32_t[7]){64, 172, 2000000, 8, 4, 512, 512}), NULL},
+        "n_layers is 2000000");
+    expect_error(
+        (const char *[]){
+            write_header("g.bin", (const int32_t[7]){64, 172, 5, 8, 4, INT32_MIN, 512}), NULL},
+        "vocab_size is 0");
+    expect_error(
+        (const char *[]){write_header("h.bin", (const int32_t[7]){64, 172, 5, 8, 16, 512, 512}),
+                         NULL},
+        "not a multiple of n_kv_heads");
+    expect_error(
+        (const char *[]){write_header("j.bin", (const int32_t[7]){64, 172, 5, 8, 4, 2, 512}), NULL},
+        "vocab_size 2 is too small");
     /* fields at the limit whose tensor sizes would wrap a 64-bit sum around */
     expect_error(
-        (const char *[]){write_header("k.bin", 1 << 20, 699048, 1 << 20, 1 << 19, 1, -(1 << 20), 1),
+        (const char *[]){write_header("k.bin", (const int32_t[7]){1 << 20, 699048, 1 << 20, 1 << 19,
+                                                                  1, -(1 << 20), 1}),
                          NULL},
         "implies 18446744073709551615");
     /* consistent, but not this file's size */
-    expect_error((const char *[]){write_header("i.bin", 64, 172, 6, 8, 4, 512, 512), NULL},
-                 "implies");
+    expect_error(
+        (const char *[]){write_header("i.bin", (const int32_t[7]){64, 172, 6, 8, 4, 512, 512}),
+                         NULL},
+        "implies");
 }
 
 Test(bad_input, fifo_model) {
