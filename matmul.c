@@ -321,6 +321,15 @@ static ALWAYS_INLINE void float_tile(Output o, const float *x, int nb, Panels p,
     store_tile(o, acc, NULL, nb, np, p);
 }
 
+/* Zeroes the integer sums of a tile's np panels and nb inputs (q8_group's and q4_group's). */
+static ALWAYS_INLINE void zero_sums(veci sums[BLOCK_PANELS][MAX_TILE_INPUTS], int nb, int np) {
+    UNROLL
+    for (int r = 0; r < np; r++) {
+        UNROLL
+        for (int b = 0; b < nb; b++) sums[r][b] = veci_zero();
+    }
+}
+
 /* q8_0, one group (`columns` columns, an even number, from the one in.xq points at) of the tile's
  * panels, whose group begins at group[r] (its scales, then its values) and moves past it:
  * acc[r][b] += scales * (int8 values . int16 inputs b), the integer sums exact, column pair by
@@ -329,11 +338,7 @@ static ALWAYS_INLINE void q8_group(vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS],
                                    const char *group[BLOCK_PANELS], Inputs in, int nb, int np,
                                    int columns) {
     veci sums[BLOCK_PANELS][MAX_TILE_INPUTS];
-    UNROLL
-    for (int r = 0; r < np; r++) {
-        UNROLL
-        for (int b = 0; b < nb; b++) sums[r][b] = veci_zero();
-    }
+    zero_sums(sums, nb, np);
     UNROLL
     for (int i = 0; i < columns; i += 2) {
         vecw pair[MAX_TILE_INPUTS];
@@ -368,11 +373,7 @@ static ALWAYS_INLINE void q4_group(vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS],
                                    const char *group[BLOCK_PANELS], Inputs in, int nb, int np,
                                    int columns) {
     veci sums[BLOCK_PANELS][MAX_TILE_INPUTS];
-    UNROLL
-    for (int r = 0; r < np; r++) {
-        UNROLL
-        for (int b = 0; b < nb; b++) sums[r][b] = veci_zero();
-    }
+    zero_sums(sums, nb, np);
     int32_t input_sum[MAX_TILE_INPUTS];
     UNROLL
     for (int b = 0; b < nb; b++) {
