@@ -14,10 +14,13 @@ PORTABLE_CFLAGS = $(BASE_CFLAGS) -O2
 LDLIBS = -lm
 SANITIZE = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
-LIB_SRC = model.c reference.c matmul.c attention.c load.c format.c state.c norm.c tokenizer.c \
+# the tokenizer alone, which the tokenizer's tools and fuzzer build without the model
+TOKENIZER_SRC = tokenizer.c tokenizer_load.c
+TOKENIZER_HEADERS = tokenizer.h tokenizer_pieces.h
+LIB_SRC = model.c reference.c matmul.c attention.c load.c format.c state.c norm.c $(TOKENIZER_SRC) \
           eval.c profile.c sampler.c
 HEADERS = model.h reference.h matmul.h attention.h load.h format.h state.h norm.h simd.h \
-          tokenizer.h eval.h profile.h sampler.h
+          $(TOKENIZER_HEADERS) eval.h profile.h sampler.h
 # the program's own files, one a mode or concern of the command line (run.c holds main)
 RUN_SRC = run.c io.c generate.c chat.c compare.c tokenize.c
 RUN_HEADERS = io.h generate.h chat.h compare.h tokenize.h
@@ -66,9 +69,9 @@ build/tests: $(TEST_SRC) $(LIB_SRC) $(HEADERS) tests/helpers.h | deps-test
 	$(CC) $(CFLAGS) -I. -o $@ $(TEST_SRC) $(LIB_SRC) -lcriterion $(LDLIBS)
 
 # tests/tokenizer_parity.py compares tokenizer.c with SentencePiece through this helper
-build/tokenize_corpus: tests/tokenize_corpus.c tokenizer.c tokenizer.h | deps-test
+build/tokenize_corpus: tests/tokenize_corpus.c $(TOKENIZER_SRC) $(TOKENIZER_HEADERS) | deps-test
 	@mkdir -p build
-	$(CC) $(CFLAGS) -I. -o $@ tests/tokenize_corpus.c tokenizer.c $(LDLIBS)
+	$(CC) $(CFLAGS) -I. -o $@ tests/tokenize_corpus.c $(TOKENIZER_SRC) $(LDLIBS)
 
 test: deps-test run build/tests build/tokenize_corpus
 	$(FETCH_TEST_MODELS)
@@ -89,9 +92,9 @@ twins: run | deps-train deps-plot
 	models/fetch.sh --data tinystories_train.txt tinystories_valid.txt
 	$(PYTHON) tools/twins.py --seeds $(TWIN_SEEDS) --steps $(TWIN_STEPS)
 
-build/bench_tokenizer: tools/bench_tokenizer.c tokenizer.c tokenizer.h | deps-build
+build/bench_tokenizer: tools/bench_tokenizer.c $(TOKENIZER_SRC) $(TOKENIZER_HEADERS) | deps-build
 	@mkdir -p build
-	$(CC) $(CFLAGS) -I. -o $@ tools/bench_tokenizer.c tokenizer.c $(LDLIBS)
+	$(CC) $(CFLAGS) -I. -o $@ tools/bench_tokenizer.c $(TOKENIZER_SRC) $(LDLIBS)
 
 # encoding MB/s of tokenizer.c and of SentencePiece's Python binding, 10 KB to 10 MB of text
 bench-tokenizer: deps-test build/bench_tokenizer
@@ -101,11 +104,11 @@ bench-tokenizer: deps-test build/bench_tokenizer
 # libFuzzer run over the loader, encode and decode (clang with libclang-rt). FUZZ_SECONDS long,
 # from seeds written here: tok512.bin with a text, an empty file with a text, a text alone.
 FUZZ_SECONDS ?= 20
-build/fuzz_tokenizer: tests/fuzz_tokenizer.c tokenizer.c tokenizer.h | deps-fuzz
+build/fuzz_tokenizer: tests/fuzz_tokenizer.c $(TOKENIZER_SRC) $(TOKENIZER_HEADERS) | deps-fuzz
 	@mkdir -p build
 	clang -std=c11 -D_POSIX_C_SOURCE=200809L -g -O1 -I$(STB_INCLUDE) -I. \
 		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -o $@ \
-		tests/fuzz_tokenizer.c tokenizer.c
+		tests/fuzz_tokenizer.c $(TOKENIZER_SRC)
 
 fuzz: build/fuzz_tokenizer
 	models/fetch.sh tok512.bin
@@ -137,9 +140,9 @@ build/tests-sanitize: $(TEST_SRC) $(LIB_SRC) $(HEADERS) tests/helpers.h | deps-t
 	@mkdir -p build
 	$(CC) $(CFLAGS) -O1 -g $(SANITIZE) -I. -o $@ $(TEST_SRC) $(LIB_SRC) -lcriterion $(LDLIBS)
 
-build/tokenize_corpus-sanitize: tests/tokenize_corpus.c tokenizer.c tokenizer.h | deps-test
+build/tokenize_corpus-sanitize: tests/tokenize_corpus.c $(TOKENIZER_SRC) $(TOKENIZER_HEADERS) | deps-test
 	@mkdir -p build
-	$(CC) $(CFLAGS) -O1 -g $(SANITIZE) -I. -o $@ tests/tokenize_corpus.c tokenizer.c $(LDLIBS)
+	$(CC) $(CFLAGS) -O1 -g $(SANITIZE) -I. -o $@ tests/tokenize_corpus.c $(TOKENIZER_SRC) $(LDLIBS)
 
 sanitize: deps-test run-sanitize build/tests-sanitize build/tokenize_corpus-sanitize
 	$(FETCH_TEST_MODELS)

@@ -1,0 +1,293 @@
+/* Loading a tokenizer: llama2.c's tokenizer file (see tokenizer.h for its layout) read, checked
+ * entry by entry and copied into the piece table, its index and the merge table. Encoding and
+ * decoding are tokenizer.c's; the piece table's helpers are tokenizer_pieces.h's. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tokenizer.h"
+#include "tokenizer_pieces.h"
+
+/* A max_token_length above this is not a tokenizer file (Llama 2's is 27). */
+#define MAX_TOKEN_LENGTH_LIMIT 65536
+
+/* ----------------------------------------------------------------------------
+ * Loading */
+
+static uint32_t read_u32le(const unsigned char *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static int32_t read_i32le(const unsigned char *p) {
+    uint32_t u = read_u32le(p);
+    int32_t i;
+    memcpy(&i, &u, sizeof i);
+    return i;
+}
+
+static float read_f32le(const unsigned char *p) {
+    uint32_t u = read_u32le(p);
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* Reads the whole file; plain stdio loop so that directories and pipes fail or work cleanly. */
+/* Far above any vocabulary's file (Llama 2's is 0.4 MiB), and a bound on what reading an endless
+ * input costs. */
+#define MAX_TOKENIZER_BYTES (64 << 20)
+
+static unsigned char *read_file(const char *path, size_t *size, char *err, size_t errlen) {
+    /* O_NONBLOCK, then back to blocking: a FIFO without a writer reads as empty instead of
+     * blocking the open, and a pipe with one still streams. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK);
+    if (fd >= 0) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot open tokenizer file: %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 1 << 16, n = 0;
+    unsigned char *buf = malloc(cap);
+    while (buf) {
+        n += fread(buf + n, 1, cap - n, f);
+        if (n < cap) break;
+        if (cap >= MAX_TOKENIZER_BYTES) { /* a device or pipe that never ends (/dev/zero) */
+            snprintf(err, errlen, "%s: tokenizer file is larger than %d MiB", path,
+                     MAX_TOKENIZER_BYTES >> 20);
+            free(buf);
+            fclose(f);
+            return NULL;
+        }
+        unsigned char *bigger = realloc(buf, cap * 2);
+        if (!bigger) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = bigger;
+        cap *= 2;
+    }
+    if (!buf) {
+        snprintf(err, errlen, "%s: out of memory reading tokenizer file", path);
+    } else if (ferror(f)) {
+        snprintf(err, errlen, "%s: cannot read tokenizer file: %s", path, strerror(errno));
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    *size = n;
+    return buf;
+}
+
+/* Writes piece into out[outlen] for an error message: printable ASCII as is, other bytes as
+ * \xHH, cut short with "..." if long. */
+static void describe_piece(char *out, size_t outlen, const char *piece) {
+    size_t n = 0;
+    for (const unsigned char *p = (const unsigned char *)piece; *p; p++) {
+        if (n + 8 >= outlen) {
+            strcpy(out + n, "...");
+            return;
+        }
+        if (*p >= 0x20 && *p < 0x7F && *p != '"' && *p != '\\')
+            out[n++] = (char)*p;
+        else
+            n += (size_t)snprintf(out + n, outlen - n, "\\x%02X", *p);
+    }
+    out[n] = '\0';
+}
+
+/* What the first pass learns of a file: its header's max_token_length, the number of entries, and
+ * the bytes their pieces take NUL-terminated. */
+typedef struct {
+    int max_len, count;
+    size_t text_bytes;
+} Entries;
+
+/* The first pass: checks the header and every entry of the file's bytes data[0..size) (size <=
+ * MAX_TOKENIZER_BYTES), counting them into *e, so that the copy cannot fail but for memory.
+ * Returns 0, or -1 with "<path>: <problem>" in err[errlen]. */
+static int check_entries(const unsigned char *data, size_t size, Entries *e, const char *path,
+                         char *err, size_t errlen) {
+    if (size == 0) {
+        snprintf(err, errlen, "%s: empty tokenizer file", path);
+        return -1;
+    }
+    if (size < 4) {
+        snprintf(err, errlen, "%s: truncated header (%zu bytes, need 4)", path, size);
+        return -1;
+    }
+    int max_len = read_i32le(data);
+    if (max_len <= 0 || max_len > MAX_TOKEN_LENGTH_LIMIT) {
+        snprintf(err, errlen, "%s: bad max_token_length %d in header", path, max_len);
+        return -1;
+    }
+    int count = 0;
+    size_t text_bytes = 0;
+    for (size_t pos = 4; pos < size; count++) {
+        if (count == INT_MAX) {
+            snprintf(err, errlen, "%s: too many pieces", path);
+            return -1;
+        }
+        if (size - pos < 8) {
+            snprintf(err, errlen,
+                     "%s: truncated entry %d (score and length need 8 bytes, %zu left)", path,
+                     count, size - pos);
+            return -1;
+        }
+        /* encode's merge heap orders pairs by score: a NaN compares false both ways */
+        float score = read_f32le(data + pos);
+        if (score != score) {
+            snprintf(err, errlen, "%s: score of entry %d is NaN", path, count);
+            return -1;
+        }
+        int len = read_i32le(data + pos + 4);
+        pos += 8;
+        if (len < 0) {
+            snprintf(err, errlen, "%s: negative piece length %d in entry %d", path, len, count);
+            return -1;
+        }
+        if (len > max_len) {
+            snprintf(err, errlen, "%s: piece length %d in entry %d exceeds max_token_length %d",
+                     path, len, count, max_len);
+            return -1;
+        }
+        if ((size_t)len > size - pos) {
+            snprintf(err, errlen, "%s: piece length %d in entry %d runs past the end of the file",
+                     path, len, count);
+            return -1;
+        }
+        if (memchr(data + pos, '\0', (size_t)len)) {
+            snprintf(err, errlen, "%s: piece in entry %d contains a NUL byte", path, count);
+            return -1;
+        }
+        pos += (size_t)len;
+        text_bytes += (size_t)len + 1;
+    }
+    if (count == 0) {
+        snprintf(err, errlen, "%s: no pieces after the header", path);
+        return -1;
+    }
+    *e = (Entries){max_len, count, text_bytes};
+    return 0;
+}
+
+/* The second pass: the scores and the pieces, NUL-terminated, copied into one block, and an index
+ * of twice as many slots allocated (uninitialized). Returns -1 when out of memory. */
+static int copy_pieces(Tokenizer *t, const unsigned char *data, const Entries *e) {
+    t->pieces = malloc(e->text_bytes);
+    t->piece_offsets = malloc(((size_t)e->count + 1) * sizeof *t->piece_offsets);
+    t->vocab_scores = malloc((size_t)e->count * sizeof *t->vocab_scores);
+    size_t slots = 16;
+    while (slots < 2 * (size_t)e->count) slots *= 2;
+    t->index = malloc(slots * sizeof *t->index);
+    if (!t->pieces || !t->piece_offsets || !t->vocab_scores || !t->index) return -1;
+    t->vocab_size = e->count;
+    t->max_token_length = e->max_len;
+    t->index_mask = slots - 1;
+    uint32_t offset = 0; /* fits: text_bytes < size <= MAX_TOKENIZER_BYTES */
+    size_t pos = 4;
+    for (int i = 0; i < e->count; i++) {
+        t->vocab_scores[i] = read_f32le(data + pos);
+        int len = read_i32le(data + pos + 4);
+        pos += 8;
+        memcpy(t->pieces + offset, data + pos, (size_t)len);
+        t->pieces[offset + (uint32_t)len] = '\0';
+        t->piece_offsets[i] = offset;
+        offset += (uint32_t)len + 1;
+        pos += (size_t)len;
+    }
+    t->piece_offsets[e->count] = offset;
+    return 0;
+}
+
+/* Every piece must be distinct: an id that can never be produced, or a lookup that depends on
+ * which copy wins, means the file is not a SentencePiece vocabulary. All pieces go into the index
+ * to find two equal ones (index_pieces then empties it). Returns 0, or -1 naming the two ids. */
+static int check_distinct(Tokenizer *t, const char *path, char *err, size_t errlen) {
+    memset(t->index, 0xFF, (t->index_mask + 1) * sizeof *t->index); /* every slot -1 */
+    for (int i = 0; i < t->vocab_size; i++) {
+        size_t slot = index_find(t, piece_text(t, i), piece_len(t, i));
+        if (t->index[slot] >= 0) {
+            char shown[64];
+            describe_piece(shown, sizeof shown, piece_text(t, i));
+            snprintf(err, errlen, "%s: duplicate piece \"%s\" at ids %d and %d", path, shown,
+                     t->index[slot], i);
+            return -1;
+        }
+        t->index[slot] = i;
+    }
+    return 0;
+}
+
+/* The lookups encode and decode use: the index of the pieces text is made of, the byte pieces,
+ * the ASCII characters' ids, and the two normalizer options the pieces imply. */
+static void index_pieces(Tokenizer *t) {
+    memset(t->index, 0xFF, (t->index_mask + 1) * sizeof *t->index);
+    for (int b = 0; b < 256; b++) t->byte_tokens[b] = -1;
+    t->split_at_spaces = 1;
+    for (int i = 0; i < t->vocab_size; i++) {
+        const char *piece = piece_text(t, i);
+        int b = byte_piece_value(piece);
+        if (b >= 0) t->byte_tokens[b] = i;
+        if (!indexed(t, i)) continue;
+        t->index[index_find(t, piece, piece_len(t, i))] = i;
+        for (int k = 1; piece[k]; k++)
+            if (piece[k] == ' ' && piece[k - 1] != ' ') t->split_at_spaces = 0;
+    }
+    t->remove_extra_whitespaces = 1;
+    for (int i = 0; i < t->vocab_size && t->remove_extra_whitespaces; i++)
+        if (strstr(piece_text(t, i), "  ")) t->remove_extra_whitespaces = 0;
+    for (int b = 0; b < 256; b++) {
+        t->byte_pieces[2 * b] = (char)b;
+        t->byte_pieces[2 * b + 1] = '\0';
+    }
+    for (int c = 1; c < 0x80; c++) {
+        char one = (char)c;
+        t->ascii_ids[c] = piece_id(t, &one, 1);
+    }
+    t->ascii_ids[0] = -1;
+}
+
+int tokenizer_load(Tokenizer *t, const char *path, char *err, size_t errlen) {
+    memset(t, 0, sizeof *t);
+    size_t size;
+    unsigned char *data = read_file(path, &size, err, errlen);
+    if (!data) return -1;
+    Entries e;
+    int rc = check_entries(data, size, &e, path, err, errlen);
+    if (rc == 0 && copy_pieces(t, data, &e) != 0) {
+        snprintf(err, errlen, "%s: out of memory for %d pieces", path, e.count);
+        rc = -1;
+    }
+    /* the file's buffer goes before the tables are built (moving the pieces to its front and
+     * shrinking it would save the copy, but freeing it lets glibc raise its mmap threshold to the
+     * buffer's size: encode's per-call buffers for a text up to about that size then come from the
+     * heap, rather than from fresh mappings faulted in on every call, which cost a quarter of
+     * encode's time at 100 KB) */
+    free(data);
+    if (rc == 0) rc = check_distinct(t, path, err, errlen);
+    if (rc == 0) {
+        index_pieces(t);
+        if (tokenizer_build_merges(t) != 0) {
+            snprintf(err, errlen, "%s: out of memory for the merge tables", path);
+            rc = -1;
+        }
+    }
+    if (rc != 0) tokenizer_free(t);
+    return rc;
+}
+
+void tokenizer_free(Tokenizer *t) {
+    free(t->pieces);
+    free(t->piece_offsets);
+    free(t->vocab_scores);
+    free(t->index);
+    free(t->merges);
+    free(t->whole_piece);
+    memset(t, 0, sizeof *t);
+}
