@@ -16,7 +16,6 @@ import sys
 import tempfile
 import termios
 import time
-import traceback
 
 import numpy as np
 import sentencepiece as spm
@@ -27,6 +26,7 @@ import export  # noqa: E402
 import nllm_model  # noqa: E402
 from nllm_model import rope_interleaved, rope_rotate_half  # noqa: E402
 import forward_f64  # noqa: E402  (tests/, the script's directory)
+from harness import Skip, collector, run_tests  # noqa: E402  (tests/ too)
 
 RUN = os.environ.get("NORMLLAMA_RUN", "./run")
 PT = "models/stories260K.pt"
@@ -37,19 +37,11 @@ SP = spm.SentencePieceProcessor(model_file=TOK_MODEL)
 TMP = tempfile.mkdtemp(prefix="normllama-export-")
 
 TESTS = []
-
-
-def test(fn):
-    TESTS.append(fn)
-    return fn
+test = collector(TESTS)
 
 
 def tmp(name):
     return os.path.join(TMP, name)
-
-
-class Skip(Exception):
-    """Raised by a test that does not apply to this run; reported as SKIP."""
 
 
 def run(*args, program=None):
@@ -1487,24 +1479,5 @@ def export_help_documents_inputs_and_options():
         assert word in out, word
 
 
-def main():
-    passed = failed = skipped = 0
-    for fn in TESTS:
-        try:
-            fn()
-            print(f"PASS {fn.__name__}")
-            passed += 1
-        except Skip as e:
-            print(f"SKIP {fn.__name__}: {e}")
-            skipped += 1
-        except Exception as e:  # report every failure, keep going
-            print(f"FAIL {fn.__name__}: {type(e).__name__}: {str(e)[:500]}")
-            traceback.print_exc(limit=3)
-            failed += 1
-    shutil.rmtree(TMP, ignore_errors=True)
-    print(f"{passed} passed, {failed} failed, {skipped} skipped")
-    return 1 if failed else 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_tests(TESTS, TMP))

@@ -11,7 +11,6 @@ import struct
 import subprocess
 import sys
 import tempfile
-import traceback
 
 import numpy as np
 import sentencepiece as spm
@@ -20,6 +19,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import nllm_model  # noqa: E402
 import train as train_py  # noqa: E402
+from harness import collector, run_tests  # noqa: E402  (tests/, the script's directory)
 
 RUN = os.environ.get("NORMLLAMA_RUN", "./run")
 TOK_MODEL, TOK_BIN = "models/tok512.model", "models/tok512.bin"
@@ -33,11 +33,7 @@ SHAPE = ["--dim", "32", "--hidden-dim", "64", "--n-layers", "2", "--n-heads", "4
          "--eval-windows", "16", "--threads", "1", "--quiet"]
 
 TESTS = []
-
-
-def test(fn):
-    TESTS.append(fn)
-    return fn
+test = collector(TESTS)
 
 
 def tmp(name):
@@ -261,26 +257,8 @@ def bad_input_gets_one_line_and_exit_1():
     assert not os.path.exists(tmp("no-dir")) and not os.path.exists(tmp("same"))
 
 
-def main():
-    if not os.path.exists(VALID):  # mirror only: fetch.sh said so in one line
-        for fn in TESTS:
-            print(f"SKIP {fn.__name__}: {VALID} not fetched (no public address; set DATA_MIRROR)")
-        print(f"0 passed, 0 failed, {len(TESTS)} skipped")
-        return 0
-    passed = failed = 0
-    for fn in TESTS:
-        try:
-            fn()
-            print(f"PASS {fn.__name__}")
-            passed += 1
-        except Exception as e:  # report every failure, keep going
-            print(f"FAIL {fn.__name__}: {type(e).__name__}: {str(e)[:500]}")
-            traceback.print_exc(limit=3)
-            failed += 1
-    shutil.rmtree(TMP, ignore_errors=True)
-    print(f"{passed} passed, {failed} failed")
-    return 1 if failed else 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    # the valid text is mirror only: fetch.sh said so in one line when it could not be had
+    missing = None if os.path.exists(VALID) else \
+        f"{VALID} not fetched (no public address; set DATA_MIRROR)"
+    sys.exit(run_tests(TESTS, TMP, skip_all=missing))
