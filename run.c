@@ -56,7 +56,6 @@ typedef struct {
     float topp;
     unsigned long long seed;   /* 0: from the clock */
     int steps;                 /* positions to run, prompt included, as llama2.c counts them */
-    int steps_given;           /* -n was given: clamping it to seq_len is worth a notice */
     int threads;               /* 0: OpenMP's default */
     NormFn norm;               /* NULL: the norm the model was trained with */
     const char *logits_path;   /* NULL: do not write logits */
@@ -287,7 +286,6 @@ static int parse_sampling_option(Options *o, const char *flag, int argc, char **
         if (steps <= 0 || steps > INT_MAX)
             die("-n (steps) must be in 1..%d, got %lld", INT_MAX, steps);
         o->steps = (int)steps;
-        o->steps_given = 1;
         if (!o->sampling_flag) o->sampling_flag = "-n";
     } else {
         return 0;
@@ -527,6 +525,7 @@ int main(int argc, char **argv) {
     Config header;
     if (model_read_config(&header, o.model_path, err, sizeof(err)) != 0)
         die_loading(o.model_path, 1, err);
+    int steps_given = o.steps != 0; /* -n given: clamping it to seq_len is worth a notice */
     if (!o.steps) o.steps = o.chat ? header.seq_len : 256; /* no -n: 256, a chat the context */
     char found[1024];
     const char *tokenizer_path = o.tokenizer_path;
@@ -582,7 +581,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (o.steps > c->seq_len) {
-        if (o.steps_given)
+        if (steps_given)
             fprintf(stderr, "run: -n %d is more than seq_len %d; running %d position%s\n", o.steps,
                     c->seq_len, c->seq_len, plural(c->seq_len));
         o.steps = c->seq_len;
