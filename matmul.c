@@ -469,67 +469,83 @@ void quantize_input(int16_t *xq, float *scale, const float *x, int n) {
     for (int j = n; j % 64 != 0; j++) xq[j] = 0; /* a short last group is read by column pairs */
 }
 
-/* One tile of np panels times nb inputs, both constants once inlined, in w's dtype. */
-static ALWAYS_INLINE void tile(Output o, Inputs in, int nb, Panels p, int np) {
-    const Matrix *w = p.w;
-    if (w->dtype == DTYPE_Q4_0 || (w->dtype == DTYPE_Q8_0 && w->group_size == 32))
+/* One tile of np panels times nb inputs in dtype d, all three constants once inlined. */
+static ALWAYS_INLINE void tile(Output o, Inputs in, int nb, Panels p, int np, DType d) {
+    if (d == DTYPE_Q4_0 || (d == DTYPE_Q8_0 && p.w->group_size == 32))
         grouped_tile(o, in, nb, p, np, 32);
-    else if (w->dtype == DTYPE_Q8_0) /* model_load allows 32 and 64 */
+    else if (d == DTYPE_Q8_0) /* model_load allows 32 and 64 */
         grouped_tile(o, in, nb, p, np, 64);
-    else if (w->dtype == DTYPE_BF16)
-        float_tile(o, in.x, nb, p, np, DTYPE_BF16);
-    else if (w->dtype == DTYPE_F16)
-        float_tile(o, in.x, nb, p, np, DTYPE_F16);
     else
-        float_tile(o, in.x, nb, p, np, DTYPE_F32);
+        float_tile(o, in.x, nb, p, np, d);
 }
 
 /* The tile shapes the products use: decode's 4 x 1, and otherwise np (1 or 2) x nb, nb the
- * tile's inputs (TILE_INPUTS, or TILE_INPUTS_Q8 for q8_0) or, for a batch's last inputs (and
- * decode's last panels of a matrix), 4, 2 or 1. Each shape is its own code, its accumulators in
- * registers. */
-static void tile_4x1(Output o, Inputs in, Panels p) {
-    tile(o, in, 1, p, 4);
-}
-
-static ALWAYS_INLINE void tile_np(Output o, Inputs in, int nb, Panels p, int np) {
+ * tile's inputs (TILE_INPUTS, or TILE_INPUTS_Q8 for q8_0 and q4_0) or, for a batch's last inputs
+ * (and decode's last panels of a matrix), 4, 2 or 1. Each shape is its own code, its accumulators
+ * in registers. */
+static ALWAYS_INLINE void tile_nb(Output o, Inputs in, int nb, Panels p, int np, DType d) {
     if (nb == 1)
-        tile(o, in, 1, p, np);
+        tile(o, in, 1, p, np, d);
     else if (nb == 2)
-        tile(o, in, 2, p, np);
+        tile(o, in, 2, p, np, d);
     else if (nb == 4)
-        tile(o, in, 4, p, np);
-    else if (is_grouped(p.w->dtype))
-        tile(o, in, TILE_INPUTS_Q8, p, np);
+        tile(o, in, 4, p, np, d);
     else
-        tile(o, in, TILE_INPUTS, p, np);
+        tile(o, in, is_grouped(d) ? TILE_INPUTS_Q8 : TILE_INPUTS, p, np, d);
 }
 
-static void tile_2xn(Output o, Inputs in, int nb, Panels p) {
-    tile_np(o, in, nb, p, 2);
+static ALWAYS_INLINE void tiles(Output o, Inputs in, int nb, Panels p, int np, DType d) {
+    if (np == BLOCK_PANELS)
+        tile(o, in, 1, p, BLOCK_PANELS, d);
+    else if (np == 2)
+        tile_nb(o, in, nb, p, 2, d);
+    else
+        tile_nb(o, in, nb, p, 1, d);
 }
 
-static void tile_1xn(Output o, Inputs in, int nb, Panels p) {
-    tile_np(o, in, nb, p, 1);
+/* Each dtype's tiles are a function of their own, reached through tiles_of: inlined all into one
+ * function, GCC 12 kept the f32 tile's accumulators on the stack, not in registers (f32 prefill
+ * at 110M fell to 0.55x once q4_0 joined them). */
+static void tiles_f32(Output o, Inputs in, int nb, Panels p, int np) {
+    tiles(o, in, nb, p, np, DTYPE_F32);
 }
+static void tiles_bf16(Output o, Inputs in, int nb, Panels p, int np) {
+    tiles(o, in, nb, p, np, DTYPE_BF16);
+}
+static void tiles_f16(Output o, Inputs in, int nb, Panels p, int np) {
+    tiles(o, in, nb, p, np, DTYPE_F16);
+}
+static void tiles_q8_0(Output o, Inputs in, int nb, Panels p, int np) {
+    tiles(o, in, nb, p, np, DTYPE_Q8_0);
+}
+static void tiles_q4_0(Output o, Inputs in, int nb, Panels p, int np) {
+    tiles(o, in, nb, p, np, DTYPE_Q4_0);
+}
+typedef void TilesFn(Output o, Inputs in, int nb, Panels p, int np);
+static TilesFn *const tiles_of[] = {[DTYPE_F32] = tiles_f32,
+                                    [DTYPE_BF16] = tiles_bf16,
+                                    [DTYPE_F16] = tiles_f16,
+                                    [DTYPE_Q8_0] = tiles_q8_0,
+                                    [DTYPE_Q4_0] = tiles_q4_0};
 
 /* np (<= BLOCK_PANELS) panels of p times the batch inputs, into o. A batch's inputs go by whole
  * tiles, then the rest by 4, 2 and 1: a 2 x 1 tile is one multiply-add chain per panel, waiting on
  * its latency, so that 4 leftover inputs as 2 x 1 tiles took a fifth of AVX2's prefill (batch 64,
  * tiles of 6). */
 static void panel_block(Output o, Inputs in, int batch, Panels p, int np) {
+    const Matrix *w = p.w;
+    TilesFn *fn = tiles_of[w->dtype];
     if (batch == 1 && np == BLOCK_PANELS) {
-        tile_4x1(o, in, p);
+        fn(o, in, 1, p, BLOCK_PANELS);
         return;
     }
-    const Matrix *w = p.w;
     int tile_inputs = is_grouped(w->dtype) ? TILE_INPUTS_Q8 : TILE_INPUTS;
     for (int k = 0; k < np; k += 2) {
         Panels at = {w, p.panel + k * w->panel_bytes, p.row0 + k * PANEL_ROWS};
         for (int b = 0, nb = tile_inputs; b < batch; b += nb) {
             while (batch - b < nb) nb = nb > 4 ? 4 : nb / 2;
             Output ob = {o.out + (size_t)b * o.stride, o.stride};
-            (np - k >= 2 ? tile_2xn : tile_1xn)(ob, inputs_from(in, b, w->cols), nb, at);
+            fn(ob, inputs_from(in, b, w->cols), nb, at, np - k >= 2 ? 2 : 1);
         }
     }
 }
