@@ -280,34 +280,34 @@ def reference_forward_matches_run_logits_on_64_positions_of_the_greedy_story():
 # bf16 and q8_0 weights
 
 
-@test
-def bf16_export_is_the_upper_half_of_each_f32_weight():
-    header, ours = read_nllm(stories_nllm("bf16"))
-    legacy = read_legacy(LEGACY)
-    assert header["dtype"] == 1 and header["group_size"] == 0
-    assert os.path.getsize(stories_nllm("bf16")) < 0.51 * os.path.getsize(stories_nllm())
-    for name in legacy:
-        want = legacy[name] if name not in MATRICES else \
-            (legacy[name].view(np.uint32) & 0xFFFF0000).view(np.float32)
-        assert np.array_equal(ours[name], want), name
+def bf16_matrix_ok(ours, w):
+    """bf16: the upper half of each float32 weight's bits."""
+    return np.array_equal(ours, (w.view(np.uint32) & 0xFFFF0000).view(np.float32))
+
+
+def f16_matrix_ok(ours, w):
+    """f16: each weight rounded to the nearest half, so within half a step of the halves' grid
+    there (2^-24 among the subnormals), and on it."""
+    w = w.astype(np.float64)
+    step = np.maximum(2.0 ** (np.floor(np.log2(np.maximum(np.abs(w), 2.0 ** -14))) - 10),
+                      2.0 ** -24)
+    return np.all(np.abs(ours - w) <= step / 2) and np.all(np.float16(ours) == ours)
 
 
 @test
-def f16_export_is_each_f32_weight_rounded_to_the_nearest_half():
-    header, ours = read_nllm(stories_nllm("f16"))
+def half_exports_hold_each_f32_matrix_weight_in_16_bits():
+    """bf16 (dtype 1) and f16 (dtype 3) files: the matrices' weights as above, every other tensor
+    (the norms) the float32 values themselves, about half the f32 file's size."""
     legacy = read_legacy(LEGACY)
-    assert header["dtype"] == 3 and header["group_size"] == 0
-    assert os.path.getsize(stories_nllm("f16")) < 0.51 * os.path.getsize(stories_nllm())
-    for name in legacy:
-        if name not in MATRICES:
-            assert np.array_equal(ours[name], legacy[name]), name
-            continue
-        w = legacy[name].astype(np.float64)
-        # within half a step of the halves' grid there (2^-24 among the subnormals), and on it
-        step = np.maximum(2.0 ** (np.floor(np.log2(np.maximum(np.abs(w), 2.0 ** -14))) - 10),
-                          2.0 ** -24)
-        assert np.all(np.abs(ours[name] - w) <= step / 2), name
-        assert np.all(np.float16(ours[name]) == ours[name]), name
+    for dtype, code, matrix_ok in (("bf16", 1, bf16_matrix_ok), ("f16", 3, f16_matrix_ok)):
+        header, ours = read_nllm(stories_nllm(dtype))
+        assert header["dtype"] == code and header["group_size"] == 0, dtype
+        assert os.path.getsize(stories_nllm(dtype)) < 0.51 * os.path.getsize(stories_nllm()), dtype
+        for name in legacy:
+            if name in MATRICES:
+                assert matrix_ok(ours[name], legacy[name]), (dtype, name)
+            else:
+                assert np.array_equal(ours[name], legacy[name]), (dtype, name)
 
 
 @test

@@ -296,20 +296,22 @@ Test(normllama_bad_input, magic_version_and_dtype) {
     expect_field_error(OFF_DTYPE, 3, "normllama v1 f16 header (dim 12");
     expect_field_error(OFF_DTYPE, 5, "unknown weight dtype 5");
     expect_field_error(OFF_DTYPE, 4, "q4_0 group_size is 0, not 32");
+    /* dtype and group_size set together in an f32 file; the last pair is a valid q4_0 header */
+    const struct {
+        uint32_t dtype, group_size;
+        const char *message;
+    } pairs[] = {{2, 48, "q8_0 group_size is 48, not 32 or 64"},
+                 {2, 64, "normllama v1 q8_0 header (dim 12"},
+                 {1, 64, "group_size is 64 but bf16 weights have no groups"},
+                 {3, 64, "group_size is 64 but f16 weights have no groups"},
+                 {4, 64, "q4_0 group_size is 64, not 32"},
+                 {4, 32, "normllama v1 q4_0 header (dim 12"}};
     Blob b = small_model(1, 1);
-    put_u32(b.data + OFF_DTYPE, 2);
-    put_u32(b.data + OFF_GROUP_SIZE, 48);
-    expect_load_error(&b, b.size, "q8_0 group_size is 48, not 32 or 64");
-    put_u32(b.data + OFF_GROUP_SIZE, 64);
-    expect_load_error(&b, b.size, "normllama v1 q8_0 header (dim 12");
-    put_u32(b.data + OFF_DTYPE, 1);
-    expect_load_error(&b, b.size, "group_size is 64 but bf16 weights have no groups");
-    put_u32(b.data + OFF_DTYPE, 3);
-    expect_load_error(&b, b.size, "group_size is 64 but f16 weights have no groups");
-    put_u32(b.data + OFF_DTYPE, 4);
-    expect_load_error(&b, b.size, "q4_0 group_size is 64, not 32");
-    put_u32(b.data + OFF_GROUP_SIZE, 32);
-    expect_load_error(&b, b.size, "normllama v1 q4_0 header (dim 12");
+    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
+        put_u32(b.data + OFF_DTYPE, pairs[i].dtype);
+        put_u32(b.data + OFF_GROUP_SIZE, pairs[i].group_size);
+        expect_load_error(&b, b.size, pairs[i].message);
+    }
     put_u32(b.data + OFF_HIDDEN, 21);
     expect_load_error(&b, b.size, "hidden_dim 21 is odd; q4_0 packs two codes a byte");
     free(b.data);
