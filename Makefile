@@ -86,7 +86,7 @@ test: deps-test run build/tests build/tokenize_corpus
 # (train.py), exported, compared with run; TWIN_SEEDS pairs; the table and picture go to
 # docs/NORMS.md and docs/twins_loss.png.
 TWIN_SEEDS ?= 1
-TWIN_STEPS ?= 480
+TWIN_STEPS ?= 2400
 twins: run | deps-train deps-plot
 	models/fetch.sh tok512.bin tok512.model stories260K.pt
 	models/fetch.sh --data tinystories_train.txt tinystories_valid.txt
