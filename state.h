@@ -18,8 +18,9 @@ void fault_in(char *p, size_t bytes);
 
 /* The run state for a model of config c whose file is file_bytes long (the batch is sized by it):
  * the batch's buffers, attention scores, logits and RoPE's frequencies (set), each written before
- * it is read and so left uninitialized, and the kv cache (in huge_pages, faulted in). Returns 0, or
- * -1 when out of memory, what did fit left for state_free. */
+ * it is read and so left uninitialized, and the kv cache (4 KiB pages, untouched: it takes
+ * memory as positions are first written). Returns 0, or -1 when out of memory, what did fit left
+ * for state_free. */
 int state_alloc(RunState *s, const Config *c, size_t file_bytes);
 
 /* Frees what state_alloc allocated and zeroes *s; safe on a zeroed or partly allocated state. */

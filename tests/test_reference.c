@@ -433,6 +433,44 @@ Test(forward, fast_matches_reference_on_random_models_of_each_dtype) {
     }
 }
 
+/* ----------------------------------------------------------------------------
+ * The run state's memory */
+
+/* KiB of this process's resident memory (VmRSS in /proc/self/status), or -1. */
+static long resident_kib(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kib = -1;
+    while (f && fgets(line, sizeof(line), f))
+        if (sscanf(line, "VmRSS: %ld kB", &kib) == 1) break;
+    if (f) fclose(f);
+    return kib;
+}
+
+Test(state, kv_cache_takes_memory_as_positions_advance) {
+    /* the random f32 model with seq_len 2^20 (the header's int32 at byte 32): its kv cache is
+     * 2 x 2 layers x 2^20 positions x 12 floats, 192 MiB, and its attention scores 64 MiB */
+    char path[64];
+    write_random_model(path, DTYPE_F32, 0);
+    FILE *f = fopen(path, "r+b");
+    uint32_t seq_len = 1u << 20;
+    cr_assert(f && fseek(f, 32, SEEK_SET) == 0 && fwrite(&seq_len, 4, 1, f) == 1);
+    cr_assert_eq(fclose(f), 0);
+    long before = resident_kib();
+    Model m;
+    load(&m, path);
+    long loaded = resident_kib();
+    for (int pos = 0; pos < 4096; pos++) model_forward(&m, pos % 37, pos);
+    long used = resident_kib();
+    cr_log_info("resident memory: +%ld KiB at load, +%ld KiB after 4096 positions (their kv "
+                "cache 768 KiB; all 2^20 positions' 196608 KiB)",
+                loaded - before, used - before);
+    cr_assert_lt(loaded - before, 8192, "+%ld KiB at load", loaded - before);
+    cr_assert_lt(used - before, 8192, "+%ld KiB after 4096 positions", used - before);
+    model_free(&m);
+    unlink(path);
+}
+
 Test(reference_mode, greedy_story_is_the_fast_one) {
     char *expected = read_file("tests/fixtures/stories260K_greedy_once_upon_a_time.txt", NULL);
     cr_assert_not_null(expected);

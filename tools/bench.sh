@@ -53,17 +53,18 @@ echo "decode: tokens/s generating (after the first token); prefill: tokens/s of 
     "every repeat, so that a slow moment of the shared machine hits them alike"
 echo "bw: the read bandwidth measured between the decode runs of each block (median), which the" \
     "GB/s the weights were read at is compared with"
-echo "limit: the memory bound of the project's speed issue, the weights file plus the kv cache plus" \
-    "10%"
+echo "limit: the memory bound of the project's speed issue (18): the weights file plus the kv cache" \
+    "of the positions the decode run uses plus 10 MiB"
 printf '%-6s %-5s %-10s %7s %9s %7s %7s %8s %9s %9s %12s %11s %7s\n' shape dtype norm threads \
     tokens/s GB/s "bw" "% of bw" "peak MiB" "limit MiB" "prefill t/s" "serial t/s" "ratio"
 
 rate() { sed -n "s/.* $1 \([0-9.]*\) tokens\/s.*/\1/p"; }
 
-# Bytes of a model's kv cache: 2 (keys, values) x n_layers x seq_len x kv_dim floats, from the
-# header's dim, n_layers, n_heads, n_kv_heads and seq_len (int32s at byte 8 of a normllama file).
+# Bytes of the kv cache of $2 positions of model $1: 2 (keys, values) x n_layers x positions x
+# kv_dim floats, from the header's dim, n_layers, n_heads and n_kv_heads (int32s at byte 8 of a
+# normllama file).
 kv_cache_bytes() {
-    od -An -t d4 -w28 -j 8 -N 28 "$1" | awk '{print 2 * $3 * $7 * $5 * ($1 / $4) * 4}'
+    od -An -t d4 -w28 -j 8 -N 28 "$1" | awk -v n="$2" '{print 2 * $3 * n * $5 * ($1 / $4) * 4}'
 }
 
 # One decode run: "tokens/s peak_kib"
@@ -102,7 +103,7 @@ for shape in "${shapes[@]}"; do
             bw=$(printf '%s\n' "${block_bw[@]}" | median)
             for dtype in "${dtypes[@]}"; do
                 bytes=$(stat -c %s "$dir/$shape-$dtype.nllm") # all weights are read once per token
-                kv=$(kv_cache_bytes "$dir/$shape-$dtype.nllm")
+                kv=$(kv_cache_bytes "$dir/$shape-$dtype.nllm" "${steps[$shape]}")
                 rate=$(tr ' ' '\n' <<<"${rates[$dtype]}" | grep . | median)
                 prefill_rate=$(tr ' ' '\n' <<<"${prefill[$dtype]}" | grep . | median)
                 serial_rate=$(tr ' ' '\n' <<<"${serial[$dtype]:-0}" | grep . | median)
@@ -110,7 +111,7 @@ for shape in "${shapes[@]}"; do
                     -v b="$bytes" -v bw="$bw" -v p="${peak[$dtype]}" -v pf="$prefill_rate" \
                     -v sr="$serial_rate" -v kv="$kv" 'BEGIN {
                     gbs = r * b / 1e9
-                    limit = (b + kv) * 1.1 / 1048576
+                    limit = (b + kv) / 1048576 + 10
                     printf "%-6s %-5s %-10s %7d %9.1f %7.1f %7.1f %7.0f%% %9.1f %9.1f %12.1f", s, d,
                         n, t, r, gbs, bw, 100 * gbs / bw, p / 1024, limit, pf
                     if (sr > 0) printf " %11.1f %6.1fx\n", sr, pf / sr
