@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +23,7 @@ void print_summary(const Summary *s) {
                 (s->n_forward - s->n_prompt) / s->generation_seconds);
     else
         fprintf(stderr, "generation - tokens/s, ");
-    fprintf(stderr, "norm %s, seed %llu\n", s->norm, s->seed);
+    fprintf(stderr, "norm %s, threads %d, seed %llu\n", s->norm, omp_get_max_threads(), s->seed);
 }
 
 void require_finite(const float *logits, int vocab_size, int pos) {

@@ -36,6 +36,7 @@
 #include "model.h"
 #include "norm.h"
 #include "sampler.h"
+#include "threads.h"
 #include "tokenize.h"
 #include "tokenizer.h"
 
@@ -111,7 +112,8 @@ static void usage(FILE *f) {
             "                    teacher-forced) to FILE: vocab_size float32 (native byte\n"
             "                    order) per position, position after position; an\n"
             "                    error removes the file\n"
-            "  --threads=N       OpenMP threads, 1..1024 (default: all cores)\n"
+            "  --threads=N       OpenMP threads, 1..1024 (default: OMP_NUM_THREADS, or\n"
+            "                    the cores not kept busy by other processes at start)\n"
             "  --prefill=MODE    batch: the prompt goes through the model in batches of\n"
             "                    positions (default); serial: one position at a time\n"
             "  -b, --batch=N     positions per prefill batch, 1..seq_len (default: 64 to\n"
@@ -513,8 +515,10 @@ int main(int argc, char **argv) {
     Options o = parse_args(argc, argv);
     if (o.threads > 0)
         omp_set_num_threads(o.threads);
-    else
+    else if (getenv("OMP_NUM_THREADS"))
         require_env_threads();
+    else /* before the first parallel region: this is still the process's one thread */
+        omp_set_num_threads(threads_default(omp_get_num_procs(), threads_busy_elsewhere()));
     signal(SIGXFSZ, SIG_IGN); /* past a file size limit, writes fail (EFBIG) with an error line */
     char *prompt = read_prompt(&o);
     require_utf8("the prompt", prompt, prompt);

@@ -121,3 +121,36 @@ for shape in "${shapes[@]}"; do
         done
     done
 done
+
+# A busy machine: 110M f32 decode with the default thread count (threads.c), with 1 and with 2
+# threads, the modes taking turns, on an idle machine and with one core kept busy by a spinning
+# process this script starts (bounded by timeout) and stops.
+busy_block() { # $1: idle or busy
+    local spinner=
+    if [[ $1 == busy ]]; then
+        timeout 600 bash -c 'while :; do :; done' &
+        spinner=$!
+        sleep 0.5
+    fi
+    declare -A r=() used=()
+    for ((i = 0; i < repeats; i++)); do
+        for mode in default 1 2; do
+            if [[ $mode == default ]]; then flag=(); else flag=(--threads="$mode"); fi
+            line=$(./run "$dir/110M-f32.nllm" -z models/tokenizer.bin -t 0 -n "${steps[110M]}" \
+                "${flag[@]}" 2>&1 >/dev/null | tail -1)
+            r[$mode]+="$(rate generation <<<"$line") "
+            used[$mode]=$(sed -n 's/.*, threads \([0-9]*\),.*/\1/p' <<<"$line")
+        done
+    done
+    if [[ -n $spinner ]]; then kill "$spinner" && wait "$spinner" 2>/dev/null || true; fi
+    for mode in default 1 2; do
+        printf '%-6s %-8s %-16s %9.1f\n' 110M "$1" "$mode (${used[$mode]} threads)" \
+            "$(tr ' ' '\n' <<<"${r[$mode]}" | grep . | median)"
+    done
+}
+echo
+echo "busy machine: 110M f32 decode tokens/s (median of $repeats) with the default thread count," \
+    "--threads=1 and --threads=2, idle and with one core kept busy by a spinning process"
+printf '%-6s %-8s %-16s %9s\n' shape machine threads tokens/s
+busy_block idle
+busy_block busy
