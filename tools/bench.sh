@@ -102,7 +102,7 @@ for shape in "${shapes[@]}"; do
             done
             bw=$(printf '%s\n' "${block_bw[@]}" | median)
             for dtype in "${dtypes[@]}"; do
-                bytes=$(stat -c %s "$dir/$shape-$dtype.nllm") # all weights are read once per token
+                bytes=$(stat -L -c %s "$dir/$shape-$dtype.nllm") # all weights are read once per token
                 kv=$(kv_cache_bytes "$dir/$shape-$dtype.nllm" "${steps[$shape]}")
                 rate=$(tr ' ' '\n' <<<"${rates[$dtype]}" | grep . | median)
                 prefill_rate=$(tr ' ' '\n' <<<"${prefill[$dtype]}" | grep . | median)
@@ -144,13 +144,14 @@ busy_block() { # $1: idle or busy
     done
     if [[ -n $spinner ]]; then kill "$spinner" && wait "$spinner" 2>/dev/null || true; fi
     for mode in default 1 2; do
-        printf '%-6s %-8s %-16s %9.1f\n' 110M "$1" "$mode (${used[$mode]} threads)" \
+        label="--threads=$mode" && [[ $mode == default ]] && label="default: ${used[$mode]} threads"
+        printf '%-6s %-8s %-20s %9.1f\n' 110M "$1" "$label" \
             "$(tr ' ' '\n' <<<"${r[$mode]}" | grep . | median)"
     done
 }
 echo
 echo "busy machine: 110M f32 decode tokens/s (median of $repeats) with the default thread count," \
     "--threads=1 and --threads=2, idle and with one core kept busy by a spinning process"
-printf '%-6s %-8s %-16s %9s\n' shape machine threads tokens/s
+printf '%-6s %-8s %-20s %9s\n' shape machine threads tokens/s
 busy_block idle
 busy_block busy

@@ -85,17 +85,24 @@ def perplexity(model, text, norm=None):
     return float(m.group(2)), float(m.group(3)), int(m.group(1))
 
 
-def profile(model, prompt, repeats=3):
-    """Prefill and decode tokens/s and the norms' share of the run's time (--profile), each the
-    median of `repeats` runs."""
-    runs = []
+def profile_once(model, prompt):
+    """(prefill tokens/s, decode tokens/s, the norms' share of the run's time) of one --profile
+    run."""
+    _, err = sh([RUN, model, "-z", "models/tok512.bin", "-t", "0", "-n", "256", "--threads=1",
+                 "--profile", prompt])
+    speed = re.search(r"prompt ([\d.]+) tokens/s, generation ([\d.]+) tokens/s", err)
+    share = re.search(r"norms\s+[\d.]+\s+([\d.]+)%", err)
+    return float(speed.group(1)), float(speed.group(2)), float(share.group(1)) / 100
+
+
+def profile(models, prompt, repeats=7):
+    """profile_once's three numbers for each of models, each the median of `repeats` runs; the
+    models take turns in every repeat, so that a slow moment of the machine hits them alike."""
+    runs = {m: [] for m in models}
     for _ in range(repeats):
-        _, err = sh([RUN, model, "-z", "models/tok512.bin", "-t", "0", "-n", "256",
-                     "--threads=1", "--profile", prompt])
-        speed = re.search(r"prompt ([\d.]+) tokens/s, generation ([\d.]+) tokens/s", err)
-        share = re.search(r"norms\s+[\d.]+\s+([\d.]+)%", err)
-        runs.append((float(speed.group(1)), float(speed.group(2)), float(share.group(1)) / 100))
-    return tuple(statistics.median(r[i] for r in runs) for i in range(3))
+        for m in models:
+            runs[m].append(profile_once(m, prompt))
+    return {m: tuple(statistics.median(r[i] for r in runs[m]) for i in range(3)) for m in models}
 
 
 def compare(model, norm):
@@ -120,12 +127,13 @@ def read_log(path):
 def measure(a, seed, text, prompt):
     d = os.path.join(a.out, f"seed{seed}")
     result = {}
+    speeds = profile([f"{d}/{norm}.nllm" for norm in NORMS], prompt)
     for norm in NORMS:
         model = f"{d}/{norm}.nllm"
         r = read_log(f"{d}/{norm}.jsonl")
         r["ppl"] = {n: perplexity(model, text, n) for n in NORMS}
         r["prefill_tokens_per_s"], r["decode_tokens_per_s"], r["inference_norm_share"] = \
-            profile(model, prompt)
+            speeds[model]
         c = compare(model, norm)
         r["texts"] = c["texts"]
         r["swap_kl"] = c["summary"]["mean_kl"]
@@ -224,6 +232,10 @@ def main():
     if not a.no_train:
         for seed in seeds:
             train_twins(a, seed, times)
+    elif os.path.exists(os.path.join(a.out, "results.json")):  # the training times of the twins
+        with open(os.path.join(a.out, "results.json")) as f:
+            times.update({k: v for k, v in json.load(f)["times_s"].items()
+                          if k.startswith("train seed")})
     start = time.time()
     text = ppl_text(a)
     stories = os.path.join(a.out, "stories260K_256.nllm")
@@ -243,7 +255,8 @@ def main():
     picture = os.path.join(a.out if a.no_docs else os.path.join(ROOT, "docs"), "twins_loss.png")
     sh([PYTHON, "tools/plot_twins.py", os.path.join(a.out, "results.json"), picture])
     times["plot"] = time.time() - start
-    times["total"] = time.time() - started
+    times["total" if not a.no_train else "total of the measuring (--no-train) run"] = \
+        time.time() - started
     t = table(res, (*s_rms[:2], *s_ln[:2]), a, n_tokens)
     r = result["ratios"]
     summary = (f"RMSNorm / LayerNorm speed, per seed: training {fmt(r['tokens_per_s'])}x, "
@@ -262,6 +275,9 @@ def write_docs(a, result, t, sites, summary):
     command = (f"make twins TWIN_SEEDS={len(seeds)}  # tools/twins.py --seeds {len(seeds)} "
                f"--steps {a.steps} --batch-size {a.batch_size} --lr {a.lr} --warmup {a.warmup} "
                f"--eval-every {a.eval_every}")
+    if a.no_train:
+        command += (f"\n    {PYTHON} tools/twins.py --seeds {len(seeds)} --no-train  # the "
+                    "trained twins measured again")
     texts = "\n".join(f"- {n} twin, seed {seeds[0]}, greedy from \"{PROMPT}\": "
                       f"{json.dumps(first[n]['texts'][0][:600])}" for n in NORMS)
     times = ", ".join(f"{k} {v:.0f} s" for k, v in result["times_s"].items())
