@@ -471,17 +471,6 @@ Test(state, kv_cache_takes_memory_as_positions_advance) {
     unlink(path);
 }
 
-Test(reference_mode, greedy_story_is_the_fast_one) {
-    char *expected = read_file("tests/fixtures/stories260K_greedy_once_upon_a_time.txt", NULL);
-    cr_assert_not_null(expected);
-    RunResult r = run_program((const char *[]){LEGACY, "-z", TOKENIZER, "-t", "0", "-n", "256",
-                                               "-i", "Once upon a time", "--reference", NULL});
-    cr_assert_eq(r.exit_code, 0, "stderr: %s", r.err);
-    cr_assert_str_eq(r.out, expected);
-    result_free(&r);
-    free(expected);
-}
-
 Test(reference_mode, options_it_would_ignore_are_errors) {
     const char *flags[3][3] = {{"--profile", NULL}, {"--batch=4", NULL}, {"--tokenize", "Hi"}};
     for (int i = 0; i < 3; i++) {

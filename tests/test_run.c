@@ -17,15 +17,19 @@
 /* ----------------------------------------------------------------------------
  * Outputs of llama2.c's run.c (tests/fixtures, copied from ../shared/models/expected) */
 
+/* The fast path, and the plain one of reference.c (--reference), give llama2.c's text. */
 Test(run, greedy_matches_llama2c) {
     char *expected = read_file("tests/fixtures/stories260K_greedy_once_upon_a_time.txt", NULL);
     cr_assert_not_null(expected);
-    RunResult r = run_program(
-        (const char *[]){MODEL, "-t", "0", "-n", "256", "-i", "Once upon a time", NULL});
-    cr_assert_eq(r.exit_code, 0, "stderr: %s", r.err);
-    cr_assert_str_eq(r.out, expected);
-    cr_assert(strstr(r.err, "norm rmsnorm"), "summary names the norm: %s", r.err);
-    result_free(&r);
+    const char *paths[] = {NULL, "--reference"};
+    for (int k = 0; k < 2; k++) {
+        RunResult r = run_program((const char *[]){MODEL, "-t", "0", "-n", "256", "-i",
+                                                   "Once upon a time", paths[k], NULL});
+        cr_assert_eq(r.exit_code, 0, "stderr: %s", r.err);
+        cr_assert_str_eq(r.out, expected, "%s", paths[k] ? paths[k] : "the fast path");
+        cr_assert(strstr(r.err, "norm rmsnorm"), "summary names the norm: %s", r.err);
+        result_free(&r);
+    }
     free(expected);
 }
 
