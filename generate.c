@@ -23,7 +23,9 @@ void print_summary(const Summary *s) {
                 (s->n_forward - s->n_prompt) / s->generation_seconds);
     else
         fprintf(stderr, "generation - tokens/s, ");
-    fprintf(stderr, "norm %s, threads %d, seed %llu\n", s->norm, omp_get_max_threads(), s->seed);
+    int threads = omp_get_max_threads(); /* a region's team, OMP_THREAD_LIMIT applied */
+    if (omp_get_thread_limit() < threads) threads = omp_get_thread_limit();
+    fprintf(stderr, "norm %s, threads %d, seed %llu\n", s->norm, threads, s->seed);
 }
 
 void require_finite(const float *logits, int vocab_size, int pos) {

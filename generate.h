@@ -69,9 +69,9 @@ typedef struct {
 /* The run's summary line on stderr: prompt and generated token counts, then the speed of each
  * part as llama.cpp reports it: the prompt's positions per second of prompt_seconds, and the
  * generated positions (n_forward beyond the prompt) per second of generation_seconds ("-" when
- * there were none); the norm, the OpenMP threads (omp_get_max_threads) and the seed (which -s
- * takes to repeat the text). The prompt rate includes the first forward pass, slower while caches
- * are cold. */
+ * there were none); the norm, the OpenMP threads of a parallel region (omp_get_max_threads, at most
+ * omp_get_thread_limit) and the seed (which -s takes to repeat the text). The prompt rate includes
+ * the first forward pass, slower while caches are cold. */
 void print_summary(const Summary *s);
 
 /* Dies unless every one of the logits (vocab_size) of position pos is finite, naming pos. */

@@ -57,7 +57,7 @@ typedef struct {
     float topp;
     unsigned long long seed;   /* 0: from the clock */
     int steps;                 /* positions to run, prompt included, as llama2.c counts them */
-    int threads;               /* 0: OpenMP's default */
+    int threads;               /* 0: OMP_NUM_THREADS, else the free cores (threads.c) */
     NormFn norm;               /* NULL: the norm the model was trained with */
     const char *logits_path;   /* NULL: do not write logits */
     const char *tokenize_text; /* --tokenize: print the ids of this text instead of generating */
@@ -421,6 +421,16 @@ static void require_env_threads(void) {
         die("OMP_NUM_THREADS=%s is more than 1024 threads (give --threads=N, 1..1024)", env);
 }
 
+/* Whether OMP_NUM_THREADS starts with a thread count libgomp takes, a positive integer. Empty, 0
+ * or not a number, libgomp warns and would run on every core: run's own default applies then. */
+static int env_threads_given(void) {
+    const char *env = getenv("OMP_NUM_THREADS");
+    if (!env) return 0;
+    char *end;
+    long n = strtol(env, &end, 10);
+    return end != env && n > 0;
+}
+
 /* Dies with err, the loader's message about `path` given as the model (as_model 1) or as the
  * tokenizer (0); but when the file is a regular file that loads as the other kind, says that
  * instead: the two were given the wrong way round. */
@@ -515,7 +525,7 @@ int main(int argc, char **argv) {
     Options o = parse_args(argc, argv);
     if (o.threads > 0)
         omp_set_num_threads(o.threads);
-    else if (getenv("OMP_NUM_THREADS"))
+    else if (env_threads_given())
         require_env_threads();
     else /* before the first parallel region: this is still the process's one thread */
         omp_set_num_threads(threads_default(omp_get_num_procs(), threads_busy_elsewhere()));

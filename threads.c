@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <time.h>
 
-enum { SAMPLES = 8 };
+enum { SAMPLES = 5 };
 
 /* /proc/loadavg's running count (its fourth field, "running/total"), or -1. */
 static int running_now(void) {
@@ -24,7 +24,7 @@ int threads_busy_elsewhere(void) {
         int running = running_now();
         if (running < 1) return -1;
         if (least < 0 || running < least) least = running;
-        if (i + 1 < SAMPLES) nanosleep(&(struct timespec){0, 1000000}, NULL);
+        if (i + 1 < SAMPLES) nanosleep(&(struct timespec){0, 500000}, NULL);
     }
     return least - 1;
 }

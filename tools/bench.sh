@@ -4,7 +4,7 @@
 # multiply-add peak, tools/flops.c, bounds prefill), and prefill of a
 # 256-token prompt, batched and (but for 1.1B) one position at a time. Prints one table (medians of
 # the repeats). Needs no network.
-#   BENCH_QUICK=1   15M and 110M only, fewer repeats and tokens (under 2 minutes)
+#   BENCH_QUICK=1   15M and 110M only, fewer repeats and tokens (about 5 minutes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-/usr/bin/python3}
@@ -130,13 +130,14 @@ busy_block() { # $1: idle or busy
     if [[ $1 == busy ]]; then
         timeout 600 bash -c 'while :; do :; done' &
         spinner=$!
+        trap 'kill "$spinner" 2>/dev/null' EXIT # also when a run fails and set -e ends the script
         sleep 0.5
     fi
     declare -A r=() used=()
     for ((i = 0; i < repeats; i++)); do
         for mode in default 1 2; do
             if [[ $mode == default ]]; then flag=(); else flag=(--threads="$mode"); fi
-            line=$(./run "$dir/110M-f32.nllm" -z models/tokenizer.bin -t 0 -n "${steps[110M]}" \
+            line=$(env -u OMP_NUM_THREADS ./run "$dir/110M-f32.nllm" -z models/tokenizer.bin -t 0 -n "${steps[110M]}" \
                 "${flag[@]}" 2>&1 >/dev/null | tail -1)
             r[$mode]+="$(rate generation <<<"$line") "
             used[$mode]=$(sed -n 's/.*, threads \([0-9]*\),.*/\1/p' <<<"$line")
