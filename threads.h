@@ -17,11 +17,12 @@
  * 0.5 ms apart (2 ms in all): the minimum less one, the caller itself, so that a process that ran
  * for a moment is not counted but one keeping a core busy is. Call it before the first OpenMP
  * parallel region, while the caller is its process's one thread. -1 when /proc/loadavg cannot be
- * read or parsed (a system without it). */
+ * read or parsed (a system without it). Source: proc(5) on /proc/loadavg. */
 int threads_busy_elsewhere(void);
 
 /* The thread count for `cores` processors (omp_get_num_procs()) when `busy` of them are taken by
- * others (threads_busy_elsewhere; -1, unknown, counts as 0): cores - busy, at least 1. */
+ * others (threads_busy_elsewhere; -1, unknown, counts as 0): cores - busy, at least 1 for any
+ * ints given. */
 int threads_default(int cores, int busy);
 
 #endif

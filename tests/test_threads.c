@@ -3,6 +3,7 @@
 #include <criterion/criterion.h>
 #include <omp.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -78,4 +79,24 @@ Test(threads, run_leaves_busy_cores_to_others_unless_told) {
     cr_assert_eq(summary_threads(told.err), 2, "%s", told.err);
     result_free(&r);
     result_free(&told);
+}
+
+/* An OMP_NUM_THREADS that libgomp cannot use (empty, 0, not a number) leaves run's own default
+ * in force: libgomp warns in one line, the run succeeds with at most cores - 2 threads beside
+ * two spinners. */
+Test(threads, unusable_omp_num_threads_keeps_the_free_cores_default) {
+    const char *values[] = {"", "0", "abc"};
+    const char *args[] = {MODEL, "-z", TOKENIZER, "-n", "8", "-t", "0", NULL};
+    int most = omp_get_num_procs() - 2 > 1 ? omp_get_num_procs() - 2 : 1;
+    pid_t children[2];
+    spin(children, 2);
+    for (int i = 0; i < 3; i++) {
+        setenv("OMP_NUM_THREADS", values[i], 1);
+        RunResult r = run_program(args);
+        cr_assert_eq(r.exit_code, 0, "OMP_NUM_THREADS='%s': %s", values[i], r.err);
+        int n = summary_threads(r.err);
+        cr_assert(n >= 1 && n <= most, "OMP_NUM_THREADS='%s': %d threads: %s", values[i], n, r.err);
+        result_free(&r);
+    }
+    stop(children, 2);
 }
