@@ -3,10 +3,10 @@
  * of a batch of inputs.
  *
  * Two paths compute the same products: matmul, the fast one (SIMD tiles of panels times inputs,
- * OpenMP threads, int16 inputs for q8_0 and q4_0 weights), and matmul_ref / embedding_ref, plain
- * scalar C over matrix_value, which the reference forward pass (reference.c) and the tests use.
- * What this file leaves to others: reading files and placing the panels in memory (load.c), and
- * which matrix multiplies what (model.c).
+ * OpenMP threads, int16 inputs for q8_0 weights and int8 for q4_0), and matmul_ref / embedding_ref,
+ * plain scalar C over matrix_value, which the reference forward pass (reference.c) and the tests
+ * use. What this file leaves to others: reading files and placing the panels in memory (load.c),
+ * and which matrix multiplies what (model.c).
  */
 #ifndef MATMUL_H
 #define MATMUL_H
@@ -35,11 +35,12 @@ typedef enum {
  *     a multiple): the group's panel_rows float32 scales, then its int8 values in column pairs,
  *     value (r, start + i) at byte (i / 2) * 2 * panel_rows + (r % panel_rows) * 2 + i % 2 after
  *     the scales; a group of odd length ends with a zero column. The value is int8 * scale.
- *   q4_0: as q8_0 with group_size 32, the values 4-bit codes in column quads: for columns start + i
- *     .. start + i + 3 (i a multiple of 4), 2 * panel_rows bytes at (i / 4) * 2 * panel_rows after
- *     the scales, byte (r % panel_rows) * 2 + k holding the code of (r, start + i + k) in its low
- *     nibble and of (r, start + i + 2 + k) in its high one (k = 0, 1); a group whose length is not
- *     a multiple of 4 is padded with code 8. The value is (code - 8) * scale.
+ *   q4_0: as q8_0 with group_size 32, the values 4-bit codes in blocks of 8 columns: for columns
+ *     start + i .. start + i + 7 (i a multiple of 8), 4 * panel_rows bytes at (i / 8) * 4 *
+ *     panel_rows after the scales, byte (r % panel_rows) * 4 + k holding the code of (r, start + i
+ *     + k) in its low nibble and of (r, start + i + 4 + k) in its high one (k = 0 .. 3); a group
+ *     whose length is not a multiple of 8 is padded with code 8. The value is (code - 8) * scale.
+ *     One vector load of a block is each row's 8 codes, one 32-bit lane a row.
  * A matrix (d, n) maps an n-vector to a d-vector: out[i] = sum_j w(i, j) * x[j]. */
 typedef struct {
     DType dtype;
@@ -79,17 +80,22 @@ typedef struct {
     const Matrix *w;
 } Product;
 
-/* Scratch for a q8_0 or q4_0 product's inputs, quantized: (batch, stride) int16 values and one
- * scale per input (quantize_input). */
+/* Scratch for a q8_0 or q4_0 product's inputs, quantized: for q8_0, (batch, stride) int16 values
+ * and one scale per input (quantize_input); for q4_0, (batch, stride) int8 values with a scale and
+ * the values' sum per block of 32 (quantize_input_blocks), rows of stride / 32 blocks. */
 typedef struct {
     int16_t *values;
     float *scales;
+    int8_t *bytes;
+    float *block_scales;
+    int32_t *block_sums;
     size_t stride; /* at least the widest input rounded up to a multiple of 64 */
 } QuantizedInputs;
 
 /* The products p[k] for k < n (at most 3) of one input batch x: (batch, cols), cols = p[0].w->cols
  * for all n, which share one dtype (wq, wk, wv; or w1, w3). For q8_0 and q4_0, x is quantized once
- * into xq (batch rows), and each product is computed against those int16 values. The panels of all
+ * into xq (batch rows), and each product is computed against those int16 (q8_0) or int8 (q4_0)
+ * values. The panels of all
  * n products, numbered in order, are split into one contiguous run per thread, equal to within a
  * panel, in one parallel region (none below PARALLEL_MIN_WORK multiply-adds); each thread takes its
  * run up to four panels at a time, whose weights stay in cache while every input of the batch
@@ -107,7 +113,15 @@ void matmul_ref(float *out, const Matrix *w, int layer, const float *x);
  * the n values of x; xq's values from n up to the next multiple of 64 are zero (xq holds that
  * many). About 4.5 significant digits for all but values far below the largest, against the
  * weights' int8. A NaN or infinite value makes scale NaN (and its xq 0), so that the product comes
- * out non-finite as the other dtypes' would. matmul's q8_0 and q4_0 inputs. */
+ * out non-finite as the other dtypes' would. matmul's q8_0 inputs. */
 void quantize_input(int16_t *xq, float *scale, const float *x, int n);
+
+/* The n values of x in blocks of 32 (the last shorter when n is not a multiple): for block k,
+ * xq = round(x / scales[k]) as int8 in -127..127, scales[k] = max |x| / 127 over the block (0 for
+ * an all-zero block), sums[k] = the sum of its xq; xq's values from n up to the next multiple of
+ * 32 are zero. About 2.4 significant digits, beside the weights' 4 bits; a NaN or infinite value
+ * makes its block's scale NaN (and its xq 0). matmul's q4_0 inputs, as llama.cpp quantizes the
+ * inputs of its q4_0 products (int8 blocks of 32, its q8_0). */
+void quantize_input_blocks(int8_t *xq, float *scales, int32_t *sums, const float *x, int n);
 
 #endif

@@ -27,15 +27,21 @@
  *                                  build: expf)
  * and for q8_0's integer dot products, vecw (2 * VEC_WIDTH int16) and veci (VEC_WIDTH int32):
  *   vecw_load_i8(p)                2 * VEC_WIDTH int8 values widened to int16
- *   vecw_load_q4(p, low, high)     2 * VEC_WIDTH bytes of 4-bit codes (q4_0) as int16 (0..15):
- *                                  *low the low nibbles, *high the high ones, element k of each
- *                                  from byte k
  *   vecw_set1_pair(p)              the int16 pair p[0], p[1] in every int32 lane
  *   veci_zero(), vec_from_veci(v)  int32 lanes, and their values as floats
  *   veci_set1(a), veci_sub(a, b)   every lane a; a - b lane by lane
  *   veci_dot(acc, a, b)            lane i of acc + a[2i] b[2i] + a[2i + 1] b[2i + 1] (AVX512-VNNI
  *                                  vpdpwssd, or vpmaddwd and an add): exact, the same integers
  *                                  on every target as long as a lane stays within int32
+ * and for q4_0's, vecb (4 * VEC_WIDTH bytes) with vecw's lanes as int16 sums:
+ *   vecb_load(p)                   4 * VEC_WIDTH bytes at p
+ *   vecb_nibbles(v, low, high)     *low the low nibble of each byte of v, *high the high one
+ * (0..15) vecb_set1_quad(p)              the int8 values p[0..3] in every 32-bit lane vecw_zero()
+ * every int16 lane 0 vecw_dot_u8(acc, u, s)         int16 lane i of acc + u[2i] s[2i] + u[2i + 1]
+ * s[2i + 1], u's bytes unsigned, s's signed (vpmaddubsw and an add): exact while each product pair
+ * and each lane stays within int16, which vpmaddubsw would saturate and the add wrap
+ *   veci_from_pairs(w)             int32 lane i = the sum of w's int16 lanes 2i and 2i + 1
+ * (vpmaddwd by ones)
  */
 #ifndef SIMD_H
 #define SIMD_H
@@ -126,12 +132,6 @@ static inline vecf vec_from_veci(veci v) {
 static inline vecw vecw_load_i8(const int8_t *p) {
     return _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)p));
 }
-/* each byte widened to 16 bits first: then the high nibble is the element shifted right by 4 */
-static inline void vecw_load_q4(const uint8_t *p, vecw *low, vecw *high) {
-    __m512i bytes = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)p));
-    *low = _mm512_and_si512(bytes, _mm512_set1_epi16(0x0f));
-    *high = _mm512_srli_epi16(bytes, 4);
-}
 static inline vecw vecw_set1_pair(const int16_t *p) {
     int32_t pair;
     memcpy(&pair, p, sizeof(pair));
@@ -143,6 +143,29 @@ static inline veci veci_dot(veci acc, vecw a, vecw b) {
 #else
     return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b));
 #endif
+}
+typedef __m512i vecb;
+static inline vecb vecb_load(const uint8_t *p) {
+    return _mm512_loadu_si512(p);
+}
+static inline void vecb_nibbles(vecb v, vecb *low, vecb *high) {
+    __m512i mask = _mm512_set1_epi8(0x0f);
+    *low = _mm512_and_si512(v, mask);
+    *high = _mm512_and_si512(_mm512_srli_epi16(v, 4), mask);
+}
+static inline vecb vecb_set1_quad(const int8_t *p) {
+    int32_t quad;
+    memcpy(&quad, p, sizeof(quad));
+    return _mm512_set1_epi32(quad);
+}
+static inline vecw vecw_zero(void) {
+    return _mm512_setzero_si512();
+}
+static inline vecw vecw_dot_u8(vecw acc, vecb u, vecb s) {
+    return _mm512_add_epi16(acc, _mm512_maddubs_epi16(u, s));
+}
+static inline veci veci_from_pairs(vecw w) {
+    return _mm512_madd_epi16(w, _mm512_set1_epi16(1));
 }
 
 #elif defined(__AVX2__) && defined(__FMA__)
@@ -224,11 +247,6 @@ static inline vecf vec_from_veci(veci v) {
 static inline vecw vecw_load_i8(const int8_t *p) {
     return _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)p));
 }
-static inline void vecw_load_q4(const uint8_t *p, vecw *low, vecw *high) {
-    __m256i bytes = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)p));
-    *low = _mm256_and_si256(bytes, _mm256_set1_epi16(0x0f));
-    *high = _mm256_srli_epi16(bytes, 4);
-}
 static inline vecw vecw_set1_pair(const int16_t *p) {
     int32_t pair;
     memcpy(&pair, p, sizeof(pair));
@@ -236,6 +254,29 @@ static inline vecw vecw_set1_pair(const int16_t *p) {
 }
 static inline veci veci_dot(veci acc, vecw a, vecw b) {
     return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b));
+}
+typedef __m256i vecb;
+static inline vecb vecb_load(const uint8_t *p) {
+    return _mm256_loadu_si256((const __m256i *)p);
+}
+static inline void vecb_nibbles(vecb v, vecb *low, vecb *high) {
+    __m256i mask = _mm256_set1_epi8(0x0f);
+    *low = _mm256_and_si256(v, mask);
+    *high = _mm256_and_si256(_mm256_srli_epi16(v, 4), mask);
+}
+static inline vecb vecb_set1_quad(const int8_t *p) {
+    int32_t quad;
+    memcpy(&quad, p, sizeof(quad));
+    return _mm256_set1_epi32(quad);
+}
+static inline vecw vecw_zero(void) {
+    return _mm256_setzero_si256();
+}
+static inline vecw vecw_dot_u8(vecw acc, vecb u, vecb s) {
+    return _mm256_add_epi16(acc, _mm256_maddubs_epi16(u, s));
+}
+static inline veci veci_from_pairs(vecw w) {
+    return _mm256_madd_epi16(w, _mm256_set1_epi16(1));
 }
 
 #else
@@ -305,15 +346,39 @@ static inline vecf vec_from_veci(veci v) {
 static inline vecw vecw_load_i8(const int8_t *p) {
     return (vecw){{p[0], p[1]}};
 }
-static inline void vecw_load_q4(const uint8_t *p, vecw *low, vecw *high) {
-    *low = (vecw){{p[0] & 0xf, p[1] & 0xf}};
-    *high = (vecw){{p[0] >> 4, p[1] >> 4}};
-}
 static inline vecw vecw_set1_pair(const int16_t *p) {
     return (vecw){{p[0], p[1]}};
 }
 static inline veci veci_dot(veci acc, vecw a, vecw b) {
     return acc + a.v[0] * b.v[0] + a.v[1] * b.v[1];
+}
+typedef struct {
+    uint8_t v[4];
+} vecb;
+static inline vecb vecb_load(const uint8_t *p) {
+    return (vecb){{p[0], p[1], p[2], p[3]}};
+}
+static inline void vecb_nibbles(vecb v, vecb *low, vecb *high) {
+    for (int k = 0; k < 4; k++) {
+        low->v[k] = v.v[k] & 0xf;
+        high->v[k] = v.v[k] >> 4;
+    }
+}
+static inline vecb vecb_set1_quad(const int8_t *p) {
+    vecb v;
+    memcpy(v.v, p, 4);
+    return v;
+}
+static inline vecw vecw_zero(void) {
+    return (vecw){{0, 0}};
+}
+static inline vecw vecw_dot_u8(vecw acc, vecb u, vecb s) {
+    for (int k = 0; k < 2; k++)
+        acc.v[k] += u.v[2 * k] * (int8_t)s.v[2 * k] + u.v[2 * k + 1] * (int8_t)s.v[2 * k + 1];
+    return acc;
+}
+static inline veci veci_from_pairs(vecw w) {
+    return w.v[0] + w.v[1];
 }
 #endif
 

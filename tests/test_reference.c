@@ -168,16 +168,28 @@ Test(kernels, embedding_equals_embedding_ref) {
     }
 }
 
-/* q8_0's products take x as quantize_input's int16 values: the input the plain product is given
- * to match them, xq * scale (row by row of (batch, cols)). */
-static void as_quantized(float *x, int batch, int cols) {
+/* q8_0's products take x as quantize_input's int16 values, q4_0's as quantize_input_blocks'
+ * int8 values: the input the plain product is given to match them, xq * scale (row by row of
+ * (batch, cols)). */
+static void as_quantized(DType dtype, float *x, int batch, int cols) {
     int16_t *xq = malloc(((size_t)cols + 64) * sizeof(int16_t));
+    int8_t *x8 = malloc((size_t)cols + 32);
+    float *block_scales = malloc(((size_t)cols + 31) / 32 * sizeof(float));
+    int32_t *block_sums = malloc(((size_t)cols + 31) / 32 * sizeof(int32_t));
     for (int b = 0; b < batch; b++) {
-        float scale;
-        quantize_input(xq, &scale, x + (size_t)b * cols, cols);
-        for (int j = 0; j < cols; j++) x[(size_t)b * cols + j] = xq[j] * scale;
+        float *row = x + (size_t)b * cols, scale;
+        if (dtype == DTYPE_Q8_0) {
+            quantize_input(xq, &scale, row, cols);
+            for (int j = 0; j < cols; j++) row[j] = xq[j] * scale;
+        } else {
+            quantize_input_blocks(x8, block_scales, block_sums, row, cols);
+            for (int j = 0; j < cols; j++) row[j] = x8[j] * block_scales[j / 32];
+        }
     }
     free(xq);
+    free(x8);
+    free(block_scales);
+    free(block_sums);
 }
 
 /* |fast - plain| of each output within what two float sums of cols terms may differ by in any
@@ -196,6 +208,51 @@ static void expect_product(const Packed *p, int layer, const float *x, const flo
                       i, fast[i], plain[i]);
     }
     free(plain);
+}
+
+/* Hand-derived: block 0's largest |x| is 16, so its step is 16 / 127 and x * 127 / 16 rounds to
+ * 127, -63.5 -> -64 (to even), 7.94 -> 8 and 0.496 -> 0; block 1's step is 2 / 127; a NaN makes
+ * the scale of block 2 (8 values) NaN; the values past n up to 96 are zero. */
+Test(kernels, quantize_input_blocks_rounds_each_block_of_32_to_int8) {
+    float x[72] = {[0] = 16.0f, [1] = -8.0f, [2] = 1.0f, [3] = 0.0625f, [32] = -2.0f, [64] = NAN};
+    int8_t xq[96];
+    memset(xq, 5, sizeof(xq));
+    float scales[3];
+    int32_t sums[3];
+    quantize_input_blocks(xq, scales, sums, x, 72);
+    cr_assert_eq(scales[0], 16.0f / 127.0f);
+    cr_assert(xq[0] == 127 && xq[1] == -64 && xq[2] == 8 && xq[3] == 0 && sums[0] == 71);
+    cr_assert(scales[1] == 2.0f / 127.0f && xq[32] == -127 && sums[1] == -127);
+    cr_assert(isnan(scales[2]) && xq[64] == 0);
+    for (int j = 4; j < 96; j++)
+        if (j != 32) cr_assert_eq(xq[j], 0, "xq[%d]", j);
+}
+
+/* The largest integer sums the q4_0 kernel meets: every code 15 (value 7 * scale) against inputs
+ * all at their block's largest (int8 127), 16 products of 15 * 127 in each int16 lane of a group,
+ * a tenth below where vpmaddubsw saturates or the lane wraps: out = 64 columns * 7 * 0.5 = 224. */
+Test(kernels, q4_0_product_at_the_largest_codes_and_inputs) {
+    enum { ROWS = 9, COLS = 64 };
+    uint8_t codes[ROWS * COLS / 2];
+    float scales[ROWS * 2], x[COLS], out[ROWS];
+    memset(codes, 0xff, sizeof(codes));
+    for (int i = 0; i < ROWS * 2; i++) scales[i] = 0.5f;
+    for (int j = 0; j < COLS; j++) x[j] = 1.0f;
+    Matrix m;
+    matrix_init(&m, DTYPE_Q4_0, ROWS, COLS, 32);
+    char *panels = aligned_alloc(64, (m.n_panels * m.panel_bytes + 63) / 64 * 64);
+    for (int q = 0; q < m.n_panels; q++)
+        matrix_pack_panel(&m, panels + q * m.panel_bytes, codes, scales, q);
+    m.data = panels;
+    QuantizedInputs xq = {
+        NULL, NULL, malloc(COLS), malloc(2 * sizeof(float)), malloc(2 * sizeof(int32_t)), COLS};
+    matmul(&(Product){out, &m}, 1, x, 1, 0, &xq);
+    for (int i = 0; i < ROWS; i++)
+        cr_assert_float_eq(out[i], 224.0f, 1e-4f, "row %d: %g", i, out[i]);
+    free(panels);
+    free(xq.bytes);
+    free(xq.block_scales);
+    free(xq.block_sums);
 }
 
 Test(kernels, matmul_matches_matmul_ref) {
@@ -220,10 +277,14 @@ Test(kernels, matmul_matches_matmul_ref) {
                 }
                 size_t stride = ((size_t)cols + 63) / 64 * 64;
                 QuantizedInputs xq = {malloc(batch * stride * sizeof(int16_t)),
-                                      malloc(batch * sizeof(float)), stride};
+                                      malloc(batch * sizeof(float)),
+                                      malloc(batch * stride),
+                                      malloc(batch * stride / 32 * sizeof(float)),
+                                      malloc(batch * stride / 32 * sizeof(int32_t)),
+                                      stride};
                 matmul(products, 3, x, batch, layer, &xq);
                 if (KINDS[k].dtype == DTYPE_Q8_0 || KINDS[k].dtype == DTYPE_Q4_0)
-                    as_quantized(x, batch, cols);
+                    as_quantized(KINDS[k].dtype, x, batch, cols);
                 for (int n = 0; n < 3; n++)
                     for (int b = 0; b < batch; b++) {
                         char what[96];
@@ -236,6 +297,9 @@ Test(kernels, matmul_matches_matmul_ref) {
                 free(x);
                 free(xq.values);
                 free(xq.scales);
+                free(xq.bytes);
+                free(xq.block_scales);
+                free(xq.block_sums);
             }
             for (int n = 0; n < 3; n++) packed_free(&p[n]);
         }
@@ -413,13 +477,14 @@ Test(forward, fast_matches_reference_on_random_models_of_each_dtype) {
     const int tokens[16] = {1, 5, 36, 2, 17, 17, 0, 30, 8, 9, 21, 33, 4, 4, 12, 26};
     /* f32, bf16 and f16 differ by rounding alone; q8_0's fast path also rounds its inputs to int16
      * (about 4.5 digits): measured max 4.6e-4 (groups of 32) and 2.9e-4 (64) here, against
-     * 1.3e-6 for f32 and bf16 */
+     * 1.3e-6 for f32 and bf16; q4_0's to int8 in blocks of 32, steps up to 258 times as coarse:
+     * measured 0.078 */
     const struct {
         DType dtype;
         int group_size;
         double tolerance;
     } cases[] = {{DTYPE_F32, 0, 1e-4},   {DTYPE_BF16, 0, 1e-4},  {DTYPE_F16, 0, 1e-4},
-                 {DTYPE_Q8_0, 32, 2e-3}, {DTYPE_Q8_0, 64, 2e-3}, {DTYPE_Q4_0, 32, 2e-3}};
+                 {DTYPE_Q8_0, 32, 2e-3}, {DTYPE_Q8_0, 64, 2e-3}, {DTYPE_Q4_0, 32, 0.2}};
     for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
         char path[64];
         write_random_model(path, cases[k].dtype, cases[k].group_size);

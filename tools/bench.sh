@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make bench: decode speed of ./run on random-weight models of real shapes (export.py --random),
 # each weight dtype, against the machine's measured read bandwidth (tools/bandwidth.c; the
-# multiply-add peak, tools/flops.c, bounds prefill), and prefill of a
+# multiply-add peaks of the kernels' products, tools/flops.c, bound prefill), and prefill of a
 # 256-token prompt, batched and (but for 1.1B) one position at a time. Prints one table (medians of
 # the repeats). Needs no network.
 #   BENCH_QUICK=1   15M and 110M only, fewer repeats and tokens (about 5 minutes)
@@ -41,12 +41,15 @@ n_prompt=$(./run "$dir/15M-f32.nllm" -z models/tokenizer.bin --tokenize "$prompt
 declare -A bandwidth flops
 for threads in 1 2; do
     bandwidth[$threads]=$(OMP_NUM_THREADS=$threads build/bandwidth 2048 "$repeats" 2>/dev/null)
-    flops[$threads]=$(OMP_NUM_THREADS=$threads build/flops 3 2>/dev/null)
+    for kind in f32 i16 i8; do
+        flops[$kind$threads]=$(OMP_NUM_THREADS=$threads build/flops 3 $kind 2>/dev/null)
+    done
 done
 
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; read bandwidth" \
-    "${bandwidth[1]} GB/s (1 thread), ${bandwidth[2]} GB/s (2 threads); fp32 FMA peak" \
-    "${flops[1]} GFLOP/s (1 thread), ${flops[2]} GFLOP/s (2 threads)"
+    "${bandwidth[1]} GB/s (1 thread), ${bandwidth[2]} GB/s (2 threads); multiply-add peaks" \
+    "(G operations/s, 1 thread / 2 threads): fp32 FMA ${flops[f321]} / ${flops[f322]}," \
+    "int16 pairs (q8_0's) ${flops[i161]} / ${flops[i162]}, bytes (q4_0's) ${flops[i81]} / ${flops[i82]}"
 echo "decode: tokens/s generating (after the first token); prefill: tokens/s of a $n_prompt-token" \
     "prompt, in batches and one position at a time (15M and 110M; with BENCH_QUICK=1 on 2 threads" \
     "only); the dtypes take turns in" \

@@ -1,13 +1,18 @@
-/* flops: the machine's peak fp32 multiply-add rate, the bound of batched prefill.
+/* flops: the machine's peak multiply-add rate of each kind of product the matmul kernels use,
+ * the bound of batched prefill.
  *
- *   build/flops [repeats]
+ *   build/flops [repeats] [f32|i16|i8]
  *
- * Every OpenMP thread runs CHAINS independent chains of vector FMAs (simd.h, as the matmul
- * kernel uses them) on registers only; prints the median over the repeats of the total GFLOP/s
- * (2 flops per multiply-add per lane) on stdout. */
+ * f32 (the default): vector FMAs, as the f32, bf16 and f16 tiles use them; i16: int16 pairs
+ * multiplied and summed into int32 lanes (vpmaddwd and an add, veci_dot), q8_0's; i8: unsigned by
+ * signed bytes summed in pairs into int16 lanes (vpmaddubsw and an add, vecw_dot_u8), q4_0's.
+ * Every OpenMP thread runs CHAINS independent chains of them (simd.h) on registers only; prints
+ * the median over the repeats of the total rate in G operations/s, 2 per multiply-add of one
+ * product (so that f32's is GFLOP/s), on stdout. */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "simd.h"
 
@@ -15,36 +20,71 @@
 #define CHAINS 12
 #define STEPS  20000000L
 
+typedef enum { KIND_F32, KIND_I16, KIND_I8 } Kind;
+
 static int by_value(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
 }
 
+/* The chains of one thread; returns a sum of their lanes so that the work is kept. */
+static double run_chains(Kind kind) {
+    double checksum = 0.0;
+    if (kind == KIND_F32) {
+        vecf acc[CHAINS], scale = vec_set1(0.9999f), shift = vec_set1(1e-4f);
+        for (int c = 0; c < CHAINS; c++) acc[c] = vec_set1(c * 1e-3f);
+        for (long i = 0; i < STEPS; i++)
+            for (int c = 0; c < CHAINS; c++) acc[c] = vec_fmadd(acc[c], scale, shift);
+        for (int c = 0; c < CHAINS; c++) checksum += vec_sum(acc[c]);
+        return checksum;
+    }
+    /* ones read from memory the compiler cannot see into: each step adds 2 to a lane, which
+     * stays within int32 (i16) and wraps int16 lanes where the vectors do (i8) */
+    static volatile int8_t one = 1;
+    int16_t pair[2] = {one, one};
+    int8_t quad[4] = {one, one, one, one};
+    if (kind == KIND_I16) {
+        veci acc[CHAINS];
+        vecw a = vecw_set1_pair(pair);
+        for (int c = 0; c < CHAINS; c++) acc[c] = veci_zero();
+        for (long i = 0; i < STEPS; i++)
+            for (int c = 0; c < CHAINS; c++) acc[c] = veci_dot(acc[c], a, a);
+        for (int c = 0; c < CHAINS; c++) checksum += vec_sum(vec_from_veci(acc[c]));
+        return checksum;
+    }
+    vecw acc[CHAINS];
+    vecb a = vecb_set1_quad(quad);
+    for (int c = 0; c < CHAINS; c++) acc[c] = vecw_zero();
+    for (long i = 0; i < STEPS; i++)
+        for (int c = 0; c < CHAINS; c++) acc[c] = vecw_dot_u8(acc[c], a, a);
+    for (int c = 0; c < CHAINS; c++) checksum += vec_sum(vec_from_veci(veci_from_pairs(acc[c])));
+    return checksum;
+}
+
 int main(int argc, char **argv) {
     int repeats = argc > 1 ? atoi(argv[1]) : 5;
-    if (repeats < 1 || repeats > 100) {
-        fprintf(stderr, "flops: usage: flops [repeats 1..100]\n");
+    const char *name = argc > 2 ? argv[2] : "f32";
+    Kind kind = !strcmp(name, "f32") ? KIND_F32 : !strcmp(name, "i16") ? KIND_I16 : KIND_I8;
+    if (repeats < 1 || repeats > 100 || argc > 3 || (kind == KIND_I8 && strcmp(name, "i8") != 0)) {
+        fprintf(stderr, "flops: usage: flops [repeats 1..100] [f32|i16|i8]\n");
         return 1;
     }
-    double *gflops = malloc(repeats * sizeof(double));
-    if (!gflops) return 1;
-    float checksum = 0.0f;
+    /* multiply-adds per chain step: a float per lane; two int16 products per int32 lane; four
+     * byte products per int32's worth of int16 lanes */
+    int per_step = VEC_WIDTH * (kind == KIND_F32 ? 1 : kind == KIND_I16 ? 2 : 4);
+    double *rates = malloc(repeats * sizeof(double));
+    if (!rates) return 1;
+    double checksum = 0.0;
     for (int r = 0; r < repeats; r++) {
         double start = omp_get_wtime();
 #pragma omp parallel reduction(+ : checksum)
-        {
-            vecf acc[CHAINS], scale = vec_set1(0.9999f), shift = vec_set1(1e-4f);
-            for (int c = 0; c < CHAINS; c++) acc[c] = vec_set1(c * 1e-3f);
-            for (long i = 0; i < STEPS; i++)
-                for (int c = 0; c < CHAINS; c++) acc[c] = vec_fmadd(acc[c], scale, shift);
-            for (int c = 0; c < CHAINS; c++) checksum += vec_sum(acc[c]); /* keeps the work */
-        }
+        checksum += run_chains(kind);
         double seconds = omp_get_wtime() - start;
-        gflops[r] = 2.0 * CHAINS * VEC_WIDTH * STEPS * omp_get_max_threads() / seconds / 1e9;
+        rates[r] = 2.0 * CHAINS * per_step * STEPS * omp_get_max_threads() / seconds / 1e9;
     }
-    qsort(gflops, repeats, sizeof(double), by_value);
-    printf("%.1f\n", gflops[repeats / 2]);
-    fprintf(stderr, "flops: %d threads, checksum %g\n", omp_get_max_threads(), checksum);
-    free(gflops);
+    qsort(rates, repeats, sizeof(double), by_value);
+    printf("%.1f\n", rates[repeats / 2]);
+    fprintf(stderr, "flops: %s, %d threads, checksum %g\n", name, omp_get_max_threads(), checksum);
+    free(rates);
     return 0;
 }
