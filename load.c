@@ -95,7 +95,10 @@ static void layout_place(const Layout *l, const char *map, char *owned, float *n
 /* ----------------------------------------------------------------------------
  * Packing: the file's row-major matrices into panels (matmul.h, Matrix) */
 
-#define PACK_CHUNK 64 /* panels packed among the threads between two returns of map pages */
+/* The file's bytes packed among the threads between two returns of map pages: the map's part of
+ * resident memory stays about this size (64 panels at a time had held 11.5 MiB of a 1.1B f32
+ * file's w2, which put the run's peak 8 MiB over the weights + used kv cache + 10 MiB bound). */
+#define PACK_CHUNK_BYTES (1u << 20)
 
 /* Bytes of the whole stack of a source's matrix in panels, rounded up to a cache line. */
 static size_t packed_bytes(const Source *src) {
@@ -127,7 +130,7 @@ static void pack_panel(const Source *src, char *dst, int q) {
 }
 
 /* Packs a source's stack of matrices into dst (packed_bytes(src)) and points its Matrix there:
- * PACK_CHUNK panels at a time among the threads (the slow part is the page faults: each file page
+ * PACK_CHUNK_BYTES of panels at a time (at least 2) among the threads (the slow part is the page faults: each file page
  * is read in as it is first touched, and where the OS gave no 2 MiB pages, each new page of dst
  * that fault_in did not reach is zeroed as it is first written), giving the map's pages back after
  * each chunk. */
@@ -138,8 +141,9 @@ static void pack_matrix(const Source *src, char *dst) {
     int n_groups = grouped ? (m->cols + m->group_size - 1) / m->group_size : 0;
     Release values = {src->values, src->in_map}, scales = {(const char *)src->scales, src->in_map};
     int n_panels = src->layers * m->n_panels;
-    for (int q0 = 0; q0 < n_panels; q0 += PACK_CHUNK) {
-        int q1 = n_panels - q0 < PACK_CHUNK ? n_panels : q0 + PACK_CHUNK;
+    int chunk = PACK_CHUNK_BYTES / m->panel_bytes > 2 ? (int)(PACK_CHUNK_BYTES / m->panel_bytes) : 2;
+    for (int q0 = 0; q0 < n_panels; q0 += chunk) {
+        int q1 = n_panels - q0 < chunk ? n_panels : q0 + chunk;
 #pragma omp parallel for
         for (int q = q0; q < q1; q++) pack_panel(src, dst + (size_t)q * m->panel_bytes, q);
         int layer = (q1 - 1) / m->n_panels;

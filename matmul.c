@@ -238,11 +238,17 @@ enum {
     TILE_INPUTS = VEC_WIDTH == 8 ? 6 : 8,
     TILE_INPUTS_Q8 = 4, /* q8_0's: 2 x 4, each with an integer sum besides */
     MAX_TILE_INPUTS = 8,
-    /* Decode asks for each bf16 and q8_0 panel's bytes this far ahead of its loads: +15% (bf16)
-     * and +30% (q8_0) tokens/s at 110M on one thread, +15-20% on two (alternating runs); f32,
-     * which moves more bytes per instruction, gained nothing. */
-    PREFETCH_AHEAD = 1024,
 };
+
+/* How far ahead of its loads decode asks for a bf16, f16, q8_0 or q4_0 panel's bytes: one block
+ * of panels, the same place in the panels the thread reads next (f32, which moves more bytes per
+ * instruction, gained nothing from asking). A fixed 1 KiB had left each block's four streams to
+ * start cold, with panels of 7 to 200 KiB: one block ahead read 10-25% more GB/s for bf16, q8_0
+ * and q4_0 at the 110M and 1.1B shapes on one and two threads (alternating runs of a throwaway
+ * loop over matrices four times the L3's size). */
+static size_t decode_ahead(const Matrix *w) {
+    return BLOCK_PANELS * w->panel_bytes;
+}
 
 /* Where a tile writes: input b's outputs go from out + b * stride. */
 typedef struct {
@@ -317,7 +323,7 @@ static ALWAYS_INLINE void float_tile(Output o, const float *x, int nb, Panels p,
             column[r] = panel_column(p.panel + r * w->panel_bytes, j, dtype);
             if (nb == 1 && is_half(dtype))
                 __builtin_prefetch(p.panel + r * w->panel_bytes +
-                                   (size_t)j * PANEL_ROWS * sizeof(uint16_t) + PREFETCH_AHEAD);
+                                   (size_t)j * PANEL_ROWS * sizeof(uint16_t) + decode_ahead(w));
         }
         UNROLL
         for (int b = 0; b < nb; b++) {
@@ -338,13 +344,20 @@ static ALWAYS_INLINE void zero_sums(veci sums[BLOCK_PANELS][MAX_TILE_INPUTS], in
     }
 }
 
+/* Where a q8_0 or q4_0 tile reads: at[r], the group of panel r it is at (its scales, then its
+ * values), and decode_ahead of the matrix. */
+typedef struct {
+    const char *at[BLOCK_PANELS];
+    size_t ahead;
+} Groups;
+
 /* q8_0, one group (`columns` columns, an even number, from the one in.xq points at) of the tile's
- * panels, whose group begins at group[r] (its scales, then its values) and moves past it:
+ * panels, whose group begins at g->at[r] (its scales, then its values) and moves past it:
  * acc[r][b] += scales * (int8 values . int16 inputs b), the integer sums exact, column pair by
- * column pair. */
-static ALWAYS_INLINE void q8_group(vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS],
-                                   const char *group[BLOCK_PANELS], Inputs in, int nb, int np,
-                                   int columns) {
+ * column pair. Decode asks for each pair's bytes g->ahead on (as the pair is read: once a group or
+ * once a cache line read 10-20% fewer GB/s). */
+static ALWAYS_INLINE void q8_group(vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS], Groups *g, Inputs in,
+                                   int nb, int np, int columns) {
     veci sums[BLOCK_PANELS][MAX_TILE_INPUTS];
     zero_sums(sums, nb, np);
     UNROLL
@@ -354,20 +367,20 @@ static ALWAYS_INLINE void q8_group(vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS],
         for (int b = 0; b < nb; b++) pair[b] = vecw_set1_pair(in.xq + b * in.xq_stride + i);
         UNROLL
         for (int r = 0; r < np; r++) {
-            const int8_t *q = (const int8_t *)(group[r] + PANEL_ROWS * sizeof(float));
+            const int8_t *q = (const int8_t *)(g->at[r] + PANEL_ROWS * sizeof(float));
             vecw w = vecw_load_i8(q + (size_t)i * PANEL_ROWS);
-            if (nb == 1) __builtin_prefetch(q + (size_t)i * PANEL_ROWS + PREFETCH_AHEAD);
+            if (nb == 1) __builtin_prefetch(q + (size_t)i * PANEL_ROWS + g->ahead);
             UNROLL
             for (int b = 0; b < nb; b++) sums[r][b] = veci_dot(sums[r][b], w, pair[b]);
         }
     }
     UNROLL
     for (int r = 0; r < np; r++) {
-        vecf scale = vec_load((const float *)group[r]);
+        vecf scale = vec_load((const float *)g->at[r]);
         UNROLL
         for (int b = 0; b < nb; b++)
             acc[r][b] = vec_fmadd(vec_from_veci(sums[r][b]), scale, acc[r][b]);
-        group[r] += group_bytes(DTYPE_Q8_0, columns);
+        g->at[r] += group_bytes(DTYPE_Q8_0, columns);
     }
 }
 
@@ -380,9 +393,8 @@ static ALWAYS_INLINE void q8_group(vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS],
  * pairs add up in int16 and are widened once a group. The integer sum is codes . inputs - 8 *
  * (the sum of the group's inputs, from quantize_input_blocks), so that the codes are multiplied
  * as they are. */
-static ALWAYS_INLINE void q4_group(vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS],
-                                   const char *group[BLOCK_PANELS], Inputs in, int nb, int np,
-                                   int columns) {
+static ALWAYS_INLINE void q4_group(vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS], Groups *g, Inputs in,
+                                   int nb, int np, int columns) {
     vecw sums[BLOCK_PANELS][MAX_TILE_INPUTS];
     UNROLL
     for (int r = 0; r < np; r++) {
@@ -399,7 +411,7 @@ static ALWAYS_INLINE void q4_group(vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS],
         }
         UNROLL
         for (int r = 0; r < np; r++) {
-            const uint8_t *q = (const uint8_t *)(group[r] + PANEL_ROWS * sizeof(float)) +
+            const uint8_t *q = (const uint8_t *)(g->at[r] + PANEL_ROWS * sizeof(float)) +
                                (size_t)(i / 8) * 4 * PANEL_ROWS;
             vecb low, high;
             vecb_nibbles(vecb_load(q), &low, &high);
@@ -411,7 +423,7 @@ static ALWAYS_INLINE void q4_group(vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS],
     }
     UNROLL
     for (int r = 0; r < np; r++) {
-        vecf scale = vec_load((const float *)group[r]);
+        vecf scale = vec_load((const float *)g->at[r]);
         UNROLL
         for (int b = 0; b < nb; b++) {
             size_t block = (size_t)b * in.xq_stride / 32;
@@ -419,12 +431,10 @@ static ALWAYS_INLINE void q4_group(vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS],
             acc[r][b] = vec_fmadd(vec_from_veci(sum), vec_mul(scale, vec_set1(in.x8_scale[block])),
                                   acc[r][b]);
         }
-        /* decode asks for the group PREFETCH_AHEAD on, a line at a time (1.1B on 2 threads:
-         * 22-33 tokens/s against 19-28 asking once a line inside the group, alternating runs) */
-        if (nb == 1)
+        if (nb == 1) /* decode: the group's bytes g->ahead on, a line at a time */
             for (size_t k = 0; k < group_bytes(DTYPE_Q4_0, columns); k += 64)
-                __builtin_prefetch(group[r] + PREFETCH_AHEAD + k);
-        group[r] += group_bytes(DTYPE_Q4_0, columns);
+                __builtin_prefetch(g->at[r] + g->ahead + k);
+        g->at[r] += group_bytes(DTYPE_Q4_0, columns);
     }
 }
 
@@ -446,10 +456,10 @@ static ALWAYS_INLINE void grouped_tile(Output o, Inputs in, int nb, Panels p, in
                                        int group_size) {
     const Matrix *w = p.w;
     vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS];
-    const char *group[BLOCK_PANELS];
+    Groups g = {.ahead = decode_ahead(w)};
     UNROLL
     for (int r = 0; r < np; r++) {
-        group[r] = p.panel + r * w->panel_bytes;
+        g.at[r] = p.panel + r * w->panel_bytes;
         UNROLL
         for (int b = 0; b < nb; b++) acc[r][b] = vec_zero();
     }
@@ -457,17 +467,17 @@ static ALWAYS_INLINE void grouped_tile(Output o, Inputs in, int nb, Panels p, in
     for (int start = 0; start < full; start += group_size) {
         Inputs at = inputs_at_column(in, start);
         if (q4)
-            q4_group(acc, group, at, nb, np, group_size);
+            q4_group(acc, &g, at, nb, np, group_size);
         else
-            q8_group(acc, group, at, nb, np, group_size);
+            q8_group(acc, &g, at, nb, np, group_size);
     }
     if (full < w->cols) { /* the shorter last group */
         Inputs at = inputs_at_column(in, full);
         int columns = group_columns(w->dtype, w->cols, group_size, full);
         if (q4)
-            q4_group(acc, group, at, nb, np, columns);
+            q4_group(acc, &g, at, nb, np, columns);
         else
-            q8_group(acc, group, at, nb, np, columns);
+            q8_group(acc, &g, at, nb, np, columns);
     }
     store_tile(o, acc, q4 ? NULL : in.xq_scale, nb, np, p); /* q4_0's scaled each block */
 }

@@ -133,7 +133,9 @@ busy_block() { # $1: idle or busy
     if [[ $1 == busy ]]; then
         timeout 600 bash -c 'while :; do :; done' &
         spinner=$!
-        trap 'kill "$spinner" 2>/dev/null' EXIT # also when a run fails and set -e ends the script
+        # also when a run fails and set -e ends the script; the pid goes in now, since the local
+        # is gone by the time the script exits (set -u had failed make bench at its end)
+        trap "kill $spinner 2>/dev/null || true" EXIT
         sleep 0.5
     fi
     declare -A r=() used=()
@@ -146,7 +148,10 @@ busy_block() { # $1: idle or busy
             used[$mode]=$(sed -n 's/.*, threads \([0-9]*\),.*/\1/p' <<<"$line")
         done
     done
-    if [[ -n $spinner ]]; then kill "$spinner" && wait "$spinner" 2>/dev/null || true; fi
+    if [[ -n $spinner ]]; then
+        kill "$spinner" && wait "$spinner" 2>/dev/null || true
+        trap - EXIT
+    fi
     for mode in default 1 2; do
         label="--threads=$mode" && [[ $mode == default ]] && label="default: ${used[$mode]} threads"
         printf '%-6s %-8s %-20s %9.1f\n' 110M "$1" "$label" \
