@@ -76,8 +76,9 @@ typedef struct {
     float *key_cache;   /* (n_layers, seq_len, kv_dim) */
     float *value_cache; /* (n_layers, seq_len, kv_dim) */
     float *inv_freq;    /* (head_size / 2) RoPE frequencies theta^(-2i / head_size) */
-    /* the inputs of a q8_0 matrix product, quantized: (batch, xq.stride) int16 values and one
-     * scale per input; stride = max(dim, hidden_dim) rounded up to a multiple of 64 */
+    /* the inputs of a q8_0 or q4_0 matrix product, quantized (matmul.h): (batch, xq.stride) int16
+     * values and one scale per input, or in the same bytes q4_0's int8 values and blocks; stride =
+     * max(dim, hidden_dim) rounded up to a multiple of 64 */
     QuantizedInputs xq;
 } RunState;
 

@@ -68,13 +68,10 @@ static size_t xq_stride_of(const Config *c) {
 }
 
 /* Bytes per position of the buffers that grow with the batch (alloc_batch's): x, xb, xb2 and q
- * of dim floats, hb and hb2 of hidden_dim, a row of xq (int16 and int8 values, a scale, and a
- * scale and a sum per block of 32). */
+ * of dim floats, hb and hb2 of hidden_dim, a row of xq and its scale. */
 static size_t batch_row_bytes(const Config *c) {
-    size_t stride = xq_stride_of(c);
     return sizeof(float) * (4 * (size_t)c->dim + 2 * (size_t)c->hidden_dim + 1) +
-           (sizeof(int16_t) + sizeof(int8_t)) * stride +
-           (sizeof(float) + sizeof(int32_t)) * (stride / 32);
+           sizeof(int16_t) * xq_stride_of(c);
 }
 
 /* Positions per prefill batch. Each batch reads every weight from memory once, so a longer
@@ -105,12 +102,16 @@ static int alloc_batch(RunState *s, const Config *c, int batch) {
     s->xq.stride = xq_stride_of(c);
     s->xq.values = aligned(rows * s->xq.stride * sizeof(int16_t));
     s->xq.scales = aligned(rows * sizeof(float));
-    s->xq.bytes = aligned(rows * s->xq.stride);
-    s->xq.block_scales = aligned(rows * s->xq.stride / 32 * sizeof(float));
-    s->xq.block_sums = aligned(rows * s->xq.stride / 32 * sizeof(int32_t));
-    if (!s->x || !s->xb || !s->xb2 || !s->hb || !s->hb2 || !s->q || !s->xq.values ||
-        !s->xq.scales || !s->xq.bytes || !s->xq.block_scales || !s->xq.block_sums)
+    if (!s->x || !s->xb || !s->xb2 || !s->hb || !s->hb2 || !s->q || !s->xq.values || !s->xq.scales)
         return -1;
+    /* q4_0's inputs in xq's int16 rows, 1.25 of their 2 bytes a value: a model's matrices are of
+     * one dtype (or f32 beside it), so q8_0's int16 values and q4_0's int8 ones are never both in
+     * use, and the batch keeps its positions (counting both had halved 110M f32's batch to 64) */
+    char *q4 = (char *)s->xq.values;
+    size_t values = rows * s->xq.stride, blocks = values / 32;
+    s->xq.bytes = (int8_t *)q4;
+    s->xq.block_scales = (float *)(q4 + values);
+    s->xq.block_sums = (int32_t *)(q4 + values + blocks * sizeof(float));
     return 0;
 }
 
@@ -123,9 +124,6 @@ static void free_batch(RunState *s) {
     free(s->q);
     free(s->xq.values);
     free(s->xq.scales);
-    free(s->xq.bytes);
-    free(s->xq.block_scales);
-    free(s->xq.block_sums);
 }
 
 /* inv_freq[i] = rope_theta^(-2i / head_size): the angle per position by which RoPE rotates pair
