@@ -130,10 +130,10 @@ static void pack_panel(const Source *src, char *dst, int q) {
 }
 
 /* Packs a source's stack of matrices into dst (packed_bytes(src)) and points its Matrix there:
- * PACK_CHUNK_BYTES of panels at a time (at least 2) among the threads (the slow part is the page faults: each file page
- * is read in as it is first touched, and where the OS gave no 2 MiB pages, each new page of dst
- * that fault_in did not reach is zeroed as it is first written), giving the map's pages back after
- * each chunk. */
+ * PACK_CHUNK_BYTES of panels at a time (at least 2, one per thread) among the threads (the slow
+ * part is the page faults: each file page is read in as it is first touched, and where the OS gave
+ * no 2 MiB pages, each new page of dst that fault_in did not reach is zeroed as it is first
+ * written), giving the map's pages back after each chunk. */
 static void pack_matrix(const Source *src, char *dst) {
     Matrix *m = src->matrix;
     m->data = dst;
@@ -141,7 +141,8 @@ static void pack_matrix(const Source *src, char *dst) {
     int n_groups = grouped ? (m->cols + m->group_size - 1) / m->group_size : 0;
     Release values = {src->values, src->in_map}, scales = {(const char *)src->scales, src->in_map};
     int n_panels = src->layers * m->n_panels;
-    int chunk = PACK_CHUNK_BYTES / m->panel_bytes > 2 ? (int)(PACK_CHUNK_BYTES / m->panel_bytes) : 2;
+    int chunk =
+        PACK_CHUNK_BYTES / m->panel_bytes > 2 ? (int)(PACK_CHUNK_BYTES / m->panel_bytes) : 2;
     for (int q0 = 0; q0 < n_panels; q0 += chunk) {
         int q1 = n_panels - q0 < chunk ? n_panels : q0 + chunk;
 #pragma omp parallel for

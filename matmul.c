@@ -236,7 +236,7 @@ enum {
     /* f32 and bf16 prefill tiles: 2 x 8 accumulators of AVX-512's 32 vector registers, 2 x 6 of
      * AVX2's 16 (2 x 8 spilled: 283 -> 394 tokens/s, 110M on one thread) */
     TILE_INPUTS = VEC_WIDTH == 8 ? 6 : 8,
-    TILE_INPUTS_Q8 = 4, /* q8_0's: 2 x 4, each with an integer sum besides */
+    TILE_INPUTS_Q8 = 4, /* q8_0's and q4_0's: 2 x 4, each with an integer sum besides */
     MAX_TILE_INPUTS = 8,
 };
 
@@ -335,7 +335,8 @@ static ALWAYS_INLINE void float_tile(Output o, const float *x, int nb, Panels p,
     store_tile(o, acc, NULL, nb, np, p);
 }
 
-/* Zeroes the integer sums of a tile's np panels and nb inputs (q8_group's and q4_group's). */
+/* Zeroes the int32 sums of a tile's np panels and nb inputs (q8_group's; q4_group's are int16
+ * vecw, a type of their own in the portable build). */
 static ALWAYS_INLINE void zero_sums(veci sums[BLOCK_PANELS][MAX_TILE_INPUTS], int nb, int np) {
     UNROLL
     for (int r = 0; r < np; r++) {
@@ -389,7 +390,7 @@ static ALWAYS_INLINE void q8_group(vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS], Grou
  * inputs b), block of 8 columns by block of 8. One vector of a block holds each row's 8 codes in a
  * 32-bit lane, the low nibbles columns 0..3 and the high ones 4..7, so that vpmaddubsw multiplies
  * the codes (unsigned 0..15) by 4 broadcast inputs and sums pairs into int16 lanes, two per row.
- * A lane's 16 products in a group of 32 stay below 16 * 15 * 127 = 30480, within int16, so the
+ * A lane's 16 products in a group of 32 come to at most 16 * 15 * 127 = 30480, within int16, so the
  * pairs add up in int16 and are widened once a group. The integer sum is codes . inputs - 8 *
  * (the sum of the group's inputs, from quantize_input_blocks), so that the codes are multiplied
  * as they are. */
@@ -431,7 +432,10 @@ static ALWAYS_INLINE void q4_group(vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS], Grou
             acc[r][b] = vec_fmadd(vec_from_veci(sum), vec_mul(scale, vec_set1(in.x8_scale[block])),
                                   acc[r][b]);
         }
-        if (nb == 1) /* decode: the group's bytes g->ahead on, a line at a time */
+        /* decode: the group's bytes g->ahead on, a line at a time (as q8_0's every pair, but once
+         * a group: 1.1B on 2 threads 22-33 tokens/s against 19-28 asking once a line inside the
+         * group, alternating runs; q8_0 read 10-20% fewer GB/s asking once a group) */
+        if (nb == 1)
             for (size_t k = 0; k < group_bytes(DTYPE_Q4_0, columns); k += 64)
                 __builtin_prefetch(g->at[r] + g->ahead + k);
         g->at[r] += group_bytes(DTYPE_Q4_0, columns);
@@ -448,9 +452,10 @@ static Inputs inputs_at_column(Inputs in, int start) {
     return in;
 }
 
-/* The q8_0 and q4_0 tile: as float_tile with the inputs quantized (input b is xq_scale[b] *
- * xq[b], rows of xq_stride int16): each group's dot product is an integer sum, converted and
- * scaled by the weights' scale once; the input's scale multiplies the total. group_size (=
+/* The q8_0 and q4_0 tile: as float_tile with the inputs quantized: each group's dot product is
+ * an integer sum, converted and scaled by the weights' scale once. q8_0's input b is xq_scale[b] *
+ * xq[b] (rows of xq_stride int16), its scale multiplying the total; q4_0's is x8 (rows of
+ * xq_stride int8) times a scale per block of 32, multiplying each group's sum. group_size (=
  * w->group_size) a constant once inlined, so the group loop unrolls. */
 static ALWAYS_INLINE void grouped_tile(Output o, Inputs in, int nb, Panels p, int np,
                                        int group_size) {
@@ -485,12 +490,14 @@ static ALWAYS_INLINE void grouped_tile(Output o, Inputs in, int nb, Panels p, in
 void quantize_input(int16_t *xq, float *scale, const float *x, int n) {
     float max = 0.0f;
     for (int j = 0; j < n; j++) max = fabsf(x[j]) > max ? fabsf(x[j]) : max;
-    float inv = max > 0.0f ? 32767.0f / max : 0.0f;
+    /* in double: 32767 / max overflows a float for max below 1e-34, and 0 * inf made a finite
+     * input's scale NaN */
+    double inv = max > 0.0f ? 32767.0 / max : 0.0;
     int bad = 0; /* an input that is NaN, or infinite (then max is, inv 0 and x * inv NaN) */
     for (int j = 0; j < n; j++) {
-        float v = x[j] * inv;
-        int ok = fabsf(v) <= 32767.5f; /* converting anything else to int16 is undefined */
-        xq[j] = ok ? (int16_t)nearbyintf(v) : 0;
+        double v = x[j] * inv;
+        int ok = fabs(v) <= 32767.5; /* converting anything else to int16 is undefined */
+        xq[j] = ok ? (int16_t)nearbyint(v) : 0;
         bad |= !ok;
     }
     *scale = bad ? NAN : max / 32767.0f;
@@ -503,12 +510,12 @@ void quantize_input_blocks(int8_t *xq, float *scales, int32_t *sums, const float
         const float *v = x + start;
         float max = 0.0f;
         for (int j = 0; j < len; j++) max = fabsf(v[j]) > max ? fabsf(v[j]) : max;
-        float inv = max > 0.0f ? 127.0f / max : 0.0f;
-        int bad = 0, sum = 0; /* bad: as quantize_input's */
+        double inv = max > 0.0f ? 127.0 / max : 0.0; /* double and bad: as quantize_input's */
+        int bad = 0, sum = 0;
         for (int j = 0; j < len; j++) {
-            float q = v[j] * inv;
-            int ok = fabsf(q) <= 127.5f;
-            xq[start + j] = ok ? (int8_t)nearbyintf(q) : 0;
+            double q = v[j] * inv;
+            int ok = fabs(q) <= 127.5;
+            xq[start + j] = ok ? (int8_t)nearbyint(q) : 0;
             sum += xq[start + j];
             bad |= !ok;
         }

@@ -95,12 +95,12 @@ typedef struct {
 /* The products p[k] for k < n (at most 3) of one input batch x: (batch, cols), cols = p[0].w->cols
  * for all n, which share one dtype (wq, wk, wv; or w1, w3). For q8_0 and q4_0, x is quantized once
  * into xq (batch rows), and each product is computed against those int16 (q8_0) or int8 (q4_0)
- * values. The panels of all
- * n products, numbered in order, are split into one contiguous run per thread, equal to within a
- * panel, in one parallel region (none below PARALLEL_MIN_WORK multiply-adds); each thread takes its
- * run up to four panels at a time, whose weights stay in cache while every input of the batch
- * passes them. Each output is one chain of multiply-adds over the columns in order, whatever the
- * batch or the tile: decode (batch 1) and prefill give the same bits. */
+ * values. The panels of all n products, numbered in order, are split into one contiguous run per
+ * thread, equal to within a panel, in one parallel region (none below PARALLEL_MIN_WORK
+ * multiply-adds); each thread takes its run up to four panels at a time, whose weights stay in
+ * cache while every input of the batch passes them. Each output is one chain of multiply-adds over
+ * the columns in order, whatever the batch or the tile: decode (batch 1) and prefill give the same
+ * bits. */
 void matmul(const Product *p, int n, const float *x, int batch, int layer,
             const QuantizedInputs *xq);
 
@@ -120,8 +120,8 @@ void quantize_input(int16_t *xq, float *scale, const float *x, int n);
  * xq = round(x / scales[k]) as int8 in -127..127, scales[k] = max |x| / 127 over the block (0 for
  * an all-zero block), sums[k] = the sum of its xq; xq's values from n up to the next multiple of
  * 32 are zero. About 2.4 significant digits, beside the weights' 4 bits; a NaN or infinite value
- * makes its block's scale NaN (and its xq 0). matmul's q4_0 inputs, as llama.cpp quantizes the
- * inputs of its q4_0 products (int8 blocks of 32, its q8_0). */
+ * makes its block's scale NaN (and its xq 0), any finite block a finite one. matmul's q4_0 inputs,
+ * as llama.cpp quantizes the inputs of its q4_0 products (int8 blocks of 32, its q8_0). */
 void quantize_input_blocks(int8_t *xq, float *scales, int32_t *sums, const float *x, int n);
 
 #endif

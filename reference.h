@@ -14,7 +14,8 @@
  * (vocab_size) owned by m and overwritten by the next call, requires 0 <= token < vocab_size and
  * 0 <= pos < seq_len), but with plain products, plain attention and llama2.c's SwiGLU in expf.
  * Its logits differ from model_forward's by float rounding alone (sums in another order, no FMA)
- * for f32 and bf16 weights, and for q8_0 also by the fast path's int16 inputs. Untimed. */
+ * for f32, bf16 and f16 weights, for q8_0 also by the fast path's int16 inputs, and for q4_0 by
+ * its int8 inputs in blocks of 32. Untimed. */
 float *reference_forward(Model *m, int token, int pos);
 
 #endif

@@ -36,12 +36,15 @@
  * and for q4_0's, vecb (4 * VEC_WIDTH bytes) with vecw's lanes as int16 sums:
  *   vecb_load(p)                   4 * VEC_WIDTH bytes at p
  *   vecb_nibbles(v, low, high)     *low the low nibble of each byte of v, *high the high one
- * (0..15) vecb_set1_quad(p)              the int8 values p[0..3] in every 32-bit lane vecw_zero()
- * every int16 lane 0 vecw_dot_u8(acc, u, s)         int16 lane i of acc + u[2i] s[2i] + u[2i + 1]
- * s[2i + 1], u's bytes unsigned, s's signed (vpmaddubsw and an add): exact while each product pair
- * and each lane stays within int16, which vpmaddubsw would saturate and the add wrap
+ *                                  (0..15)
+ *   vecb_set1_quad(p)              the int8 values p[0..3] in every 32-bit lane
+ *   vecw_zero()                    every int16 lane 0
+ *   vecw_dot_u8(acc, u, s)         int16 lane i of acc + u[2i] s[2i] + u[2i + 1] s[2i + 1],
+ *                                  u's bytes unsigned, s's signed (vpmaddubsw and an add):
+ *                                  exact while each pair and each lane stays within int16
+ *                                  (vpmaddubsw saturates past it, the add wraps)
  *   veci_from_pairs(w)             int32 lane i = the sum of w's int16 lanes 2i and 2i + 1
- * (vpmaddwd by ones)
+ *                                  (vpmaddwd by ones)
  */
 #ifndef SIMD_H
 #define SIMD_H

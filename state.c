@@ -104,9 +104,10 @@ static int alloc_batch(RunState *s, const Config *c, int batch) {
     s->xq.scales = aligned(rows * sizeof(float));
     if (!s->x || !s->xb || !s->xb2 || !s->hb || !s->hb2 || !s->q || !s->xq.values || !s->xq.scales)
         return -1;
-    /* q4_0's inputs in xq's int16 rows, 1.25 of their 2 bytes a value: a model's matrices are of
-     * one dtype (or f32 beside it), so q8_0's int16 values and q4_0's int8 ones are never both in
-     * use, and the batch keeps its positions (counting both had halved 110M f32's batch to 64) */
+    /* q4_0's inputs in xq's int16 rows, 1.25 of their 2 bytes a value: every matmul quantizes its
+     * own input before reading it and nothing reads xq across calls, so the int16 and the int8
+     * values never need to be there at once; the batch keeps its positions (counting both had
+     * halved 110M f32's batch to 64) */
     char *q4 = (char *)s->xq.values;
     size_t values = rows * s->xq.stride, blocks = values / 32;
     s->xq.bytes = (int8_t *)q4;

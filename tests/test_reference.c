@@ -224,13 +224,19 @@ Test(kernels, quantize_input_blocks_rounds_each_block_of_32_to_int8) {
     cr_assert(xq[0] == 127 && xq[1] == -64 && xq[2] == 8 && xq[3] == 0 && sums[0] == 71);
     cr_assert(scales[1] == 2.0f / 127.0f && xq[32] == -127 && sums[1] == -127);
     cr_assert(isnan(scales[2]) && xq[64] == 0);
+    /* a block whose largest |x| is 2^-127, where 127 / max overflows a float (whose 0 * inf had
+     * made the scale NaN): -2^-128 is -63.5 steps, to even -64 */
+    float tiny[2] = {0x1p-127f, -0x1p-128f};
+    quantize_input_blocks(xq, scales, sums, tiny, 2);
+    cr_assert(isfinite(scales[0]) && scales[0] > 0.0f, "%g", scales[0]);
+    cr_assert(xq[0] == 127 && xq[1] == -64 && sums[0] == 63, "%d %d", xq[0], xq[1]);
     for (int j = 4; j < 96; j++)
         if (j != 32) cr_assert_eq(xq[j], 0, "xq[%d]", j);
 }
 
 /* The largest integer sums the q4_0 kernel meets: every code 15 (value 7 * scale) against inputs
- * all at their block's largest (int8 127), 16 products of 15 * 127 in each int16 lane of a group,
- * a tenth below where vpmaddubsw saturates or the lane wraps: out = 64 columns * 7 * 0.5 = 224. */
+ * all at their block's largest (int8 127), 16 products of 15 * 127 in each int16 lane of a group:
+ * 30480, 7% below where the lane would wrap: out = 64 columns * 7 * 0.5 = 224. */
 Test(kernels, q4_0_product_at_the_largest_codes_and_inputs) {
     enum { ROWS = 9, COLS = 64 };
     uint8_t codes[ROWS * COLS / 2];
@@ -244,12 +250,14 @@ Test(kernels, q4_0_product_at_the_largest_codes_and_inputs) {
     for (int q = 0; q < m.n_panels; q++)
         matrix_pack_panel(&m, panels + q * m.panel_bytes, codes, scales, q);
     m.data = panels;
-    QuantizedInputs xq = {
-        NULL, NULL, malloc(COLS), malloc(2 * sizeof(float)), malloc(2 * sizeof(int32_t)), COLS};
+    QuantizedInputs xq = {malloc(COLS * sizeof(int16_t)), malloc(sizeof(float)),       malloc(COLS),
+                          malloc(2 * sizeof(float)),      malloc(2 * sizeof(int32_t)), COLS};
     matmul(&(Product){out, &m}, 1, x, 1, 0, &xq);
     for (int i = 0; i < ROWS; i++)
         cr_assert_float_eq(out[i], 224.0f, 1e-4f, "row %d: %g", i, out[i]);
     free(panels);
+    free(xq.values);
+    free(xq.scales);
     free(xq.bytes);
     free(xq.block_scales);
     free(xq.block_sums);
