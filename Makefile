@@ -159,6 +159,10 @@ build/flops: tools/flops.c simd.h | deps-build
 	@mkdir -p build
 	$(CC) $(CFLAGS) -I. -o $@ $< $(LDLIBS)
 
+build/stream: tools/stream.c matmul.c matmul.h norm.c norm.h simd.h | deps-build
+	@mkdir -p build
+	$(CC) $(CFLAGS) -I. -o $@ tools/stream.c matmul.c norm.c $(LDLIBS)
+
 # Speed is measured here, never asserted by tests. BENCH_QUICK=1 for a short run.
 bench: deps-train run build/bandwidth build/flops
 	models/fetch.sh tokenizer.bin

@@ -244,8 +244,8 @@ enum {
  * of panels, the same place in the panels the thread reads next (f32, which moves more bytes per
  * instruction, gained nothing from asking). A fixed 1 KiB had left each block's four streams to
  * start cold, with panels of 7 to 200 KiB: one block ahead read 10-25% more GB/s for bf16, q8_0
- * and q4_0 at the 110M and 1.1B shapes on one and two threads (alternating runs of a throwaway
- * loop over matrices four times the L3's size). */
+ * and q4_0 at the 110M and 1.1B shapes on one and two threads (alternating runs of
+ * tools/stream.c over matrices past the L3). */
 static size_t decode_ahead(const Matrix *w) {
     return BLOCK_PANELS * w->panel_bytes;
 }

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# bench_ab: two builds of run taking turns on make bench's random-weight models, for a
+# before/after table (docs/BENCH.md): decode tokens/s (-t 0 -n 64 at 110M, -n 40 at 1.1B) and
+# the prefill tokens/s of bench.sh's 256-token prompt (110M), on 1 and 2 threads, medians of
+# ROUNDS (3) alternating rounds.
+#   tools/bench_ab.sh OLD_RUN NEW_RUN DTYPE...    e.g. /tmp/old/run ./run f32 bf16 q8_0
+# The models are bench.sh's (build/bench/SHAPE-DTYPE.nllm; 1.1B rows for q8_0 and q4_0 only).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[[ $# -ge 3 ]] || { echo "bench_ab: usage: bench_ab.sh OLD_RUN NEW_RUN DTYPE..." >&2; exit 1; }
+old=$1 new=$2
+shift 2
+rounds=${ROUNDS:-3}
+prompt=$(for ((i = 0; i < 23; i++)); do printf 'Once upon a time, there was a little dog. '; done)
+prompt+="The end"
+rate() { sed -n "s/.* $1 \([0-9.]*\) tokens\/s.*/\1/p"; }
+one() { # binary model threads steps [prompt]: the summary line
+    "$1" "$2" -z models/tokenizer.bin -t 0 -n "$4" --threads="$3" "${5:-Once}" 2>&1 >/dev/null | tail -1
+}
+declare -A got=()
+for ((k = 0; k < rounds; k++)); do
+    for threads in 1 2; do
+        for dtype in "$@"; do
+            for shape in 110M 1.1B; do
+                model=build/bench/$shape-$dtype.nllm
+                [[ $shape == 1.1B && $dtype != q8_0 && $dtype != q4_0 ]] && continue
+                [[ -f $model ]] || { echo "bench_ab: $model: missing (make bench writes it)" >&2; exit 1; }
+                for side in old new; do
+                    bin=$old && [[ $side == new ]] && bin=$new
+                    key="$shape $dtype $threads $side"
+                    if [[ $shape == 110M ]]; then
+                        got[$key dec]+="$(one "$bin" "$model" "$threads" 64 | rate generation) "
+                        got[$key pre]+="$(one "$bin" "$model" "$threads" 256 "$prompt" | rate prompt) "
+                    else
+                        got[$key dec]+="$(one "$bin" "$model" "$threads" 40 | rate generation) "
+                    fi
+                done
+            done
+        done
+    done
+done
+median() { tr ' ' '\n' | awk NF | sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
+echo "| shape | dtype | threads | decode before | decode after | ratio | prefill before | prefill after | ratio |"
+echo "|---|---|---|---|---|---|---|---|---|"
+for shape in 110M 1.1B; do
+    for threads in 1 2; do
+        for dtype in "$@"; do
+            key="$shape $dtype $threads"
+            [[ -n ${got[$key old dec]:-} ]] || continue
+            od=$(median <<<"${got[$key old dec]}") nd=$(median <<<"${got[$key new dec]}")
+            op=$(median <<<"${got[$key old pre]:-}") np=$(median <<<"${got[$key new pre]:-}")
+            awk -v s="$shape" -v d="$dtype" -v t="$threads" -v od="$od" -v nd="$nd" -v op="$op" \
+                -v np="$np" 'BEGIN {
+                printf "| %s | %s | %s | %.1f | %.1f | %.2f |", s, d, t, od, nd, nd / od
+                if (op > 0) printf " %.0f | %.0f | %.2f |\n", op, np, np / op
+                else print " - | - | - |" }'
+        done
+    done
+done
