@@ -29,13 +29,7 @@ for shape in "${shapes[@]}"; do
     done
 done
 
-median() { sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
-
-# The prefill prompt: 256 tokens with BOS in the Llama 2 vocabulary (counted by run --tokenize);
-# -n equal to its length runs the prompt and generates one token, so the prompt rate run prints
-# is the prefill rate.
-prompt=$(for ((i = 0; i < 23; i++)); do printf 'Once upon a time, there was a little dog. '; done)
-prompt+="The end"
+source tools/bench_common.sh # prompt, median, rate
 n_prompt=$(./run "$dir/15M-f32.nllm" -z models/tokenizer.bin --tokenize "$prompt" | wc -l)
 
 declare -A bandwidth flops
@@ -61,7 +55,6 @@ echo "limit: the memory bound of the project's speed issue (18): the weights fil
 printf '%-6s %-5s %-10s %7s %9s %7s %7s %8s %9s %9s %12s %11s %7s\n' shape dtype norm threads \
     tokens/s GB/s "bw" "% of bw" "peak MiB" "limit MiB" "prefill t/s" "serial t/s" "ratio"
 
-rate() { sed -n "s/.* $1 \([0-9.]*\) tokens\/s.*/\1/p"; }
 
 # Bytes of the kv cache of $2 positions of model $1: 2 (keys, values) x n_layers x positions x
 # kv_dim floats, from the header's dim, n_layers, n_heads and n_kv_heads (int32s at byte 8 of a

@@ -11,9 +11,7 @@ cd "$(dirname "$0")/.."
 old=$1 new=$2
 shift 2
 rounds=${ROUNDS:-3}
-prompt=$(for ((i = 0; i < 23; i++)); do printf 'Once upon a time, there was a little dog. '; done)
-prompt+="The end"
-rate() { sed -n "s/.* $1 \([0-9.]*\) tokens\/s.*/\1/p"; }
+source tools/bench_common.sh # prompt, median, rate
 one() { # binary model threads steps [prompt]: the summary line
     "$1" "$2" -z models/tokenizer.bin -t 0 -n "$4" --threads="$3" "${5:-Once}" 2>&1 >/dev/null | tail -1
 }
@@ -39,7 +37,6 @@ for ((k = 0; k < rounds; k++)); do
         done
     done
 done
-median() { tr ' ' '\n' | awk NF | sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
 echo "| shape | dtype | threads | decode before | decode after | ratio | prefill before | prefill after | ratio |"
 echo "|---|---|---|---|---|---|---|---|---|"
 for shape in 110M 1.1B; do
@@ -47,8 +44,10 @@ for shape in 110M 1.1B; do
         for dtype in "$@"; do
             key="$shape $dtype $threads"
             [[ -n ${got[$key old dec]:-} ]] || continue
-            od=$(median <<<"${got[$key old dec]}") nd=$(median <<<"${got[$key new dec]}")
-            op=$(median <<<"${got[$key old pre]:-}") np=$(median <<<"${got[$key new pre]:-}")
+            od=$(tr ' ' '\n' <<<"${got[$key old dec]}" | median)
+            nd=$(tr ' ' '\n' <<<"${got[$key new dec]}" | median)
+            op=$(tr ' ' '\n' <<<"${got[$key old pre]:-}" | median)
+            np=$(tr ' ' '\n' <<<"${got[$key new pre]:-}" | median)
             awk -v s="$shape" -v d="$dtype" -v t="$threads" -v od="$od" -v nd="$nd" -v op="$op" \
                 -v np="$np" 'BEGIN {
                 printf "| %s | %s | %s | %.1f | %.1f | %.2f |", s, d, t, od, nd, nd / od
