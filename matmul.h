@@ -116,12 +116,14 @@ void matmul_ref(float *out, const Matrix *w, int layer, const float *x);
  * out non-finite as the other dtypes' would. matmul's q8_0 inputs. */
 void quantize_input(int16_t *xq, float *scale, const float *x, int n);
 
-/* The n values of x in blocks of 32 (the last shorter when n is not a multiple): for block k,
- * xq = round(x / scales[k]) as int8 in -127..127, scales[k] = max |x| / 127 over the block (0 for
- * an all-zero block), sums[k] = the sum of its xq; xq's values from n up to the next multiple of
- * 32 are zero. About 2.4 significant digits, beside the weights' 4 bits; a NaN or infinite value
- * makes its block's scale NaN (and its xq 0), any finite block a finite one. matmul's q4_0 inputs,
- * as llama.cpp quantizes the inputs of its q4_0 products (int8 blocks of 32, its q8_0). */
+/* The n values of x in blocks of 32 (the last shorter when n is not a multiple): xq holds n
+ * rounded up to a multiple of 32 int8 values, scales and sums ceil(n / 32). For block k,
+ * xq = round(x / scales[k]) (half to even) as int8 in -127..127, scales[k] = max |x| / 127 over the
+ * block (0 for an all-zero block), sums[k] = the sum of its xq; xq's values from n up to the next
+ * multiple of 32 are zero. About 2.4 significant digits, beside the weights' 4 bits; a NaN or
+ * infinite value makes its block's scale NaN (and its xq 0), any finite block a finite one.
+ * matmul's q4_0 inputs, as llama.cpp quantizes the inputs of its q4_0 products (int8 blocks of 32,
+ * its q8_0). */
 void quantize_input_blocks(int8_t *xq, float *scales, int32_t *sums, const float *x, int n);
 
 #endif
