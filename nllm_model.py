@@ -12,7 +12,8 @@ from their equations with eps inside the root:
     RMSNorm   (Zhang & Sennrich 2019, eq. 4):  weight * x / sqrt(mean(x^2) + eps)
     LayerNorm (Ba, Kiros & Hinton 2016, eq. 4): weight * (x - mean) / sqrt(var + eps) + bias,
               var the biased variance (PyTorch's F.layer_norm).
-Tensor names are docs/FORMAT.md's (token_embedding, attn_norm, attn_norm_bias, wq, ...).
+Tensor names are docs/FORMAT.md's (token_embedding, attn_norm, attn_norm_bias, wq, ...); the
+shape, norm, eps and RoPE base are a file's header, nllm_format.Config.
 """
 import math
 
@@ -20,31 +21,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-NORMS = ("rmsnorm", "layernorm")
+from nllm_format import Config
 # query positions per block of attention (Attention.attend_block); measured on one core, batch
 # 32 x 256 positions, head_size 8, forward and backward: 755 ms in one block, 320 ms in blocks
 # of 64, 230 ms in blocks of 32
 ATTENTION_BLOCK = 32
-
-
-class ModelArgs:
-    """The shape of a model: the header fields of docs/FORMAT.md that the forward pass reads."""
-
-    FIELDS = ("dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads", "vocab_size", "seq_len",
-              "norm", "norm_eps", "rope_theta")
-
-    def __init__(self, dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len,
-                 norm="rmsnorm", norm_eps=1e-5, rope_theta=10000.0):
-        self.dim, self.hidden_dim, self.n_layers = dim, hidden_dim, n_layers
-        self.n_heads, self.n_kv_heads, self.vocab_size = n_heads, n_kv_heads, vocab_size
-        self.seq_len, self.norm, self.norm_eps, self.rope_theta = seq_len, norm, norm_eps, rope_theta
-
-    def as_dict(self):
-        return {k: getattr(self, k) for k in self.FIELDS}
-
-    @property
-    def head_size(self):
-        return self.dim // self.n_heads
 
 
 class RMSNorm(nn.Module):
@@ -74,17 +55,15 @@ class LayerNorm(nn.Module):
         return self.weight * (centered * torch.rsqrt(var + self.eps)) + self.bias
 
 
-def make_norm(args):
-    if args.norm not in NORMS:
-        raise ValueError(f"unknown norm {args.norm!r} (expected {', '.join(NORMS)})")
-    return (RMSNorm if args.norm == "rmsnorm" else LayerNorm)(args.dim, args.norm_eps)
+def make_norm(c):
+    return (RMSNorm if c.norm == "rmsnorm" else LayerNorm)(c.dim, c.norm_eps)
 
 
-def rope_angles(args, n_positions, dtype=torch.float32):
+def rope_angles(c, n_positions, dtype=torch.float32):
     """(n_positions, head_size / 2): angle pos * theta^(-2i / head_size) of pair i; computed in
     float64 and rounded once, so that float32 and float64 models rotate alike."""
-    hd = args.head_size
-    inv_freq = 1.0 / args.rope_theta ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd)
+    hd = c.head_size
+    inv_freq = 1.0 / c.rope_theta ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd)
     return (torch.arange(n_positions, dtype=torch.float64)[:, None] * inv_freq).to(dtype)
 
 
@@ -104,14 +83,13 @@ def rope_rotate_half(x, angles):
 
 
 class Attention(nn.Module):
-    def __init__(self, args):
+    def __init__(self, c):
         super().__init__()
-        self.n_heads, self.n_kv_heads, self.head_size = args.n_heads, args.n_kv_heads, args.head_size
-        kv_dim = args.n_kv_heads * args.head_size
-        self.wq = nn.Linear(args.dim, args.dim, bias=False)
-        self.wk = nn.Linear(args.dim, kv_dim, bias=False)
-        self.wv = nn.Linear(args.dim, kv_dim, bias=False)
-        self.wo = nn.Linear(args.dim, args.dim, bias=False)
+        self.n_heads, self.n_kv_heads, self.head_size = c.n_heads, c.n_kv_heads, c.head_size
+        self.wq = nn.Linear(c.dim, c.dim, bias=False)
+        self.wk = nn.Linear(c.dim, c.kv_dim, bias=False)
+        self.wv = nn.Linear(c.dim, c.kv_dim, bias=False)
+        self.wo = nn.Linear(c.dim, c.dim, bias=False)
 
     def forward(self, x, angles, mask, rope):
         B, T, _ = x.shape
@@ -144,23 +122,23 @@ class Attention(nn.Module):
 
 
 class FeedForward(nn.Module):
-    def __init__(self, args):
+    def __init__(self, c):
         super().__init__()
-        self.w1 = nn.Linear(args.dim, args.hidden_dim, bias=False)
-        self.w2 = nn.Linear(args.hidden_dim, args.dim, bias=False)
-        self.w3 = nn.Linear(args.dim, args.hidden_dim, bias=False)
+        self.w1 = nn.Linear(c.dim, c.hidden_dim, bias=False)
+        self.w2 = nn.Linear(c.hidden_dim, c.dim, bias=False)
+        self.w3 = nn.Linear(c.dim, c.hidden_dim, bias=False)
 
     def forward(self, x):
         return self.w2(F.silu(self.w1(x)) * self.w3(x))
 
 
 class Block(nn.Module):
-    def __init__(self, args):
+    def __init__(self, c):
         super().__init__()
-        self.attention_norm = make_norm(args)
-        self.attention = Attention(args)
-        self.ffn_norm = make_norm(args)
-        self.feed_forward = FeedForward(args)
+        self.attention_norm = make_norm(c)
+        self.attention = Attention(c)
+        self.ffn_norm = make_norm(c)
+        self.feed_forward = FeedForward(c)
 
     def forward(self, x, angles, mask, rope):
         x = x + self.attention(self.attention_norm(x), angles, mask, rope)
@@ -169,18 +147,19 @@ class Block(nn.Module):
 
 class Transformer(nn.Module):
     """tokens (B, T) int64 -> logits (B, T, vocab_size); with targets, also the mean
-    cross-entropy over every position (targets -1 are ignored)."""
+    cross-entropy over every position (targets -1 are ignored). c: its nllm_format.Config (a
+    LayerNorm model has biases whatever c.norm_bias says, zero until trained)."""
 
-    def __init__(self, args, shared_classifier=True):
+    def __init__(self, c):
         super().__init__()
-        self.args = args
-        self.tok_embeddings = nn.Embedding(args.vocab_size, args.dim)
-        self.layers = nn.ModuleList(Block(args) for _ in range(args.n_layers))
-        self.norm = make_norm(args)
-        self.output = None if shared_classifier else nn.Linear(args.dim, args.vocab_size, bias=False)
+        self.config = c
+        self.tok_embeddings = nn.Embedding(c.vocab_size, c.dim)
+        self.layers = nn.ModuleList(Block(c) for _ in range(c.n_layers))
+        self.norm = make_norm(c)
+        self.output = None if c.shared_classifier else nn.Linear(c.dim, c.vocab_size, bias=False)
         self.rope = rope_interleaved
-        self.register_buffer("angles", rope_angles(args, args.seq_len), persistent=False)
-        mask = torch.triu(torch.full((args.seq_len, args.seq_len), float("-inf")), 1)
+        self.register_buffer("angles", rope_angles(c, c.seq_len), persistent=False)
+        mask = torch.triu(torch.full((c.seq_len, c.seq_len), float("-inf")), 1)
         self.register_buffer("mask", mask, persistent=False)
 
     def norms(self):
@@ -192,8 +171,8 @@ class Transformer(nn.Module):
 
     def forward(self, tokens, targets=None):
         T = tokens.shape[1]
-        if T > self.args.seq_len:
-            raise ValueError(f"{T} positions, more than seq_len {self.args.seq_len}")
+        if T > self.config.seq_len:
+            raise ValueError(f"{T} positions, more than seq_len {self.config.seq_len}")
         x = self.tok_embeddings(tokens)
         angles, mask = self.angles[:T].to(x.dtype), self.mask[:T, :T].to(x.dtype)
         for layer in self.layers:
@@ -238,11 +217,11 @@ def from_tensors(w, c, dtype=torch.float64):
 
     emb = np.asarray(w["token_embedding"])
     w1 = np.asarray(w["w1"][0])
-    seq_len = c.get("seq_len", 1024)
-    args = ModelArgs(c["dim"], w1.shape[0], c["n_layers"], c["n_heads"], c["n_kv_heads"],
-                     emb.shape[0], seq_len, c.get("norm", "rmsnorm"), c["norm_eps"],
-                     c["rope_theta"])
-    model = Transformer(args, shared_classifier="wcls" not in w).to(dtype)
+    config = Config(c["dim"], w1.shape[0], c["n_layers"], c["n_heads"], c["n_kv_heads"],
+                    emb.shape[0], c.get("seq_len", 1024), rope_theta=c["rope_theta"],
+                    norm_eps=c["norm_eps"], norm=c.get("norm", "rmsnorm"),
+                    shared_classifier="wcls" not in w)
+    model = Transformer(config).to(dtype)
     state = model.state_dict()
     for key in state:
         for name, suffix in PER_LAYER.items():

@@ -43,9 +43,10 @@ import zlib
 import numpy as np
 import torch
 
-import export
 import nllm_model
-from nllm_model import ModelArgs, Transformer
+from nllm_checkpoint import require_regular_file, torch_load
+from nllm_format import NORMS, Config, ExportError, Output, write_model
+from nllm_model import Transformer
 
 STORY_END = "\n<|endoftext|>\n"
 CACHE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "build", "data")
@@ -122,7 +123,7 @@ def init_weights(model, seed):
     (GPT-2, llama2.c), drawn in name order from one generator; norms keep 1 (weight) and 0 (bias)
     and draw nothing, so that twins share every other initial value."""
     g = torch.Generator().manual_seed(seed)
-    std_out = 0.02 / math.sqrt(2 * model.args.n_layers)
+    std_out = 0.02 / math.sqrt(2 * model.config.n_layers)
     with torch.no_grad():
         for name, p in sorted(model.named_parameters()):
             if nllm_model.is_norm_parameter(name):
@@ -148,12 +149,12 @@ def learning_rate(step, a):
     return a.lr / 10 + 0.5 * (1 + math.cos(math.pi * min(progress, 1.0))) * (a.lr - a.lr / 10)
 
 
-def model_args_dict(args):
-    """The checkpoint's model_args, in llama2.c's names (export.py reads them) plus the norm."""
-    return {"dim": args.dim, "hidden_dim": args.hidden_dim, "n_layers": args.n_layers,
-            "n_heads": args.n_heads, "n_kv_heads": args.n_kv_heads,
-            "vocab_size": args.vocab_size, "max_seq_len": args.seq_len, "norm": args.norm,
-            "norm_eps": args.norm_eps}
+def model_args_dict(a):
+    """The checkpoint's model_args, in llama2.c's names (export.py reads them) plus the norm, as
+    the command line gave them (norm_eps not rounded to the file's float32)."""
+    return {"dim": a.dim, "hidden_dim": a.hidden_dim, "n_layers": a.n_layers,
+            "n_heads": a.n_heads, "n_kv_heads": a.n_kv_heads, "vocab_size": a.vocab_size,
+            "max_seq_len": a.seq_len, "norm": a.norm, "norm_eps": a.norm_eps}
 
 
 # ----------------------------------------------------------------------------
@@ -195,15 +196,18 @@ class NormTimer:
 # Checks of the command line, before any work
 
 
-def check_shape(a, vocab_size):
-    """The shape, refused as run would refuse it (export.Config, docs/FORMAT.md's limits)."""
+def model_config(a, vocab_size):
+    """The model of the command line, refused as run would refuse it (nllm_format.Config,
+    docs/FORMAT.md's limits): its classifier shared with the embedding, LayerNorm's biases."""
     try:
-        export.Config(a.dim, a.hidden_dim, a.n_layers, a.n_heads, a.n_kv_heads, a.vocab_size,
-                      a.seq_len, norm_eps=a.norm_eps, norm=a.norm)
-    except export.ExportError as e:
+        c = Config(a.dim, a.hidden_dim, a.n_layers, a.n_heads, a.n_kv_heads, a.vocab_size,
+                   a.seq_len, norm_eps=a.norm_eps, norm=a.norm, norm_bias=a.norm == "layernorm",
+                   shared_classifier=True)
+    except ExportError as e:
         raise TrainError(f"shape: {e}")
     if a.vocab_size != vocab_size:
         raise TrainError(f"--vocab-size {a.vocab_size} is not the tokenizer's {vocab_size}")
+    return c
 
 
 def check_writable(path, flag):
@@ -220,15 +224,15 @@ def check_writable(path, flag):
 
 
 def load_checkpoint(path):
-    """A checkpoint train.py wrote, through export.py's restricted unpickler (tensors and plain
-    containers only: a hostile file runs no code; Debian's torch.load would ignore a
+    """A checkpoint train.py wrote, through nllm_checkpoint's restricted unpickler (tensors and
+    plain containers only: a hostile file runs no code; Debian's torch.load would ignore a
     pickle_module of ours)."""
-    return export.torch_load(path)
+    return torch_load(path)
 
 
-def load_resume(path, args):
+def load_resume(path, a):
     """The checkpoint to continue from; refused when its shape or norm is not this run's."""
-    export.require_regular_file(path)
+    require_regular_file(path)
     try:
         ckpt = load_checkpoint(path)
     except Exception as e:
@@ -236,7 +240,7 @@ def load_resume(path, args):
     if not isinstance(ckpt, dict) or not {"model_args", "model", "optimizer", "step"} <= set(ckpt):
         raise TrainError(f"--resume {path}: not a train.py checkpoint (needs model_args, model, "
                          "optimizer and step)")
-    want = model_args_dict(args)
+    want = model_args_dict(a)
     if ckpt["model_args"] != want:
         diff = ", ".join(f"{k} {ckpt['model_args'].get(k)!r} (this run: {v!r})"
                          for k, v in want.items() if ckpt["model_args"].get(k) != v)
@@ -258,23 +262,21 @@ class Run:
         if a.batch_size % world:
             raise TrainError(f"--batch-size {a.batch_size} is not a multiple of the {world} "
                              "processes")
-        export.require_regular_file(a.tokenizer)
+        require_regular_file(a.tokenizer)
         sp = spm.SentencePieceProcessor(model_file=a.tokenizer)
-        check_shape(a, sp.vocab_size())
+        self.config = model_config(a, sp.vocab_size())
         self.train_tokens = load_tokens(a.train, sp, sha256_of(a.tokenizer))
         self.valid_tokens = load_tokens(a.valid, sp, sha256_of(a.tokenizer))
         for path, tokens in ((a.train, self.train_tokens), (a.valid, self.valid_tokens)):
             if len(tokens) < a.seq_len + 2:
                 raise TrainError(f"{path}: {len(tokens)} tokens, fewer than seq_len + 2 = "
                                  f"{a.seq_len + 2}")
-        self.args = ModelArgs(a.dim, a.hidden_dim, a.n_layers, a.n_heads, a.n_kv_heads,
-                              a.vocab_size, a.seq_len, a.norm, a.norm_eps)
-        self.model = Transformer(self.args)
+        self.model = Transformer(self.config)
         init_weights(self.model, a.seed)
         self.optimizer = make_optimizer(self.model, a)
         self.step = 0
         if a.resume:
-            ckpt = load_resume(a.resume, self.args)
+            ckpt = load_resume(a.resume, a)
             self.model.load_state_dict(ckpt["model"])
             self.optimizer.load_state_dict(ckpt["optimizer"])
             self.step = int(ckpt["step"])
@@ -346,20 +348,16 @@ class Run:
         return total / n
 
     def checkpoint(self):
-        ckpt = {"model_args": model_args_dict(self.args), "model": self.model.state_dict(),
+        ckpt = {"model_args": model_args_dict(self.a), "model": self.model.state_dict(),
                 "optimizer": self.optimizer.state_dict(), "step": self.step, "seed": self.a.seed}
-        with export.Output(self.a.out) as f:
+        with Output(self.a.out) as f:
             f.attempt(torch.save, ckpt, f.file)
 
     def export(self):
-        c = export.Config(self.args.dim, self.args.hidden_dim, self.args.n_layers,
-                          self.args.n_heads, self.args.n_kv_heads, self.args.vocab_size,
-                          self.args.seq_len, norm_eps=self.args.norm_eps, norm=self.args.norm,
-                          norm_bias=self.args.norm == "layernorm", shared_classifier=True)
         state = self.model.state_dict()
-        export.write_model(self.a.export, c,
-                           lambda name, layer: state[nllm_model.parameter_name(name, layer)].numpy(),
-                           progress=False)
+        write_model(self.a.export, self.config,
+                    lambda name, layer: state[nllm_model.parameter_name(name, layer)].numpy(),
+                    progress=False)
 
     def run(self):
         from tqdm import tqdm
@@ -417,7 +415,7 @@ def parse_args(argv):
     root = os.path.dirname(os.path.abspath(__file__))
     p = ArgumentParser(prog="train.py", formatter_class=argparse.RawDescriptionHelpFormatter,
                        description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n", 2)[2])
-    p.add_argument("--norm", choices=nllm_model.NORMS, default="rmsnorm")
+    p.add_argument("--norm", choices=NORMS, default="rmsnorm")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--train", default=os.path.join(root, "data/cache/tinystories_train.txt"))
     p.add_argument("--valid", default=os.path.join(root, "data/cache/tinystories_valid.txt"))
@@ -475,7 +473,7 @@ def main(argv=None):
         if world > 1:
             torch.distributed.init_process_group("gloo")
         Run(a, rank, world).run()
-    except (TrainError, export.ExportError) as e:
+    except (TrainError, ExportError) as e:
         print(f"train.py: error: {e}", file=sys.stderr)
         return 1
     except OSError as e:

@@ -1,7 +1,7 @@
 """A forward pass of normllama's decoder in float64 numpy, written from the model's definition
 (Llama: pre-norm RMSNorm or LayerNorm, rotary attention over pairs (2i, 2i+1) of each head with
 grouped kv heads, SwiGLU feed-forward), for tests that compare run's logits with an exact
-evaluation of the weights a file holds. The tensors are those tests/test_export.py's read_nllm
+evaluation of the weights a file holds. The tensors are those nllm_format.read_model
 returns (already decoded from the file's dtype); every operation is done in float64, so what it
 computes differs from the exact value by far less than run's float32 rounding does.
 """

@@ -22,8 +22,9 @@ import sentencepiece as spm
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import export  # noqa: E402
+import nllm_format  # noqa: E402
 import nllm_model  # noqa: E402
+from nllm_format import MATRICES, read_model as read_nllm  # noqa: E402
 from nllm_model import rope_interleaved, rope_rotate_half  # noqa: E402
 import forward_f64  # noqa: E402  (tests/, the script's directory)
 from harness import Skip, collector, run_tests  # noqa: E402  (tests/ too)
@@ -67,74 +68,7 @@ def run_logits(model, text, steps=None, extra=(), program=None):
 
 
 # ----------------------------------------------------------------------------
-# Readers of the files, written from docs/FORMAT.md and llama2.c's layouts
-
-
-MATRICES = {"token_embedding", "wq", "wk", "wv", "wo", "w1", "w2", "w3", "wcls"}
-
-
-def read_nllm(path, raw=None):
-    """Header fields and f32 tensors of our file; bf16, f16, q8_0 and q4_0 matrices are decoded to
-    f32. With raw={} it also gets each q8_0 or q4_0 matrix's (int8 values or codes 0..15, scales)
-    by name."""
-    data = open(path, "rb").read()
-    magic, version, *sizes = struct.unpack_from("<II7i", data, 0)
-    theta, eps = struct.unpack_from("<ff", data, 36)
-    norm, bias, shared, dtype, align, group_size = struct.unpack_from("<6I", data, 44)
-    assert (magic, version) == (0x4D4C4C4E, 1) and dtype in (0, 1, 2, 3, 4)
-    assert group_size == (group_size if dtype == 2 else 32 if dtype == 4 else 0)
-    dim, hidden, layers, heads, kv_heads, vocab, seq_len = sizes
-    kv_dim = kv_heads * dim // heads
-    shapes = [("token_embedding", (vocab, dim)), ("attn_norm", (layers, dim))]
-    shapes += [("attn_norm_bias", (layers, dim))] if bias else []
-    shapes += [("wq", (layers, dim, dim)), ("wk", (layers, kv_dim, dim)),
-               ("wv", (layers, kv_dim, dim)), ("wo", (layers, dim, dim)),
-               ("ffn_norm", (layers, dim))]
-    shapes += [("ffn_norm_bias", (layers, dim))] if bias else []
-    shapes += [("w1", (layers, hidden, dim)), ("w2", (layers, dim, hidden)),
-               ("w3", (layers, hidden, dim)), ("final_norm", (dim,))]
-    shapes += [("final_norm_bias", (dim,))] if bias else []
-    shapes += [] if shared else [("wcls", (vocab, dim))]
-    off, t = 256, {}
-
-    def take(dt, n):
-        nonlocal off
-        off = (off + align - 1) // align * align
-        a = np.frombuffer(data, dtype=dt, count=n, offset=off)
-        off += a.nbytes
-        return a
-
-    for name, shape in shapes:
-        n = int(np.prod(shape))
-        kind = dtype if name in MATRICES else 0
-        if kind == 0:
-            t[name] = take("<f4", n).reshape(shape)
-        elif kind == 1:
-            t[name] = (take("<u2", n).astype(np.uint32) << 16).view(np.float32).reshape(shape)
-        elif kind == 3:
-            t[name] = take("<f2", n).astype(np.float32).reshape(shape)
-        elif kind == 4:  # codes two a byte, the even column's low; value (code - 8) * scale
-            cols = shape[-1]
-            packed = take("u1", n // 2).reshape(-1, cols // 2)
-            q = np.stack([packed & 15, packed >> 4], axis=2).reshape(-1, cols).astype(np.int32)
-            scales = take("<f4", q.shape[0] * -(-cols // 32)).reshape(q.shape[0], -1)
-            t[name] = ((q - 8) * np.repeat(scales, 32, axis=1)[:, :cols]).astype(np.float32) \
-                .reshape(shape)
-            if raw is not None:
-                raw[name] = (q, scales)
-        else:
-            cols = shape[-1]
-            groups = -(-cols // group_size)
-            q = take("i1", n).reshape(-1, cols)
-            scales = take("<f4", q.shape[0] * groups).reshape(-1, groups)
-            t[name] = (q * np.repeat(scales, group_size, axis=1)[:, :cols]).reshape(shape)
-            if raw is not None:
-                raw[name] = (q, scales)
-    assert off == len(data), f"{path}: {len(data)} bytes, layout ends at {off}"
-    header = dict(zip(["dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads", "vocab_size",
-                       "seq_len"], sizes), rope_theta=theta, norm_eps=eps, norm=norm,
-                  norm_bias=bias, shared=shared, align=align, dtype=dtype, group_size=group_size)
-    return header, t
+# Readers of the files: ours (nllm_format's), llama2.c's layouts written from docs/FORMAT.md
 
 
 def read_legacy(path):
@@ -775,7 +709,7 @@ def llama2c_v2_with_whole_groups_per_row_runs_as_q8_0_bit_for_bit():
 
 @test
 def layernorm_trained_model_uses_biases_by_default():
-    """A file written by export.write_model with trained norm layernorm and biases: run's default
+    """A file written by nllm_format.write_model with trained norm layernorm and biases: run's default
     norm matches a LayerNorm reference; --norm=rmsnorm drops the biases with a notice."""
     g = torch.Generator().manual_seed(7)
     dim, hidden, L, V, H, KV = 32, 48, 2, 512, 4, 2
@@ -789,10 +723,10 @@ def layernorm_trained_model_uses_biases_by_default():
          "w1": [r(hidden, dim) for _ in range(L)], "w2": [r(dim, hidden) for _ in range(L)],
          "w3": [r(hidden, dim) for _ in range(L)], "final_norm": 1 + r(dim),
          "final_norm_bias": r(dim)}
-    cfg = export.Config(dim, hidden, L, H, KV, V, 64, rope_theta=10000.0, norm_eps=1e-5,
-                        norm="layernorm", norm_bias=True, shared_classifier=False)
+    cfg = nllm_format.Config(dim, hidden, L, H, KV, V, 64, rope_theta=10000.0, norm_eps=1e-5,
+                             norm="layernorm", norm_bias=True, shared_classifier=False)
     path = tmp("layernorm.nllm")
-    export.write_model(path, cfg, lambda n, l: w[n] if l is None else w[n][l], progress=False)
+    nllm_format.write_model(path, cfg, lambda n, l: w[n] if l is None else w[n][l], progress=False)
     c = dict(dim=dim, n_heads=H, n_kv_heads=KV, n_layers=L, norm_eps=1e-5, rope_theta=10000.0)
     ids, logits, err = run_logits(path, PROMPT)
     assert "norm layernorm" in err and "ignores" not in err, err

@@ -17,6 +17,7 @@ import sentencepiece as spm
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import nllm_format  # noqa: E402
 import nllm_model  # noqa: E402
 import train as train_py  # noqa: E402
 from harness import collector, run_tests  # noqa: E402  (tests/, the script's directory)
@@ -85,7 +86,7 @@ def checkpoint(name):
 
 @test
 def training_loss_falls_for_each_norm():
-    for norm in nllm_model.NORMS:
+    for norm in nllm_format.NORMS:
         records = trained(f"falls-{norm}", "--norm", norm, "--lr", "1e-2", "--eval-every", "15",
                           steps=45)
         train_loss, val = losses(records), losses(records, "eval", "val_loss")
@@ -101,10 +102,10 @@ def pytorch_logits(name, ids):
     """train.py's model (float32) with the checkpoint's weights, over one sequence."""
     ckpt = checkpoint(name)
     m = ckpt["model_args"]
-    args = nllm_model.ModelArgs(m["dim"], m["hidden_dim"], m["n_layers"], m["n_heads"],
-                                m["n_kv_heads"], m["vocab_size"], m["max_seq_len"], m["norm"],
-                                m["norm_eps"])
-    model = nllm_model.Transformer(args)
+    c = nllm_format.Config(m["dim"], m["hidden_dim"], m["n_layers"], m["n_heads"],
+                           m["n_kv_heads"], m["vocab_size"], m["max_seq_len"],
+                           norm_eps=m["norm_eps"], norm=m["norm"], shared_classifier=True)
+    model = nllm_model.Transformer(c)
     model.load_state_dict(ckpt["model"])
     with torch.no_grad():
         return model(torch.tensor([ids]))[0].numpy(), ckpt["model"]
@@ -120,7 +121,7 @@ def run_logits_equal_the_training_forward_at_every_position_for_each_norm():
     ids = [1] + SP.encode(story)[:63]
     text = SP.decode(ids[1:])
     assert [1] + SP.encode(text) == ids  # the text run encodes is these 64 ids
-    for norm in nllm_model.NORMS:
+    for norm in nllm_format.NORMS:
         name = f"logits-{norm}"
         trained(name, "--norm", norm, "--lr", "1e-2", "--eval-every", "0", steps=20)
         ref, state = pytorch_logits(name, ids)
@@ -151,7 +152,7 @@ def twins_share_initial_weights_and_data_order():
     """--steps 0 writes the initial model: the twins' tensors are equal but for the norms (weight 1
     in both, LayerNorm's bias 0); their batches (crc32 of each step's ids) are the same, and
     another seed's differ."""
-    for norm in nllm_model.NORMS:
+    for norm in nllm_format.NORMS:
         trained(f"init-{norm}", "--norm", norm, "--eval-every", "0", steps=0)
     rms, ln = checkpoint("init-rmsnorm")["model"], checkpoint("init-layernorm")["model"]
     assert set(ln) - set(rms) == {k for k in ln if k.endswith(".bias")} and set(rms) <= set(ln)
@@ -163,7 +164,7 @@ def twins_share_initial_weights_and_data_order():
             assert torch.equal(value, ln[key]) and value.std() > 0.005, key
     assert all(torch.equal(ln[k], torch.zeros(32)) for k in set(ln) - set(rms))
     crcs = {norm: losses(trained(f"order-{norm}", "--norm", norm, "--eval-every", "0", steps=6),
-                         key="batch_crc") for norm in nllm_model.NORMS}
+                         key="batch_crc") for norm in nllm_format.NORMS}
     other = losses(trained("order-seed2", "--seed", "2", "--eval-every", "0", steps=6),
                    key="batch_crc")
     assert crcs["rmsnorm"] == crcs["layernorm"] and len(crcs["rmsnorm"]) == 6, crcs

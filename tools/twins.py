@@ -20,9 +20,11 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+from nllm_format import NORMS  # noqa: E402 (the repository's root on the path first)
+
 PYTHON = sys.executable
 RUN = os.path.join(ROOT, "run")
-NORMS = ("rmsnorm", "layernorm")
 OTHER = {"rmsnorm": "layernorm", "layernorm": "rmsnorm"}
 VALID = os.path.join(ROOT, "data/cache/tinystories_valid.txt")
 END = "\n<|endoftext|>\n"
