@@ -1414,5 +1414,24 @@ def export_help_documents_inputs_and_options():
         assert word in out, word
 
 
+DTYPES_PROGRAM = os.environ.get("NORMLLAMA_DTYPES", "build/dtypes")
+
+
+@test
+def python_dtype_table_is_the_c_table():
+    """nllm_format.DTYPES, which export.py writes and the tests read by, against run's own table
+    as $NORMLLAMA_DTYPES (build/dtypes) prints it, one JSON object a line: the same names, header
+    codes and group sizes, no row more or less on either side."""
+    if not os.path.exists(DTYPES_PROGRAM):
+        raise Skip(f"{DTYPES_PROGRAM} is not there: no C dtype table to compare with")
+    p = subprocess.run([DTYPES_PROGRAM], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    theirs = {(d["name"], d["code"], tuple(d["group_sizes"]))
+              for d in map(json.loads, filter(str.strip, p.stdout.splitlines()))}
+    ours = {(d.name, d.code, d.group_sizes) for d in nllm_format.DTYPES.values()}
+    assert ours == theirs, f"only in Python: {sorted(ours - theirs)}, only in C: " \
+        f"{sorted(theirs - ours)}"
+
+
 if __name__ == "__main__":
     sys.exit(run_tests(TESTS, TMP))
