@@ -33,7 +33,7 @@ for _module in ("numpy", "torch", "sentencepiece", "tqdm"):
     if importlib.util.find_spec(_module) is None:
         sys.exit(f"export.py: error: {sys.executable} cannot import {_module}: run export.py with "
                  f"/usr/bin/python3, Debian's Python, with python3-{_module} installed (make "
-                 "export-deps)")
+                 "deps-train)")
 
 # The file itself is nllm_format's, the readers of checkpoints nllm_checkpoint's: this script holds
 # what each kind of checkpoint names and holds (the loaders), the tokenizer's export and the

@@ -1345,6 +1345,14 @@ def plot_compare_errors_are_one_line_and_dash_reads_stdin():
 
 
 @test
+def plot_compare_help_exits_0():
+    p = subprocess.run([sys.executable, "tools/plot_compare.py", "--help"], capture_output=True,
+                       text=True)
+    assert (p.returncode, p.stderr) == (0, ""), (p.returncode, p.stderr)
+    assert "--compare --json" in p.stdout and "plot_compare.py - compare.png" in p.stdout, p.stdout
+
+
+@test
 def python_tools_under_another_python3_name_usr_bin_python3():
     """./export.py and ./tools/plot_compare.py started with another python3 first on PATH (here
     a venv without Debian's packages): one line naming /usr/bin/python3, not a traceback."""

@@ -6,8 +6,9 @@ and where the forward pass spends its time, under each norm.
     /usr/bin/python3 tools/plot_compare.py compare.json docs/compare_stories260K.png
     ./run ... --compare --json | tools/plot_compare.py - compare.png
 
-COMPARE.json "-" reads stdin. Errors (a file missing, JSON that is not --compare's, a chart that
-cannot be written) print one line "plot_compare.py: error: ..." and exit 1.
+COMPARE.json "-" reads stdin; --help prints this. Errors (a file missing, JSON that is not
+--compare's, a chart that cannot be written) print one line "plot_compare.py: error: ..." and
+exit 1.
 """
 import importlib.util
 import json
@@ -17,7 +18,8 @@ import sys
 # Started as ./tools/plot_compare.py, the python3 first on PATH runs it, which may lack matplotlib
 if importlib.util.find_spec("matplotlib") is None:
     sys.exit(f"plot_compare.py: error: {sys.executable} cannot import matplotlib: run it with "
-             "/usr/bin/python3, Debian's Python, with python3-matplotlib installed")
+             "/usr/bin/python3, Debian's Python, with python3-matplotlib installed (make "
+             "deps-plot)")
 
 import matplotlib  # noqa: E402 (after the check above)
 
@@ -85,6 +87,9 @@ def read_compare(path):
 
 
 def main():
+    if sys.argv[1:] in (["-h"], ["--help"]):
+        print(__doc__.strip())
+        return
     if len(sys.argv) != 3:
         sys.exit("usage: plot_compare.py COMPARE.json OUT.png (COMPARE.json - reads stdin)")
     try:
