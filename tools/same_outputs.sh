@@ -22,7 +22,7 @@ mask() { # the figures that differ between two runs of the same build, and the s
     sed -E -e "s|$work|WORK|g" -e "s|$run|RUN|g" \
         -e 's/[0-9]+(\.[0-9]+)?(e[-+]?[0-9]+)? (tokens\/s|ms|s\b|us|%)/N \3/g' \
         -e 's/threads [0-9]+/threads N/g' -e 's/(seed|-s) [0-9]{10,}/\1 N/g' \
-        -e 's/(clock cost,?) [0-9]+ ns/\1 N ns/' -e '/%|op_seconds|lap_cost/s/[0-9]+\.[0-9]+(e[-+]?[0-9]+)?/N/g' \
+        -e 's/(clock cost,?) [0-9]+ ns/\1 N ns/' -e '/%|op_seconds|lap_cost/s/[0-9]+\.[0-9]+(e[-+]?[0-9]+)?/N/g' -e '/%/s/ +/ /g' \
         -e 's/"(tokens_per_s|ms|seconds|threads|norm_share)": [0-9.e+-]+/"\1": N/g'
 }
 one() { # one command, its outputs and exit status into the next numbered file
