@@ -1,7 +1,7 @@
 /* The model: its configuration, its weights, its run state, and the forward pass of a LLaMA-style
  * decoder written as its equations (model.c). The kernels it calls are matmul.h's products,
  * attention.h's attention and norm.h's norms; reading a file into a Model is load.h's; the plain
- * forward pass beside this one is reference.h's.
+ * forward pass beside this one is reference.h's, chosen in its place through Model's forward.
  *
  * model_load (load.h) reads four file layouts, told apart by their first four bytes:
  *   - normllama's own format (magic "NLLM"): docs/FORMAT.md, the one export.py writes;
@@ -82,7 +82,13 @@ typedef struct {
     QuantizedInputs xq;
 } RunState;
 
-typedef struct {
+typedef struct Model Model;
+
+/* One position's forward pass with model_forward's contract (below), run in place of the fast one:
+ * reference_forward (reference.h) is the one. */
+typedef float *(*ForwardFn)(Model *m, int token, int pos);
+
+struct Model {
     Config config;
     Weights weights;
     RunState state;
@@ -92,9 +98,10 @@ typedef struct {
                            (the last part short of 2 MiB in 4 KiB pages) */
     const char *format; /* name of the file layout read, e.g. "normllama v1" */
     Profile *profile;   /* NULL (model_load's choice): no timing, one untaken branch per lap */
-    int reference;      /* 1: model_forward and model_prefill run reference_forward (run
-                           --reference); 0 after model_load */
-} Model;
+    ForwardFn forward;  /* NULL (model_load's): model_forward and model_prefill run model.c's
+                           fast pass; else this one, a position at a time (run --reference sets
+                           reference_forward) */
+};
 
 /* Runs one token through the model at position `pos` and returns the logits (vocab_size),
  * owned by `m` and overwritten by the next call. Writes this position's keys and values into
@@ -103,8 +110,8 @@ typedef struct {
  * Matches llama2.c's forward(): pre-norm blocks, pairwise RoPE on q and k, grouped kv heads,
  * SwiGLU feed-forward, final norm, classifier; every norm is m->norm, given the norm biases
  * (NULL when the file has none; rmsnorm ignores them). With m->profile set, adds each operation
- * class's time to it (every class but OP_SAMPLING). With m->reference set, returns
- * reference_forward's logits instead (untimed). */
+ * class's time to it (every class but OP_SAMPLING). With m->forward set, returns its logits
+ * instead (untimed). */
 float *model_forward(Model *m, int token, int pos);
 
 /* Runs tokens[0..n) through the model at positions 0..n-1 as batches of m->state.batch
@@ -115,8 +122,8 @@ float *model_forward(Model *m, int token, int pos);
  * order: equal bit for bit). If `logits` is not NULL it receives them, (n, vocab_size); if NULL
  * the classifier is skipped (a prompt's next tokens are known). Requires 1 <= n <= seq_len and
  * 0 <= tokens[i] < vocab_size (the caller checks). With m->profile set, times the same
- * operation classes as model_forward. With m->reference set, runs reference_forward position by
- * position. */
+ * operation classes as model_forward. With m->forward set, runs it position by position
+ * (untimed). */
 void model_prefill(Model *m, const int *tokens, int n, float *logits);
 
 /* Rotates each pair (v[2i], v[2i+1]) of every head of the query q (dim = n_heads * head_size)

@@ -35,6 +35,7 @@
 #include "load.h"
 #include "model.h"
 #include "norm.h"
+#include "reference.h"
 #include "sampler.h"
 #include "threads.h"
 #include "tokenize.h"
@@ -575,7 +576,7 @@ int main(int argc, char **argv) {
     if (c->vocab_size != header.vocab_size || c->seq_len != header.seq_len) /* the checks above */
         die("%s: the file changed while it was read", o.model_path);
     if (o.norm) model.norm = o.norm;
-    model.reference = o.reference;
+    if (o.reference) model.forward = reference_forward;
     if (o.batch && model_set_batch(&model, o.batch, err, sizeof(err)) != 0) die("--batch: %s", err);
     LogitsOut logits_out = {NULL, o.logits_path};
     if (o.logits_path && !(logits_out.file = fopen(o.logits_path, "wb")))

@@ -385,7 +385,7 @@ static double forward_gap(const char *path, NormFn norm, const int *tokens, int 
             memcpy(logits + (size_t)pos * vocab, model_forward(&fast, tokens[pos], pos),
                    vocab * sizeof(float));
     }
-    plain.reference = 1; /* model_forward now runs reference_forward */
+    plain.forward = reference_forward; /* as run --reference sets it */
     double gap = 0.0;
     for (int pos = 0; pos < n; pos++) {
         const float *ref = model_forward(&plain, tokens[pos], pos);
