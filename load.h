@@ -1,5 +1,5 @@
-/* Reading a checkpoint into a Model, and the run state's size: the entry points of load.c (the
- * map, the tensors, packing) and state.c (the run state); format.c knows the layouts.
+/* Reading a checkpoint into a Model: the entry points of load.c (the map, the tensors, packing);
+ * format.c knows the layouts, state.h the run state (and the prefill batch's size).
  */
 #ifndef LOAD_H
 #define LOAD_H
@@ -10,7 +10,7 @@
 
 /* Loads the checkpoint at `path` into m, in four steps:
  *
- * 1. Memory-maps it read-only, tells its layout by its magic (see the top of this file) and
+ * 1. Memory-maps it read-only, tells its layout by its magic (the list atop model.h) and
  *    checks its header against itself and the whole tensor layout against the file size before
  *    reading any tensor.
  * 2. Copies the norms' weights and biases out of the map, and every matrix into panels (Matrix)
@@ -25,9 +25,9 @@
  *    64 (the same values and scales, the q8_0 kernels); otherwise (groups straddling rows, which
  *    q8_0 cannot express: stories260K's w2) they are first dequantized to f32, and held twice at
  *    4 bytes a weight while they are packed.
- * 4. Allocates the run state (64-byte aligned; the kv cache in 2 MiB pages as the weights and
- *    resident from the start: memory grows with the header's seq_len) and sets m->norm to the
- *    trained norm.
+ * 4. Allocates the run state (state.h: 64-byte aligned; the kv cache in 4 KiB pages left
+ *    untouched, so that it takes memory as positions are first written, not seq_len positions at
+ *    load) and sets m->norm to the trained norm (m->forward NULL: the fast pass).
  *
  * Returns 0 on success. On failure (missing, unreadable, empty or truncated file; unknown version
  * or weight dtype; q8_0 group_size other than 32 or 64, a group_size with another dtype;
@@ -45,17 +45,6 @@ int model_load(Model *m, const char *path, char *err, size_t errlen);
  * loaded). Returns 0 on success; on failure returns -1, leaves *c alone and writes the one-line
  * message model_load would give into err[errlen]. */
 int model_read_config(Config *c, const char *path, char *err, size_t errlen);
-
-/* Sets the positions per prefill batch, m->state.batch (model_load picks 64 to 256 by the
- * model's size, at most seq_len), to `batch`: the batch's activations (RunState's x to q and xq:
- * batch * (4 dim + 2 hidden_dim + 1) floats and batch * xq_stride int16 values,
- * stride = max(dim, hidden_dim) rounded up to a multiple of 64) are reallocated for `batch`
- * positions, the new buffers before the old ones are freed. Prefill's logits are the same bit for
- * bit at any batch; its speed and memory change. Requires a loaded model. Returns 0 on success; a
- * batch outside 1..seq_len, or out of memory, returns -1, leaves the model as it was (its old
- * batch) and writes a one-line message into err[errlen]. The knob of llama.cpp's -b/--batch-size
- * (positions per decode call), for prefill only. */
-int model_set_batch(Model *m, int batch, char *err, size_t errlen);
 
 /* Frees the norms, the packed weights and the run state; safe on an empty or already-freed
  * model. */

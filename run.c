@@ -37,6 +37,7 @@
 #include "norm.h"
 #include "reference.h"
 #include "sampler.h"
+#include "state.h"
 #include "threads.h"
 #include "tokenize.h"
 #include "tokenizer.h"

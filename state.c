@@ -1,8 +1,8 @@
 /* The run state (model.h, RunState): memory for the activations and the kv cache, the positions
- * per prefill batch, RoPE's frequency table; the 2 MiB pages the weights live in, and the kv
- * cache's pages, taken as positions advance. Reading the weights is load.c's.
+ * per prefill batch, RoPE's frequency table, and the kv cache's pages, taken as positions advance.
+ * Reading the weights (and the 2 MiB pages they live in) is load.c's.
  */
-#define _DEFAULT_SOURCE /* MADV_HUGEPAGE */
+#define _DEFAULT_SOURCE /* MADV_NOHUGEPAGE */
 #include "state.h"
 
 #include <math.h>
@@ -11,34 +11,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
-
-#include "load.h"
-
-#define HUGE_PAGE (2u << 20)
-
-/* 2 MiB pages: on the VMs measured here a first touch of a 4 KiB page costs microseconds, which put
- * ~0.1 s of page faults into a 256-token prefill of the 110M model, and the kernels' loads miss the
- * TLB less. The last part short of 2 MiB stays in 4 KiB pages: a whole huge page there would hold
- * up to 2 MiB nothing uses, more than 10% of a 15M q8_0 model's file. */
-void *huge_pages(size_t bytes) {
-    size_t whole = bytes / HUGE_PAGE * HUGE_PAGE;
-    void *p;
-    if (posix_memalign(&p, HUGE_PAGE, bytes + (bytes == 0)) != 0) return NULL;
-    if (whole > 0) madvise(p, whole, MADV_HUGEPAGE);
-    if (bytes > whole) madvise((char *)p + whole, bytes - whole, MADV_NOHUGEPAGE);
-    return p;
-}
-
-/* The first write to a page has the kernel zero all of it, the slow part of allocating (about
- * 1.5 GB/s on one thread on the VMs measured here): done here in parallel at load rather than in
- * the first forward passes. */
-void fault_in(char *p, size_t bytes) {
-    size_t whole = bytes / HUGE_PAGE * HUGE_PAGE;
-    size_t page = (size_t)sysconf(_SC_PAGESIZE);
-#pragma omp parallel for schedule(static, 1)
-    for (size_t off = 0; off < whole; off += HUGE_PAGE) p[off] = 0;
-    for (size_t off = whole; off < bytes; off += page) p[off] = 0;
-}
 
 /* The kv cache's memory: 4 KiB pages, none touched here. Each position is written before it is
  * read, and the kernel zeroes a page at its first write, so the cache takes memory as positions

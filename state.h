@@ -1,5 +1,5 @@
-/* The run state's memory and the pages of the large buffers, shared by load.c and state.c
- * (private to them; model_set_batch, the public part, is in load.h).
+/* The run state's memory (model.h, RunState): its allocation for load.c, and the prefill batch's
+ * size, which run can change.
  */
 #ifndef STATE_H
 #define STATE_H
@@ -7,14 +7,6 @@
 #include <stddef.h>
 
 #include "model.h"
-
-/* bytes of memory (uninitialized) in 2 MiB pages where the OS allows (transparent huge pages in
- * "madvise" mode or "always"), but for its last part short of 2 MiB, or NULL; free() frees it. */
-void *huge_pages(size_t bytes);
-
-/* Writes a zero at the start of each 2 MiB of a huge_pages buffer p of `bytes`, the threads taking
- * turns, and into each 4 KiB page of its last part short of 2 MiB. */
-void fault_in(char *p, size_t bytes);
 
 /* The run state for a model of config c whose file is file_bytes long (the batch is sized by it):
  * the batch's buffers, attention scores, logits and RoPE's frequencies (set), each written before
@@ -25,5 +17,16 @@ int state_alloc(RunState *s, const Config *c, size_t file_bytes);
 
 /* Frees what state_alloc allocated and zeroes *s; safe on a zeroed or partly allocated state. */
 void state_free(RunState *s);
+
+/* Sets the positions per prefill batch, m->state.batch (model_load picks 64 to 256 by the
+ * model's size, at most seq_len), to `batch`: the batch's activations (RunState's x to q and xq:
+ * batch * (4 dim + 2 hidden_dim + 1) floats and batch * xq_stride int16 values,
+ * stride = max(dim, hidden_dim) rounded up to a multiple of 64) are reallocated for `batch`
+ * positions, the new buffers before the old ones are freed. Prefill's logits are the same bit for
+ * bit at any batch; its speed and memory change. Requires a loaded model. Returns 0 on success; a
+ * batch outside 1..seq_len, or out of memory, returns -1, leaves the model as it was (its old
+ * batch) and writes a one-line message into err[errlen]. The knob of llama.cpp's -b/--batch-size
+ * (positions per decode call), for prefill only. */
+int model_set_batch(Model *m, int batch, char *err, size_t errlen);
 
 #endif

@@ -17,6 +17,7 @@
 #include "load.h"
 #include "model.h"
 #include "reference.h"
+#include "state.h"
 
 #define LEGACY    "models/stories260K.bin"
 #define TOKENIZER "models/tok512.bin"
