@@ -4,6 +4,8 @@
 
 #include <math.h>
 
+#include "sampler.h"
+
 /* log(sum_i exp(x[i])) in double, x: (n); the largest x[i] is taken out first, so that no exp
  * overflows. */
 static double log_sum_exp(const float *x, int n) {
@@ -13,14 +15,6 @@ static double log_sum_exp(const float *x, int n) {
     double sum = 0.0;
     for (int i = 0; i < n; i++) sum += exp(x[i] - max);
     return max + log(sum);
-}
-
-/* The index of the largest x[i] (the first one on a tie), x: (n). */
-int argmax(const float *x, int n) {
-    int best = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[best]) best = i;
-    return best;
 }
 
 double token_nll(const float *logits, int n, int target) {

@@ -7,10 +7,6 @@
 
 #include "model.h"
 
-/* The index of the largest of x (n >= 1, not checked), the first one on a tie, as llama2.c's
- * sample_argmax: greedy decoding's token, and the top-1 that --compare checks. */
-int argmax(const float *x, int n);
-
 /* -log softmax(logits)[target] in nats, computed in double as logsumexp(logits) - logits[target].
  * logits: (n), n >= 1. Requires 0 <= target < n (not checked). A NaN or infinite logit gives a
  * non-finite result, which the caller must refuse (run --ppl does). */

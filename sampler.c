@@ -1,6 +1,7 @@
 /* The sampler of sampler.h: greedy, temperature, top-p, and the xorshift64* generator behind
  * them, step by step as llama2.c's run.c takes them. The logits come from the caller (model.h's
- * forward pass); the loops that feed the tokens back are generate.c's and chat.c's.
+ * forward pass), the softmax from attention.h's kernel; the loops that feed the tokens back are
+ * generate.c's and chat.c's.
  */
 #include "sampler.h"
 
@@ -8,8 +9,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "eval.h"
-#include "model.h"
+#include "attention.h"
 #include "tokenizer.h"
 
 /* xorshift64* (Vigna 2016), upper 32 bits. */
@@ -82,6 +82,13 @@ unsigned long long clock_seed(void) {
 
 int ends_text(const Sampler *s, int token) {
     return token == TOKEN_BOS || (s->stop_at_eos && token == TOKEN_EOS);
+}
+
+int argmax(const float *x, int n) {
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    return best;
 }
 
 int sample(Sampler *s, float *logits) {

@@ -25,6 +25,10 @@ typedef struct {
     int stop_at_eos;              /* 1: EOS ends a text as BOS does; 0: BOS alone (llama2.c) */
 } Sampler;
 
+/* The index of the largest of x (n >= 1, not checked), the first one on a tie, as llama2.c's
+ * sample_argmax: greedy decoding's token, and the top-1 that --compare checks (eval.h). */
+int argmax(const float *x, int n);
+
 /* Picks the next token from logits (vocab_size), which it overwrites with probabilities unless
  * the temperature is 0 (greedy: the argmax, the first on a tie). Otherwise the logits are
  * divided by the temperature and softmaxed, and one draw of the generator (a float in [0, 1)

@@ -8,8 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "eval.h"
 #include "helpers.h"
+#include "sampler.h"
 
 #define LEGACY    "models/stories260K.bin"
 #define V1        "models/stories260K_ak42_v1.bin"

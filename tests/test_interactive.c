@@ -7,10 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "eval.h"
 #include "helpers.h"
 #include "load.h"
 #include "model.h"
+#include "sampler.h"
 #include "tokenizer.h"
 
 #define MODEL     "models/stories260K.bin"
