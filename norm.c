@@ -1,5 +1,5 @@
-/* The norms (norm.h): RMSNorm, RMSNorm with eps outside the root, LayerNorm, their 16-bit
- * input wrapper and the table that picks one by name; the model calls them through a NormFn. */
+/* The norms (norm.h): RMSNorm, RMSNorm with eps outside the root, LayerNorm, fast and plain, and
+ * the table that picks one by name; the model calls them through a NormFn. */
 #include "norm.h"
 
 #include <math.h>
@@ -117,6 +117,45 @@ void layernorm(float *out, const float *x, const float *weight, const float *bia
 }
 
 /* ----------------------------------------------------------------------------
+ * The plain path: each equation as written, sums in double */
+
+/* out = weight * x * scale, each value rounded once to fp32 */
+static void write_scaled(float *out, const float *x, const float *weight, int dim, double scale) {
+    for (int i = 0; i < dim; i++) out[i] = (float)(weight[i] * (x[i] * scale));
+}
+
+/* mean_i x[i]^2, in double */
+static double mean_square(const float *x, int dim) {
+    double ss = 0.0;
+    for (int i = 0; i < dim; i++) ss += (double)x[i] * x[i];
+    return ss / dim;
+}
+
+static void rmsnorm_ref(float *out, const float *x, const float *weight, const float *bias, int dim,
+                        float eps) {
+    (void)bias;
+    write_scaled(out, x, weight, dim, 1.0 / sqrt(mean_square(x, dim) + eps));
+}
+
+static void rmsnorm_eps_outside_ref(float *out, const float *x, const float *weight,
+                                    const float *bias, int dim, float eps) {
+    (void)bias;
+    write_scaled(out, x, weight, dim, 1.0 / (sqrt(mean_square(x, dim)) + eps));
+}
+
+static void layernorm_ref(float *out, const float *x, const float *weight, const float *bias,
+                          int dim, float eps) {
+    double mean = 0.0, var = 0.0;
+    for (int i = 0; i < dim; i++) mean += x[i];
+    mean /= dim;
+    for (int i = 0; i < dim; i++) var += (x[i] - mean) * (x[i] - mean);
+    var /= dim;
+    double inv_std = 1.0 / sqrt(var + eps);
+    for (int i = 0; i < dim; i++)
+        out[i] = (float)(weight[i] * ((x[i] - mean) * inv_std) + (bias ? bias[i] : 0.0));
+}
+
+/* ----------------------------------------------------------------------------
  * 16-bit storage types, decoded by their bits (C11 has no half-precision type) */
 
 float f16_to_f32(uint16_t h) {
@@ -140,21 +179,16 @@ float f16_to_f32(uint16_t h) {
     return f;
 }
 
-void norm_16bit(NormCall norm, float (*to_f32)(uint16_t), float *out, const uint16_t *x, int dim) {
-    for (int i = 0; i < dim; i++) out[i] = to_f32(x[i]);
-    norm.fn(out, out, norm.weight, norm.bias, dim, norm.eps);
-}
-
 /* ----------------------------------------------------------------------------
  * Selection by name */
 
 static const struct {
     const char *name;
-    NormFn fn;
+    NormFn fn, plain;
 } norms[] = {
-    {"rmsnorm", rmsnorm},
-    {"layernorm", layernorm},
-    {"rmsnorm_eps_outside", rmsnorm_eps_outside},
+    {"rmsnorm", rmsnorm, rmsnorm_ref},
+    {"layernorm", layernorm, layernorm_ref},
+    {"rmsnorm_eps_outside", rmsnorm_eps_outside, rmsnorm_eps_outside_ref},
 };
 
 #define N_NORMS (sizeof(norms) / sizeof(norms[0]))
@@ -169,6 +203,12 @@ const char *norm_name(NormFn fn) {
     for (size_t i = 0; i < N_NORMS; i++)
         if (norms[i].fn == fn) return norms[i].name;
     return "?";
+}
+
+NormFn norm_plain(NormFn fn) {
+    for (size_t i = 0; i < N_NORMS; i++)
+        if (norms[i].fn == fn) return norms[i].plain;
+    return NULL;
 }
 
 const char *norm_names(void) {

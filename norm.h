@@ -1,7 +1,8 @@
-/* Normalization kernels and their selection.
+/* Normalization kernels, fast and plain, and their selection.
  *
- * Every norm in the model is called through a NormFn, picked once by name. Adding a third norm
- * is one new function here and one new row in the table in norm.c.
+ * Every norm in the model is called through a NormFn, picked once by name; each has a plain twin
+ * for the plain forward pass (reference.c). Adding a fourth norm is its two functions here and one
+ * new row in the table in norm.c.
  */
 #ifndef NORM_H
 #define NORM_H
@@ -61,18 +62,19 @@ typedef struct {
     float eps;
 } NormCall;
 
-/* A norm over 16-bit storage: out = norm(to_f32(x)), with fp32 arithmetic throughout.
- * to_f32: f16_to_f32 or bf16_to_f32. x: (dim) in that storage type; out and the norm's weight and
- * bias: (dim) fp32. Decoding into fp32 before any arithmetic is what keeps e.g. a sum of squares
- * of 4096 values of magnitude 1000 (4e9) finite: fp16's largest finite value is 65504. */
-void norm_16bit(NormCall norm, float (*to_f32)(uint16_t), float *out, const uint16_t *x, int dim);
-
 /* Looks up a norm by its command-line name ("rmsnorm", "layernorm", "rmsnorm_eps_outside").
  * Returns its function, or NULL for an unknown name. */
 NormFn norm_by_name(const char *name);
 
 /* The command-line name of a norm function from norm_by_name, or "?" for any other pointer. */
 const char *norm_name(NormFn fn);
+
+/* The plain twin of a norm function from norm_by_name (rmsnorm_ref, layernorm_ref and
+ * rmsnorm_eps_outside_ref in norm.c), or NULL for any other pointer: the same equation in scalar C,
+ * top to bottom, the sums in double (LayerNorm's variance in a second pass over x - mean, which
+ * cancels nothing), each output rounded once to fp32; shapes and bias as its twin's. The plain
+ * forward pass's norms (reference.c), and the oracle of the fast ones (tests/test_norm.c). */
+NormFn norm_plain(NormFn fn);
 
 /* The known names joined by '|' ("rmsnorm|layernorm|rmsnorm_eps_outside"), for usage and error
  * messages. */

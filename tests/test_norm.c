@@ -1,5 +1,7 @@
-/* Norm kernels against double-precision references and hand-derived values. */
+/* The norms: the fast kernels against their plain twins (norm.c's, sums in double) on every
+ * remainder of a vector, both against hand-derived values, and their properties. */
 #include <criterion/criterion.h>
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -7,6 +9,7 @@
 #include <string.h>
 
 #include "norm.h"
+#include "simd.h"
 
 #define DIM 768
 
@@ -22,52 +25,74 @@ static void ones(float *w, int n) {
     for (int i = 0; i < n; i++) w[i] = 1.0f;
 }
 
-static void rmsnorm_ref(double *out, const float *x, const float *w, int n, double eps) {
-    double ss = 0.0;
-    for (int i = 0; i < n; i++) ss += (double)x[i] * x[i];
-    double inv = 1.0 / sqrt(ss / n + eps);
-    for (int i = 0; i < n; i++) out[i] = w[i] * x[i] * inv;
-}
-
-static void layernorm_ref(double *out, const float *x, const float *w, const float *b, int n,
-                          double eps) {
-    double mean = 0.0, var = 0.0;
-    for (int i = 0; i < n; i++) mean += x[i];
-    mean /= n;
-    for (int i = 0; i < n; i++) var += (x[i] - mean) * (x[i] - mean);
-    var /= n;
-    for (int i = 0; i < n; i++) out[i] = w[i] * (x[i] - mean) / sqrt(var + eps) + (b ? b[i] : 0.0);
-}
-
 Test(norm, rmsnorm_hand_checked) {
     /* x = (1, 2, 3, 4): mean of squares 30 / 4 = 7.5, so out = x / sqrt(7.5) with eps 0 */
     float x[4] = {1, 2, 3, 4}, w[4] = {1, 1, 1, 1}, out[4];
-    rmsnorm(out, x, w, NULL, 4, 1e-12f);
     const float expected[4] = {0.36514837f, 0.73029674f, 1.09544512f, 1.46059349f};
-    for (int i = 0; i < 4; i++) cr_assert_float_eq(out[i], expected[i], 1e-6);
+    NormFn fns[2] = {rmsnorm, norm_plain(rmsnorm)};
+    for (int k = 0; k < 2; k++) {
+        fns[k](out, x, w, NULL, 4, 1e-12f);
+        for (int i = 0; i < 4; i++) cr_assert_float_eq(out[i], expected[i], 1e-6, "%d [%d]", k, i);
+    }
 }
 
 Test(norm, layernorm_hand_checked) {
     /* x = (1, 2, 3, 4): mean 2.5, variance 1.25, so out = (x - 2.5) / sqrt(1.25), then
      * weight (2, 2, 2, 2) and bias (1, 1, 1, 1) */
     float x[4] = {1, 2, 3, 4}, w[4] = {2, 2, 2, 2}, b[4] = {1, 1, 1, 1}, out[4];
-    layernorm(out, x, w, b, 4, 1e-12f);
     const float expected[4] = {-1.68328157f, 0.10557281f, 1.89442719f, 3.68328157f};
-    for (int i = 0; i < 4; i++) cr_assert_float_eq(out[i], expected[i], 1e-6);
+    NormFn fns[2] = {layernorm, norm_plain(layernorm)};
+    for (int k = 0; k < 2; k++) {
+        fns[k](out, x, w, b, 4, 1e-12f);
+        for (int i = 0; i < 4; i++) cr_assert_float_eq(out[i], expected[i], 1e-6, "%d [%d]", k, i);
+    }
 }
 
-Test(norm, matches_double_reference) {
-    float x[DIM], w[DIM], b[DIM], out[DIM];
-    double ref[DIM];
-    fill(x, DIM, 1, 0.7f);
-    fill(w, DIM, 2, 1.0f);
-    fill(b, DIM, 3, 0.0f);
-    rmsnorm(out, x, w, NULL, DIM, 1e-5f);
-    rmsnorm_ref(ref, x, w, DIM, 1e-5);
-    for (int i = 0; i < DIM; i++) cr_assert_float_eq(out[i], ref[i], 1e-5, "rmsnorm[%d]", i);
-    layernorm(out, x, w, b, DIM, 1e-5f);
-    layernorm_ref(ref, x, w, b, DIM, 1e-5);
-    for (int i = 0; i < DIM; i++) cr_assert_float_eq(out[i], ref[i], 1e-5, "layernorm[%d]", i);
+/* max_i |a[i] - b[i]| / max_i |b[i]| */
+static double max_relative_gap(const float *a, const float *b, int n) {
+    double gap = 0.0, largest = 0.0;
+    for (int i = 0; i < n; i++) {
+        gap = fmax(gap, fabs((double)a[i] - b[i]));
+        largest = fmax(largest, fabs((double)b[i]));
+    }
+    return gap / largest;
+}
+
+Test(norm, every_norm_matches_its_plain_twin) {
+    /* lengths below, at and past one and two vectors (8 and 16 lanes), odd ones, the models' */
+    const int dims[] = {1, 3, 7, 8, 15, 16, 17, 31, 32, 33, 64, 65, 100, 288, 768, 4096};
+    enum { MAX_DIM = 4096 };
+    static float x[MAX_DIM], w[MAX_DIM], b[MAX_DIM], fast[MAX_DIM], plain[MAX_DIM];
+    char names[128];
+    snprintf(names, sizeof(names), "%s", norm_names());
+    for (char *name = strtok(names, "|"); name; name = strtok(NULL, "|")) {
+        NormFn fn = norm_by_name(name), twin = norm_plain(fn);
+        cr_assert(twin && twin != fn, "%s has no plain twin", name);
+        double worst = 0.0;
+        for (size_t d = 0; d < sizeof(dims) / sizeof(dims[0]); d++) {
+            int dim = dims[d];
+            fill(x, dim, 1 + d, 0.7f);
+            fill(w, dim, 2 + d, 1.0f);
+            fill(b, dim, 3 + d, 0.5f); /* a bias away from 0: LayerNorm's dim 1 gives out = b */
+            fn(fast, x, w, b, dim, 1e-5f);
+            twin(plain, x, w, b, dim, 1e-5f);
+            /* Derived: the fast sums run in 2 VEC_WIDTH chains of dim / (2 VEC_WIDTH) terms, then
+             * a tree of up to 5 levels and the pad's correction: within n = dim / (2 VEC_WIDTH)
+             * + 6 roundings, each sum errs by at most n u (u = FLT_EPSILON / 2) of the sum of its
+             * terms' magnitudes (Higham 2002, eq. 3.5), with or without FMA. The mean square's
+             * (terms of one sign) costs the output n u / 2 through the root; LayerNorm's mean
+             * (terms x - shift, the shift near the mean) up to n u more of the row's largest
+             * output; the root, divide and two products 4 u; the plain twin's own (double, one
+             * rounding) below u: (1.5 n + 5) u. One value of 4096 left out would move RMSNorm's
+             * output by about 1 / 8192 of it, 1.2e-4, 5 times this bound with AVX2. */
+            double n = (dim + 2 * VEC_WIDTH - 1) / (2 * VEC_WIDTH) + 6;
+            double gap = max_relative_gap(fast, plain, dim),
+                   bound = (1.5 * n + 5) * FLT_EPSILON / 2;
+            cr_assert_leq(gap, bound, "%s dim %d: %g (bound %g)", name, dim, gap, bound);
+            worst = fmax(worst, gap / bound);
+        }
+        cr_log_info("%s: |fast - plain| at most %.3g of its bound", name, worst);
+    }
 }
 
 Test(norm, rmsnorm_output_has_unit_rms) {
@@ -152,6 +177,13 @@ Test(norm, selection_by_name) {
     cr_assert_null(norm_by_name(""));
     cr_assert_eq(norm_by_name("rmsnorm_eps_outside"), rmsnorm_eps_outside);
     cr_assert_str_eq(norm_name(layernorm), "layernorm");
+    NormFn twins[3] = {norm_plain(rmsnorm), norm_plain(layernorm), norm_plain(rmsnorm_eps_outside)};
+    for (int k = 0; k < 3; k++) {
+        cr_assert(twins[k] && twins[k] != rmsnorm && twins[k] != layernorm);
+        cr_assert(twins[k] != rmsnorm_eps_outside && twins[k] != twins[(k + 1) % 3]);
+        cr_assert_null(norm_plain(twins[k])); /* a twin is no norm of the table */
+        cr_assert_str_eq(norm_name(twins[k]), "?");
+    }
     cr_assert_str_eq(norm_names(), "rmsnorm|layernorm|rmsnorm_eps_outside");
 }
 
@@ -159,11 +191,15 @@ Test(norm, eps_outside_hand_checked) {
     /* x = (3, 4): rms = sqrt(12.5) = 3.5355339; eps 0.5 outside gives x / 4.0355339, inside
      * x / sqrt(13) = x / 3.6055513 */
     float x[2] = {3, 4}, w[2] = {1, 1}, out[2];
-    rmsnorm_eps_outside(out, x, w, NULL, 2, 0.5f);
-    cr_assert_float_eq(out[0], 3.0 / 4.0355339, 1e-6);
-    cr_assert_float_eq(out[1], 4.0 / 4.0355339, 1e-6);
-    rmsnorm(out, x, w, NULL, 2, 0.5f);
-    cr_assert_float_eq(out[0], 3.0 / 3.6055513, 1e-6);
+    NormFn outside[2] = {rmsnorm_eps_outside, norm_plain(rmsnorm_eps_outside)};
+    NormFn inside[2] = {rmsnorm, norm_plain(rmsnorm)};
+    for (int k = 0; k < 2; k++) {
+        outside[k](out, x, w, NULL, 2, 0.5f);
+        cr_assert_float_eq(out[0], 3.0 / 4.0355339, 1e-6);
+        cr_assert_float_eq(out[1], 4.0 / 4.0355339, 1e-6);
+        inside[k](out, x, w, NULL, 2, 0.5f);
+        cr_assert_float_eq(out[0], 3.0 / 3.6055513, 1e-6);
+    }
 }
 
 /* Standard normal draws by Box-Muller over the generator of fill(). */
@@ -176,19 +212,18 @@ static double gaussian(unsigned int *seed) {
 }
 
 /* ||a - ref|| / ||ref|| */
-static double relative_error(const float *a, const double *ref, int n) {
+static double relative_error(const float *a, const float *ref, int n) {
     double num = 0.0, den = 0.0;
     for (int i = 0; i < n; i++) {
-        num += (a[i] - ref[i]) * (a[i] - ref[i]);
-        den += ref[i] * ref[i];
+        num += ((double)a[i] - ref[i]) * ((double)a[i] - ref[i]);
+        den += (double)ref[i] * ref[i];
     }
     return sqrt(num / den);
 }
 
 Test(norm, layernorm_variance_is_stable_under_large_offset) {
     enum { N = 4096 };
-    static float x[N], w[N], out[N];
-    static double ref[N];
+    static float x[N], w[N], out[N], ref[N];
     unsigned int seed = 42;
     for (int i = 0; i < N; i++) x[i] = (float)(1e4 + gaussian(&seed));
     ones(w, N);
@@ -198,7 +233,7 @@ Test(norm, layernorm_variance_is_stable_under_large_offset) {
     float naive_var = ss / N - (s / N) * (s / N);
     cr_assert(fabsf(naive_var - 1.0f) > 0.5f, "naive variance %g happens to be right", naive_var);
     layernorm(out, x, w, NULL, N, 1e-5f);
-    layernorm_ref(ref, x, w, NULL, N, 1e-5);
+    norm_plain(layernorm)(ref, x, w, NULL, N, 1e-5f);
     double err = relative_error(out, ref, N);
     cr_log_info("layernorm relative error %g against double (limit 1e-3)", err);
     cr_assert_lt(err, 1e-3, "relative error %g", err);
@@ -236,12 +271,21 @@ Test(norm, f16_and_bf16_decoding_hand_checked) {
     cr_assert_eq(bf16_to_f32(0xc040), -3.0f);
 }
 
+/* A norm over 16-bit storage: out = norm(to_f32(x)), with fp32 arithmetic throughout.
+ * to_f32: f16_to_f32 or bf16_to_f32. x: (dim) in that storage type; out and the norm's weight and
+ * bias: (dim) fp32. Decoding into fp32 before any arithmetic is what keeps e.g. a sum of squares
+ * of 4096 values of magnitude 1000 (4e9) finite: fp16's largest finite value is 65504. */
+static void norm_16bit(NormCall norm, float (*to_f32)(uint16_t), float *out, const uint16_t *x,
+                       int dim) {
+    for (int i = 0; i < dim; i++) out[i] = to_f32(x[i]);
+    norm.fn(out, out, norm.weight, norm.bias, dim, norm.eps);
+}
+
 Test(norm, magnitude_1000_in_16bit_storage) {
     /* the sum of squares is ~4e9, far past fp16's 65504: accumulating in fp16 would give inf */
     enum { N = 4096 };
     static uint16_t h[N], bh[N];
-    static float decoded[N], w[N], b[N], out[N];
-    static double ref[N];
+    static float decoded[N], w[N], b[N], out[N], ref[N];
     fill(w, N, 13, 1.0f);
     fill(b, N, 14, 0.0f);
     fill(decoded, N, 15, 0.0f);
@@ -255,11 +299,11 @@ Test(norm, magnitude_1000_in_16bit_storage) {
     for (int t = 0; t < 2; t++) {
         for (int i = 0; i < N; i++) decoded[i] = decoders[t](inputs[t][i]);
         norm_16bit((NormCall){rmsnorm, w, NULL, 1e-5f}, decoders[t], out, inputs[t], N);
-        rmsnorm_ref(ref, decoded, w, N, 1e-5);
+        norm_plain(rmsnorm)(ref, decoded, w, NULL, N, 1e-5f);
         for (int i = 0; i < N; i++) cr_assert(isfinite(out[i]));
         cr_assert_lt(relative_error(out, ref, N), 1e-5, "rmsnorm, type %d", t);
         norm_16bit((NormCall){layernorm, w, b, 1e-5f}, decoders[t], out, inputs[t], N);
-        layernorm_ref(ref, decoded, w, b, N, 1e-5);
+        norm_plain(layernorm)(ref, decoded, w, b, N, 1e-5f);
         for (int i = 0; i < N; i++) cr_assert(isfinite(out[i]));
         cr_assert_lt(relative_error(out, ref, N), 1e-4, "layernorm, type %d", t);
     }
@@ -277,6 +321,8 @@ Test(norm, zero_row_gives_zeros_for_every_norm_and_type) {
         NormFn fn = norm_by_name(name);
         fn(out, x, w, NULL, N, 1e-5f);
         for (int i = 0; i < N; i++) cr_assert_eq(out[i], 0.0f, "%s fp32 [%d]", name, i);
+        norm_plain(fn)(out, x, w, NULL, N, 1e-5f);
+        for (int i = 0; i < N; i++) cr_assert_eq(out[i], 0.0f, "%s plain [%d]", name, i);
         norm_16bit((NormCall){fn, w, NULL, 1e-5f}, f16_to_f32, out, zeros16, N);
         for (int i = 0; i < N; i++) cr_assert_eq(out[i], 0.0f, "%s fp16 [%d]", name, i);
         norm_16bit((NormCall){fn, w, NULL, 1e-5f}, bf16_to_f32, out, zeros16, N);
