@@ -129,7 +129,7 @@ void model_prefill(Model *m, const int *tokens, int n, float *logits);
 /* Rotates each pair (v[2i], v[2i+1]) of every head of the query q (dim = n_heads * head_size)
  * and key k (kv_dim) by the angle pos * inv_freq[i], inv_freq = RunState's (head_size / 2): RoPE
  * (Su et al. 2021, eq. 34) in the interleaved pairing that llama2.c and Meta's Llama reference
- * use. The forward pass's and reference.c's. */
+ * use. The fast pass's; the plain one has its own, rope_ref (reference.h). */
 void rope(const Config *c, const float *inv_freq, float *q, float *k, int pos);
 
 /* Layer l's part of m's kv cache (positions 0..seq_len - 1) and the heads' shape, for

@@ -1,8 +1,8 @@
-/* The fast path against the plain one: each fast kernel (matmul, embedding, attention) against its
- * plain twin on random shapes (odd sizes, every tile remainder, every dtype, one and many inputs),
- * the plain accessor against the row-major values it was packed from, and the whole fast forward
- * pass against reference.c's on stories260K and on small random models of each dtype written here;
- * last, run --reference's greedy text. */
+/* The fast path against the plain one: each fast kernel (matmul, embedding, attention, RoPE)
+ * against its plain twin on random shapes (odd sizes, every tile remainder, every dtype, one and
+ * many inputs), the plain accessor against the row-major values it was packed from, and the whole
+ * fast forward pass against reference.c's on stories260K and on small random models of each dtype
+ * written here; last, run --reference's option checks. (The norms' twins: tests/test_norm.c.) */
 #include <criterion/criterion.h>
 #include <float.h>
 #include <math.h>
@@ -408,13 +408,15 @@ Test(forward, fast_matches_reference_on_stories260K) {
     const int tokens[] = {1,   403, 407, 261, 378, 432, 383, 286, 261, 376, 268,
                           414, 410, 454, 412, 340, 426, 410, 454, 412, 340, 20};
     int n = sizeof(tokens) / sizeof(tokens[0]);
-    NormFn norms[2] = {rmsnorm, layernorm};
-    for (int k = 0; k < 2; k++)
+    NormFn norms[3] = {rmsnorm, layernorm, rmsnorm_eps_outside};
+    for (int k = 0; k < 3; k++)
         for (int prefill = 0; prefill < 2; prefill++) {
             double gap = forward_gap(LEGACY, norms[k], tokens, n, prefill);
             cr_log_info("stories260K %s %s: max |fast - reference| logit %g", norm_name(norms[k]),
                         prefill ? "prefill" : "decode", gap);
-            cr_assert_leq(gap, 1e-4, "%s: %g", norm_name(norms[k]), gap);
+            /* measured (AVX-512 / AVX2 / portable build), the largest under the three norms:
+             * 1.6e-5 / 2.8e-5 (LayerNorm) / 1.3e-5; the bound 1.8x the largest */
+            cr_assert_leq(gap, 5e-5, "%s: %g", norm_name(norms[k]), gap);
         }
 }
 
@@ -481,19 +483,74 @@ static void write_random_model(char *path, DType dtype, int group_size) {
     cr_assert_eq(fclose(f), 0);
 }
 
+/* The largest |rope - rope_ref| over every position of the model at path, on random q and k, as a
+ * fraction of its bound; rope reads the run state's inv_freq, which state.c fills at load. */
+static double rope_gap(const char *path) {
+    Model m;
+    load(&m, path);
+    const Config *c = &m.config;
+    int head_size = c->dim / c->n_heads, kv_dim = c->n_kv_heads * head_size;
+    float *q = malloc(c->dim * sizeof(float)), *k = malloc(kv_dim * sizeof(float));
+    float *fast = malloc((c->dim + kv_dim) * sizeof(float));
+    double worst = 0.0;
+    for (int pos = 0; pos < c->seq_len; pos++) {
+        for (int i = 0; i < c->dim; i++) q[i] = uniform(-2.0f, 2.0f);
+        for (int i = 0; i < kv_dim; i++) k[i] = uniform(-2.0f, 2.0f);
+        memcpy(fast, q, c->dim * sizeof(float));
+        memcpy(fast + c->dim, k, kv_dim * sizeof(float));
+        rope(c, m.state.inv_freq, fast, fast + c->dim, pos);
+        rope_ref(c, q, k, pos);
+        for (int i = 0; i < c->dim + kv_dim; i++) {
+            const float *v = i < c->dim ? q + i : k + (i - c->dim);
+            const float *pair = v - i % 2;
+            /* Derived: inv_freq = 1 / powf(theta, 2j / head_size) errs by the exponent's rounding
+             * times ln(theta) (9.2 u for 10000), powf's 1 ulp and the divide's half: 11 u, and
+             * the angle pos * inv_freq by 0.5 u more, 12 u of the angle (u = FLT_EPSILON / 2);
+             * cosf, sinf and the rotation's two products and sum add 4 u of the pair's size. */
+            double angle = pos * pow(c->rope_theta, -(double)(i % head_size - i % 2) / head_size);
+            double size = fabs(pair[0]) + fabs(pair[1]);
+            double bound = size * (12.0 * angle + 4.0) * FLT_EPSILON / 2;
+            cr_assert_leq(fabs((double)fast[i] - *v), bound, "pos %d value %d: %.9g vs %.9g", pos,
+                          i, fast[i], *v);
+            worst = fmax(worst, fabs((double)fast[i] - *v) / bound);
+        }
+    }
+    free(q);
+    free(k);
+    free(fast);
+    model_free(&m);
+    return worst;
+}
+
+Test(kernels, rope_matches_rope_ref) {
+    /* stories260K: 8 heads of 8, 4 kv heads, 512 positions; the random model: 4 heads of 6, 2 kv
+     * heads, 16 positions */
+    char path[64];
+    write_random_model(path, DTYPE_F32, 0);
+    const char *paths[2] = {LEGACY, path};
+    for (int i = 0; i < 2; i++)
+        cr_log_info("%s: |rope - rope_ref| at most %.3g of its bound", paths[i],
+                    rope_gap(paths[i]));
+    unlink(path);
+}
+
 Test(forward, fast_matches_reference_on_random_models_of_each_dtype) {
     omp_set_num_threads(1);
     const int tokens[16] = {1, 5, 36, 2, 17, 17, 0, 30, 8, 9, 21, 33, 4, 4, 12, 26};
     /* f32, bf16 and f16 differ by rounding alone; q8_0's fast path also rounds its inputs to int16
-     * (about 4.5 digits): measured max 4.6e-4 (groups of 32) and 2.9e-4 (64) here, against
-     * 1.3e-6 for f32 and bf16; q4_0's to int8 in blocks of 32, steps up to 258 times as coarse:
-     * measured 0.078 */
+     * (about 4.5 digits), q4_0's to int8 in blocks of 32, steps up to 258 times as coarse.
+     * Measured (AVX-512 / AVX2 / portable build): f32 1.4e-6 / 1.0e-6 / 1.1e-6, bf16 2.1e-6 /
+     * 1.9e-6 / 2.1e-6, f16 1.4e-6 / 1.6e-6 / 1.8e-6; q8_0 6.3e-4 / 6.3e-4 / 6.2e-4 (groups of
+     * 32), 2.4e-4 / 2.4e-4 / 2.9e-4 (64); q4_0 0.0783 in all three (its inputs' rounding, the
+     * same bits in every build). Each bound is the largest measurement with a margin of 1.6x to
+     * 1.9x for the sums' order (which moved stories260K's gap 2.1x between two builds, above), and
+     * 1.3x for q4_0. */
     const struct {
         DType dtype;
         int group_size;
         double tolerance;
-    } cases[] = {{DTYPE_F32, 0, 1e-4},   {DTYPE_BF16, 0, 1e-4},  {DTYPE_F16, 0, 1e-4},
-                 {DTYPE_Q8_0, 32, 2e-3}, {DTYPE_Q8_0, 64, 2e-3}, {DTYPE_Q4_0, 32, 0.2}};
+    } cases[] = {{DTYPE_F32, 0, 4e-6},   {DTYPE_BF16, 0, 4e-6},  {DTYPE_F16, 0, 4e-6},
+                 {DTYPE_Q8_0, 32, 1e-3}, {DTYPE_Q8_0, 64, 5e-4}, {DTYPE_Q4_0, 32, 0.1}};
     for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
         char path[64];
         write_random_model(path, cases[k].dtype, cases[k].group_size);
