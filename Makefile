@@ -37,7 +37,8 @@ TEST_MODELS = stories260K.bin tok512.bin tokenizer.bin stories260K.pt tok512.mod
 FETCH_TEST_MODELS = models/fetch.sh --mirror-only-optional $(TEST_MODELS)
 
 .PHONY: all test test-portable sanitize models clean format bench bench-norm bench-tokenizer \
-        fuzz twins deps-build deps-fetch deps-run deps-test deps-fuzz deps-plot deps-train
+        fuzz llama-oracle twins deps-build deps-fetch deps-run deps-test deps-fuzz deps-plot \
+        deps-train
 
 all: run
 
@@ -118,6 +119,36 @@ fuzz: build/fuzz_tokenizer
 	printf '\377\377  a\tb\n<s>\342\226\201x\200' >build/fuzz-seeds/text
 	build/fuzz_tokenizer -max_total_time=$(FUZZ_SECONDS) -max_len=8192 -timeout=10 \
 		-print_final_stats=1 build/fuzz-corpus build/fuzz-seeds
+
+# llama.cpp as a test oracle: tests/package.json pins node-llama-cpp, which ships a prebuilt
+# llama.cpp (libllama and ggml with CPU back ends chosen at run time) and llama.cpp's source as a
+# git bundle (llama.h, the ggml headers, gguf-py). npm ci installs the lock into build/npm; the
+# bundle is cloned into build/llama.cpp. `make llama-oracle` builds tests/llama_logits.c against
+# them, or says in one line that it is skipped when npm is absent (the tests that need it skip by
+# name).
+LLAMA_NPM = build/npm/node_modules
+LLAMA_LIBDIR = $(LLAMA_NPM)/@node-llama-cpp/linux-x64/bins/linux-x64
+LLAMA_SRC = build/llama.cpp
+build/npm/installed: tests/package.json tests/package-lock.json
+	@mkdir -p build/npm
+	cp tests/package.json tests/package-lock.json build/npm/
+	cd build/npm && npm ci --omit=optional --ignore-scripts --no-audit --no-fund
+	touch $@
+
+$(LLAMA_SRC)/include/llama.h: build/npm/installed
+	rm -rf $(LLAMA_SRC)
+	git clone -q $(LLAMA_NPM)/node-llama-cpp/llama/gitRelease.bundle $(LLAMA_SRC)
+	touch $@
+
+build/llama_logits: tests/llama_logits.c $(LLAMA_SRC)/include/llama.h
+	$(CC) -std=c11 -D_POSIX_C_SOURCE=200809L -O2 -Wall -Wextra -I$(LLAMA_SRC)/include \
+		-I$(LLAMA_SRC)/ggml/include -DLLAMA_LIBDIR='"$(abspath $(LLAMA_LIBDIR))"' -o $@ $< \
+		-L$(LLAMA_LIBDIR) -l:libllama.v0.4.0.so -l:libggml.v0.4.0.so -l:libggml-base.so \
+		-Wl,-rpath,$(abspath $(LLAMA_LIBDIR))
+
+llama-oracle:
+	@if command -v npm >/dev/null; then $(MAKE) --no-print-directory build/llama_logits; \
+	else echo "skipped llama-oracle: npm is not installed (llama.cpp comes from npm)"; fi
 
 run-portable: $(RUN_SRC) $(LIB_SRC) $(HEADERS) $(RUN_HEADERS) | deps-build
 	$(CC) $(PORTABLE_CFLAGS) -o $@ $(RUN_SRC) $(LIB_SRC) $(LDLIBS)

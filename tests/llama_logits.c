@@ -1,0 +1,158 @@
+/* llama.cpp as an oracle: loads a GGUF with the prebuilt libllama of npm's node-llama-cpp (make
+ * llama-oracle builds this against it) and prints what llama.cpp computes, for the tests to
+ * compare with run.
+ *
+ *   llama_logits MODEL.gguf --logits OUT ID...   evaluates the ids (positions 0, 1, ...; the
+ *       caller gives BOS) in one batch and writes every position's logits to OUT: vocab_size
+ *       float32 (native byte order) a position, position after position, as run's --logits
+ *   llama_logits MODEL.gguf --tokenize TEXT      prints the ids of TEXT one a line, as llama.cpp's
+ *       tokenizer gives them (BOS first when the vocabulary adds it)
+ *   llama_logits MODEL.gguf --quantize OUT.gguf TYPE   writes MODEL as llama.cpp's quantizer
+ *       does (llama-quantize): TYPE one of F16, BF16, Q8_0, Q4_0, Q4_K_M, Q5_K_M, Q6_K
+ *
+ * The kv cache is F32 (llama.cpp's default F16 cache moves the logits by ~2e-2) and flash
+ * attention off, so that llama.cpp computes in f32 throughout as run does. llama.cpp's own log
+ * is dropped but for errors. Errors: one line on stderr, exit 1.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ggml-backend.h"
+#include "llama.h"
+
+static void die(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("llama_logits: error: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(1);
+}
+
+/* llama.cpp's messages, but for errors, would bury the tests' output. */
+static void log_errors_only(enum ggml_log_level level, const char *text, void *user_data) {
+    (void)user_data;
+    if (level == GGML_LOG_LEVEL_ERROR) fputs(text, stderr);
+}
+
+static struct llama_model *load_model(const char *path) {
+    /* the CPU back ends (haswell, zen4, ...) are libraries of their own, chosen at run time */
+    ggml_backend_load_all_from_path(LLAMA_LIBDIR);
+    struct llama_model_params mp = llama_model_default_params();
+    mp.n_gpu_layers = 0;
+    struct llama_model *model = llama_model_load_from_file(path, mp);
+    if (!model) die("llama.cpp cannot load %s", path);
+    return model;
+}
+
+/* A context for one batch of n positions, all of whose logits are kept, computing in f32, on one
+ * thread: llama.cpp's default of 4 spin-waits on a 2-core machine (stories260K: 9 s against
+ * 0.06 s; the same logits). */
+static struct llama_context *new_context(struct llama_model *model, int n) {
+    struct llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = cp.n_batch = cp.n_ubatch = (uint32_t)n;
+    cp.n_seq_max = 1;
+    cp.type_k = cp.type_v = GGML_TYPE_F32;
+    cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    cp.no_perf = true;
+    cp.n_threads = cp.n_threads_batch = 1;
+    struct llama_context *ctx = llama_init_from_model(model, cp);
+    if (!ctx) die("llama.cpp cannot make a context of %d positions", n);
+    return ctx;
+}
+
+static int parse_id(const char *s, int vocab_size) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < 0 || v >= vocab_size)
+        die("id '%s' is not an integer in 0..%d", s, vocab_size - 1);
+    return (int)v;
+}
+
+static void write_logits(struct llama_model *model, const char *out, char **ids, int n) {
+    int vocab_size = llama_vocab_n_tokens(llama_model_get_vocab(model));
+    if (n < 1) die("--logits needs at least one id");
+    struct llama_context *ctx = new_context(model, n);
+    struct llama_batch batch = llama_batch_init(n, 0, 1);
+    for (int i = 0; i < n; i++) {
+        batch.token[i] = parse_id(ids[i], vocab_size);
+        batch.pos[i] = i;
+        batch.n_seq_id[i] = 1;
+        batch.seq_id[i][0] = 0;
+        batch.logits[i] = 1;
+    }
+    batch.n_tokens = n;
+    int rc = llama_decode(ctx, batch);
+    if (rc != 0) die("llama_decode returned %d", rc);
+    FILE *f = fopen(out, "wb");
+    if (!f) die("cannot open %s: %s", out, strerror(errno));
+    for (int i = 0; i < n; i++) {
+        const float *logits = llama_get_logits_ith(ctx, i);
+        if (!logits) die("llama.cpp kept no logits for position %d", i);
+        if (fwrite(logits, sizeof(float), (size_t)vocab_size, f) != (size_t)vocab_size)
+            die("cannot write %s: %s", out, strerror(errno));
+    }
+    if (fclose(f) != 0) die("cannot write %s: %s", out, strerror(errno));
+    llama_batch_free(batch);
+    llama_free(ctx);
+}
+
+static void print_ids(struct llama_model *model, const char *text) {
+    const struct llama_vocab *vocab = llama_model_get_vocab(model);
+    int len = (int)strlen(text);
+    int cap = len + 2; /* at most one id a byte, BOS and EOS */
+    llama_token *ids = malloc((size_t)cap * sizeof *ids);
+    int n = llama_tokenize(vocab, text, len, ids, cap, true, false);
+    if (n < 0) die("llama_tokenize needs %d ids", -n);
+    for (int i = 0; i < n; i++) printf("%d\n", ids[i]);
+    free(ids);
+}
+
+/* llama_model_quantize's file types (llama.h's llama_ftype), by llama-quantize's names. */
+static const struct {
+    const char *name;
+    enum llama_ftype ftype;
+} ftypes[] = {
+    {"F16", LLAMA_FTYPE_MOSTLY_F16},       {"BF16", LLAMA_FTYPE_MOSTLY_BF16},
+    {"Q8_0", LLAMA_FTYPE_MOSTLY_Q8_0},     {"Q4_0", LLAMA_FTYPE_MOSTLY_Q4_0},
+    {"Q4_K_M", LLAMA_FTYPE_MOSTLY_Q4_K_M}, {"Q5_K_M", LLAMA_FTYPE_MOSTLY_Q5_K_M},
+    {"Q6_K", LLAMA_FTYPE_MOSTLY_Q6_K},
+};
+
+static void quantize(const char *in, const char *out, const char *type) {
+    struct llama_model_quantize_params qp = llama_model_quantize_default_params();
+    size_t i = 0, n = sizeof ftypes / sizeof ftypes[0];
+    while (i < n && strcmp(ftypes[i].name, type) != 0) i++;
+    if (i == n) die("unknown type %s (F16, BF16, Q8_0, Q4_0, Q4_K_M, Q5_K_M, Q6_K)", type);
+    qp.ftype = ftypes[i].ftype;
+    qp.nthread = 1;
+    if (llama_model_quantize(in, out, &qp) != 0) die("llama.cpp cannot quantize %s", in);
+}
+
+int main(int argc, char **argv) {
+    const char *mode = argc >= 3 ? argv[2] : "";
+    int is_logits = strcmp(mode, "--logits") == 0, is_quantize = strcmp(mode, "--quantize") == 0;
+    if (!((is_logits && argc >= 4) || (strcmp(mode, "--tokenize") == 0 && argc == 4) ||
+          (is_quantize && argc == 5)))
+        die("usage: llama_logits MODEL.gguf --logits OUT ID... | --tokenize TEXT | --quantize "
+            "OUT.gguf TYPE");
+    llama_log_set(log_errors_only, NULL);
+    llama_backend_init();
+    if (is_quantize) {
+        quantize(argv[1], argv[3], argv[4]);
+    } else {
+        struct llama_model *model = load_model(argv[1]);
+        if (is_logits)
+            write_logits(model, argv[3], argv + 4, argc - 4);
+        else
+            print_ids(model, argv[3]);
+        llama_model_free(model);
+    }
+    llama_backend_free();
+    return 0;
+}
