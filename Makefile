@@ -18,9 +18,9 @@ SANITIZE = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-re
 TOKENIZER_SRC = tokenizer.c tokenizer_load.c
 TOKENIZER_HEADERS = tokenizer.h tokenizer_pieces.h
 LIB_SRC = model.c reference.c matmul.c attention.c load.c format.c state.c norm.c $(TOKENIZER_SRC) \
-          eval.c profile.c sampler.c threads.c
+          eval.c profile.c sampler.c threads.c gguf.c
 HEADERS = model.h reference.h matmul.h attention.h load.h format.h state.h norm.h simd.h \
-          $(TOKENIZER_HEADERS) eval.h profile.h sampler.h threads.h
+          $(TOKENIZER_HEADERS) eval.h profile.h sampler.h threads.h gguf.h
 # the program's own files, one a mode or concern of the command line (run.c holds main)
 RUN_SRC = run.c io.c generate.c chat.c compare.c tokenize.c
 RUN_HEADERS = io.h generate.h chat.h compare.h tokenize.h
