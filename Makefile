@@ -74,10 +74,16 @@ build/tokenize_corpus: tests/tokenize_corpus.c $(TOKENIZER_SRC) $(TOKENIZER_HEAD
 	@mkdir -p build
 	$(CC) $(CFLAGS) -I. -o $@ tests/tokenize_corpus.c $(TOKENIZER_SRC) $(LDLIBS)
 
-test: deps-test run build/tests build/tokenize_corpus
+# tests/test_gguf_writer.py reads GGUF files with gguf.c through this helper
+build/gguf_dump: tests/gguf_dump.c tests/helpers.c tests/helpers.h gguf.c gguf.h | deps-test
+	@mkdir -p build
+	$(CC) $(CFLAGS) -I. -o $@ tests/gguf_dump.c tests/helpers.c gguf.c -lcriterion
+
+test: deps-test run build/tests build/tokenize_corpus build/gguf_dump llama-oracle
 	$(FETCH_TEST_MODELS)
 	NORMLLAMA_RUN=./run build/tests
 	NORMLLAMA_RUN=./run $(PYTHON) tests/test_export.py
+	NORMLLAMA_RUN=./run $(PYTHON) tests/test_gguf_writer.py
 	NORMLLAMA_RUN=./run TOKENIZE_CORPUS=build/tokenize_corpus $(PYTHON) tests/tokenizer_parity.py
 	models/fetch.sh --data --mirror-only-optional tinystories_valid.txt
 	NORMLLAMA_RUN=./run $(PYTHON) tests/test_train.py
