@@ -108,16 +108,21 @@ bench-tokenizer: deps-test build/bench_tokenizer
 	models/fetch.sh tokenizer.bin tokenizer.model
 	$(PYTHON) tools/bench_tokenizer.py
 
-# libFuzzer run over the loader, encode and decode (clang with libclang-rt). FUZZ_SECONDS long,
-# from seeds written here: tok512.bin with a text, an empty file with a text, a text alone.
+# libFuzzer runs, one after the other, FUZZ_SECONDS each: the tokenizer's loader, encode and
+# decode, from seeds written here (tok512.bin with a text, an empty file with a text, a text
+# alone); then the GGUF reader, from small real GGUF files (tests/gguf_seed.py).
 FUZZ_SECONDS ?= 20
+FUZZ_CC = clang -std=c11 -D_POSIX_C_SOURCE=200809L -g -O1 -I$(STB_INCLUDE) -I. \
+	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
 build/fuzz_tokenizer: tests/fuzz_tokenizer.c $(TOKENIZER_SRC) $(TOKENIZER_HEADERS) | deps-fuzz
 	@mkdir -p build
-	clang -std=c11 -D_POSIX_C_SOURCE=200809L -g -O1 -I$(STB_INCLUDE) -I. \
-		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -o $@ \
-		tests/fuzz_tokenizer.c $(TOKENIZER_SRC)
+	$(FUZZ_CC) -o $@ tests/fuzz_tokenizer.c $(TOKENIZER_SRC)
 
-fuzz: build/fuzz_tokenizer
+build/fuzz_gguf: tests/fuzz_gguf.c gguf.c gguf.h | deps-fuzz
+	@mkdir -p build
+	$(FUZZ_CC) -o $@ tests/fuzz_gguf.c gguf.c
+
+fuzz: build/fuzz_tokenizer build/fuzz_gguf
 	models/fetch.sh tok512.bin
 	@rm -rf build/fuzz-corpus build/fuzz-seeds && mkdir -p build/fuzz-corpus build/fuzz-seeds
 	{ printf '\052\000'; cat models/tok512.bin; printf 'Once upon a time,  Lily said "hi" \303\251\360\237\230\200'; } >build/fuzz-seeds/tok512
@@ -125,6 +130,10 @@ fuzz: build/fuzz_tokenizer
 	printf '\377\377  a\tb\n<s>\342\226\201x\200' >build/fuzz-seeds/text
 	build/fuzz_tokenizer -max_total_time=$(FUZZ_SECONDS) -max_len=8192 -timeout=10 \
 		-print_final_stats=1 build/fuzz-corpus build/fuzz-seeds
+	@rm -rf build/fuzz-gguf-corpus build/fuzz-gguf-seeds && mkdir -p build/fuzz-gguf-corpus
+	$(PYTHON) tests/gguf_seed.py build/fuzz-gguf-seeds
+	build/fuzz_gguf -max_total_time=$(FUZZ_SECONDS) -max_len=8192 -timeout=10 \
+		-print_final_stats=1 build/fuzz-gguf-corpus build/fuzz-gguf-seeds
 
 # llama.cpp as a test oracle: tests/package.json pins node-llama-cpp, which ships a prebuilt
 # llama.cpp (libllama and ggml with CPU back ends chosen at run time) and llama.cpp's source as a

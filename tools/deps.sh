@@ -9,7 +9,7 @@
 #   run     make run: build and fetch
 #   test    the test suite: build and fetch, Criterion, git (tests/test_fresh_machine.sh copies
 #           the repository's tracked files), the Python side of the tests
-#   fuzz    make fuzz: build and fetch, clang with libFuzzer's runtime
+#   fuzz    make fuzz: build and fetch, clang with libFuzzer's runtime, NumPy (the GGUF seeds)
 #   plot    tools/plot_compare.py and the twin study's pictures (matplotlib)
 #   train   export.py, train.py and make twins (PyTorch with OpenBLAS, NumPy, SentencePiece, tqdm)
 #
@@ -30,7 +30,7 @@ packages_of() { # packages_of GROUP -> the group's Debian package names
     fetch) echo curl ca-certificates ;;
     run) echo "$(packages_of build) $(packages_of fetch)" ;;
     test) echo "$(packages_of run) libcriterion-dev git $(packages_of train)" ;;
-    fuzz) echo "$(packages_of run) clang libclang-rt-14-dev" ;;
+    fuzz) echo "$(packages_of run) clang libclang-rt-14-dev python3 python3-numpy" ;;
     plot) echo python3 python3-matplotlib ;;
     train) echo python3 python3-numpy python3-torch libopenblas0-pthread python3-sentencepiece \
         python3-tqdm ;;

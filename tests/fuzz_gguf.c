@@ -1,0 +1,77 @@
+/* libFuzzer target for gguf.c, the GGUF reader. Built and run by `make fuzz` (clang
+ * -fsanitize=fuzzer,address,undefined), seeded with small real GGUF files (tests/gguf_seed.py).
+ *
+ * Input: a whole GGUF file (libFuzzer's buffer is exactly its size, so that a read past it is
+ * caught). A refusal must be one non-empty line. A file that parses must hold what gguf.h
+ * promises: every tensor's data inside the file at an aligned offset, of a known type and its
+ * size from its dims; and every typed lookup and array walk over its key/values must stay inside
+ * the file (each string read is checked to be).
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gguf.h"
+
+static const uint8_t *begin, *end;
+
+static void require_inside(const void *p, uint64_t len) {
+    const uint8_t *q = p;
+    if (q < begin || q > end || len > (uint64_t)(end - q)) abort();
+}
+
+/* Every lookup of the key (as a C string: a key holding a NUL finds another or none). */
+static void look_up(const Gguf *g, const GgufKV *kv) {
+    char key[256], err[256];
+    size_t len = kv->key.len < sizeof key - 1 ? kv->key.len : sizeof key - 1;
+    memcpy(key, kv->key.s, len);
+    key[len] = '\0';
+    uint64_t u;
+    float f;
+    GgufString s;
+    const GgufKV *array;
+    gguf_get_uint(g, key, &u, err, sizeof err);
+    gguf_get_float(g, key, &f, err, sizeof err);
+    if (gguf_get_string(g, key, &s, err, sizeof err) == 0) require_inside(s.s, s.len);
+    if (gguf_get_array(g, key, GGUF_FLOAT32, &array, err, sizeof err) == 0)
+        for (uint64_t i = 0; i < array->n; i++) (void)gguf_array_float(array, i);
+    if (gguf_get_array(g, key, GGUF_INT32, &array, err, sizeof err) == 0)
+        for (uint64_t i = 0; i < array->n; i++) (void)gguf_array_int32(array, i);
+}
+
+static void walk_strings(const GgufKV *kv) {
+    if (kv->type != GGUF_ARRAY || kv->elem_type != GGUF_STRING) return;
+    GgufString *strings = malloc((kv->n ? kv->n : 1) * sizeof *strings);
+    gguf_array_strings(kv, strings);
+    for (uint64_t i = 0; i < kv->n; i++) require_inside(strings[i].s, strings[i].len);
+    free(strings);
+}
+
+static void check_tensor(const Gguf *g, const GgufTensor *t) {
+    if (t->type >= GGUF_TENSOR_TYPES || gguf_tensor_types[t->type].values == 0) abort();
+    if (t->n_dims > GGUF_MAX_DIMS || t->name.len > GGUF_MAX_NAME) abort();
+    if (t->offset % g->alignment != 0) abort();
+    const GgufTensorType *tt = &gguf_tensor_types[t->type];
+    uint64_t numel = t->dims[0] * t->dims[1] * t->dims[2] * t->dims[3];
+    if (t->bytes != numel / tt->values * tt->bytes) abort();
+    require_inside(t->data, t->bytes);
+    require_inside(t->name.s, t->name.len);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    begin = data, end = data + size;
+    Gguf g;
+    char err[256];
+    if (gguf_parse(&g, data, size, err, sizeof err) != 0) {
+        if (err[0] == '\0' || strchr(err, '\n')) abort();
+        return 0;
+    }
+    for (uint64_t i = 0; i < g.n_kvs; i++) {
+        require_inside(g.kvs[i].key.s, g.kvs[i].key.len);
+        look_up(&g, &g.kvs[i]);
+        walk_strings(&g.kvs[i]);
+    }
+    for (uint64_t i = 0; i < g.n_tensors; i++) check_tensor(&g, &g.tensors[i]);
+    gguf_free(&g);
+    return 0;
+}

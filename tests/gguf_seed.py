@@ -1,0 +1,40 @@
+#!/usr/bin/env python3
+"""Seeds for `make fuzz`'s GGUF target (tests/fuzz_gguf.c): real llama GGUF files from our writer
+(nllm_gguf.py), small enough to mutate quickly (about 3 KB): a model of dim 8, one layer, two
+heads sharing one kv head, a separate output matrix and an 8-piece vocabulary of every token
+type, written with f32 and with f16 matrices.
+
+usage: tests/gguf_seed.py DIR   (writes DIR/tiny_f32.gguf and DIR/tiny_f16.gguf)
+Needs numpy only (Debian's /usr/bin/python3).
+"""
+import os
+import sys
+from types import SimpleNamespace
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import nllm_gguf as g  # noqa: E402
+
+
+def main(out_dir):
+    c = SimpleNamespace(dim=8, hidden_dim=16, n_layers=1, n_heads=2, n_kv_heads=1, vocab_size=8,
+                        seq_len=16, rope_theta=10000.0, norm_eps=1e-5, shared_classifier=False)
+    vocab = g.Vocab(["<unk>", "<s>", "</s>", "<0x0A>", "\u2581a", "\u2581the", "b", "<unused>"],
+                    [0.0, 0.0, 0.0, 0.0, -1.0, -2.0, -3.0, -1e4],
+                    [g.TOKEN_UNKNOWN, g.TOKEN_CONTROL, g.TOKEN_CONTROL, g.TOKEN_BYTE,
+                     g.TOKEN_NORMAL, g.TOKEN_NORMAL, g.TOKEN_USER_DEFINED, g.TOKEN_UNUSED],
+                    bos_id=1, eos_id=2, unk_id=0)
+    rng = np.random.default_rng(0)
+    tensors = {name: rng.standard_normal(shape).astype(np.float32)
+               for name, shape in g.llama_tensor_shapes(c).items()}
+    os.makedirs(out_dir, exist_ok=True)
+    for dtype in g.TENSOR_TYPES:
+        with open(os.path.join(out_dir, f"tiny_{dtype}.gguf"), "wb") as f:
+            g.write_llama(f, c, tensors, vocab, dtype, name="tiny")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit(__doc__.strip().splitlines()[-2])
+    main(sys.argv[1])
