@@ -19,15 +19,19 @@ and wk are written as they are (llama.cpp's convert_hf_to_gguf.py permutes Huggi
 rotate-half rows back into this order; our models never hold that order); SwiGLU feed-forward;
 grouped kv heads; an output matrix, or none for a classifier tied to the embedding.
 
-Use (export.py's Config carries the fields):
+Use (nllm_format's Config carries the fields):
     write_llama(f, c, tensors, sentencepiece_vocab("tok512.model"), dtype="f16")
 where tensors maps GGUF names (llama_tensor_shapes(c) lists them, gguf_name maps ours) to arrays
 of the PyTorch shape; anything np.asarray takes and with a .shape works, read one at a time as
-it is written. Problems raise GGUFError with a one-line message.
+it is written. The 16-bit conversions are nllm_format's (those of our own files), so that a GGUF
+and an NLLM file of one dtype hold the same weights. Problems raise nllm_format's ExportError
+with a one-line message.
 """
 import struct
 
 import numpy as np
+
+from nllm_format import ExportError, f32_to_bf16, f32_to_f16
 
 MAGIC = b"GGUF"
 VERSION = 3
@@ -41,8 +45,13 @@ SCALAR_FORMATS = {UINT8: "<B", INT8: "<b", UINT16: "<H", INT16: "<h", UINT32: "<
                   FLOAT32: "<f", BOOL: "<?", UINT64: "<Q", INT64: "<q", FLOAT64: "<d"}
 
 # The tensor types written here: ggml_type id (ggml.h), llama.cpp's general.file_type
-# (llama_ftype) of a file whose matrices are all of that type, and the numpy dtype of its values
-TENSOR_TYPES = {"f32": (0, 0, "<f4"), "f16": (1, 1, "<f2")}
+# (llama_ftype) of a file whose matrices are all of that type, bytes a value, and the conversion
+# of a float32 array (and its name, for a message) to the values stored
+TENSOR_TYPES = {
+    "f32": (0, 0, 4, lambda a, where: a),
+    "f16": (1, 1, 2, f32_to_f16),
+    "bf16": (30, 32, 2, lambda a, where: f32_to_bf16(a)),
+}
 
 # SentencePiece token types (llama_token_type)
 TOKEN_NORMAL, TOKEN_UNKNOWN, TOKEN_CONTROL, TOKEN_USER_DEFINED, TOKEN_UNUSED, TOKEN_BYTE = \
@@ -56,10 +65,6 @@ LLAMA_NAMES = {
     "w1": "blk.{}.ffn_gate.weight", "w2": "blk.{}.ffn_down.weight", "w3": "blk.{}.ffn_up.weight",
     "final_norm": "output_norm.weight", "wcls": "output.weight",
 }
-
-
-class GGUFError(Exception):
-    """A problem with what was to be written, as one line."""
 
 
 def gguf_name(name, layer=None):
@@ -89,18 +94,18 @@ def value_bytes(vtype, value, where):
         if np.dtype(fmt).kind in "iu" and len(items):  # numpy would wrap an integer around
             info, low, high = np.iinfo(fmt), min(items), max(items)
             if low < info.min or high > info.max:
-                raise GGUFError(f"{where}: {low if low < info.min else high} does not fit "
-                                f"{np.dtype(fmt).name}")
+                raise ExportError(f"{where}: {low if low < info.min else high} does not fit "
+                                  f"{np.dtype(fmt).name}")
         return head + np.asarray(items, dtype=fmt).tobytes()  # a 32000-piece vocabulary at once
     try:
         return struct.pack(SCALAR_FORMATS[vtype], value)
     except (struct.error, KeyError) as e:
-        raise GGUFError(f"{where}: {value!r} is not a value of type {vtype} ({e})")
+        raise ExportError(f"{where}: {value!r} is not a value of type {vtype} ({e})")
 
 
 def kv_bytes(key, vtype, value):
     if vtype == ARRAY and value[0] == ARRAY:
-        raise GGUFError(f"{key}: arrays of arrays are not written here")
+        raise ExportError(f"{key}: arrays of arrays are not written here")
     return string_bytes(key) + struct.pack("<I", vtype) + value_bytes(vtype, value, key)
 
 
@@ -115,23 +120,17 @@ def tensor_info_bytes(name, shape, ggml_type, offset):
 
 
 def tensor_bytes(shape, dtype):
-    return int(np.prod(shape)) * np.dtype(TENSOR_TYPES[dtype][2]).itemsize
+    return int(np.prod(shape)) * TENSOR_TYPES[dtype][2]
 
 
 def tensor_data(array, shape, dtype, where):
-    """The bytes of one tensor of the PyTorch shape as dtype ("f32" or "f16")."""
+    """The bytes of one tensor of the PyTorch shape as dtype (a key of TENSOR_TYPES)."""
     a = np.ascontiguousarray(array, dtype="<f4")
     if a.shape != tuple(shape):
-        raise GGUFError(f"{where} has shape {a.shape}, expected {tuple(shape)}")
+        raise ExportError(f"{where} has shape {a.shape}, expected {tuple(shape)}")
     if not np.isfinite(a).all():
-        raise GGUFError(f"{where} has a NaN or infinite value")
-    if dtype == "f32":
-        return a.tobytes()
-    # beyond f16's largest finite 65504, halfway to the next step (65536) rounds to infinity
-    if a.size and float(np.abs(a).max()) >= 65520.0:
-        raise GGUFError(f"{where} has a value of magnitude {float(np.abs(a).max()):g}, beyond "
-                        "f16's largest 65504")
-    return a.astype("<f2").tobytes()
+        raise ExportError(f"{where} has a NaN or infinite value")
+    return TENSOR_TYPES[dtype][3](a, where).tobytes()
 
 
 def write_gguf(f, metadata, tensors):
@@ -142,10 +141,10 @@ def write_gguf(f, metadata, tensors):
     names = [t[0] for t in tensors]
     for kind, seen in (("key", keys), ("tensor", names)):
         if len(set(seen)) != len(seen):
-            raise GGUFError(f"duplicate {kind} {next(n for n in seen if seen.count(n) > 1)}")
+            raise ExportError(f"duplicate {kind} {next(n for n in seen if seen.count(n) > 1)}")
     for name in names:
         if len(name.encode("utf-8")) > MAX_NAME:
-            raise GGUFError(f"tensor name {name} is longer than {MAX_NAME} bytes")
+            raise ExportError(f"tensor name {name} is longer than {MAX_NAME} bytes")
     head = [MAGIC + struct.pack("<IQQ", VERSION, len(tensors), len(metadata))]
     head += [kv_bytes(key, vtype, value) for key, vtype, value in metadata]
     offset = 0
@@ -249,21 +248,24 @@ def llama_metadata(c, vocab, dtype, name):
 
 
 def write_llama(f, c, tensors, vocab, dtype="f32", name="normllama"):
-    """Writes the model c describes (export.py's Config: dim, hidden_dim, n_layers, n_heads,
+    """Writes the model c describes (nllm_format's Config: dim, hidden_dim, n_layers, n_heads,
     n_kv_heads, vocab_size, seq_len, rope_theta, norm_eps, norm, shared_classifier) as a llama
-    GGUF to the binary file object f: matrices as dtype ("f32" or "f16"), norm weights as f32.
+    GGUF to the binary file object f: matrices as dtype ("f32", "f16" or "bf16"), norm weights
+    as f32.
     tensors: {GGUF name: array-like of the PyTorch shape}, exactly llama_tensor_shapes(c)'s."""
-    if getattr(c, "norm", "rmsnorm") != "rmsnorm" or getattr(c, "norm_bias", False):
-        raise GGUFError(f"the llama architecture is RMSNorm's, not {c.norm}'s")
+    if c.norm != "rmsnorm" or c.norm_bias:
+        raise ExportError(f"the llama architecture is RMSNorm's without biases, not {c.norm}'s"
+                          + (" with biases" if c.norm_bias else ""))
     if dtype not in TENSOR_TYPES:
-        raise GGUFError(f"dtype {dtype} is not one of {', '.join(TENSOR_TYPES)}")
+        raise ExportError(f"dtype {dtype} is not one of {', '.join(TENSOR_TYPES)}")
     if len(vocab.tokens) != c.vocab_size:
-        raise GGUFError(f"the vocabulary has {len(vocab.tokens)} pieces, the model vocab_size "
-                        f"{c.vocab_size}")
+        raise ExportError(f"the vocabulary has {len(vocab.tokens)} pieces, the model vocab_size "
+                          f"{c.vocab_size}")
     shapes = llama_tensor_shapes(c)
-    for missing in shapes.keys() - tensors.keys():
-        raise GGUFError(f"tensor {missing} is missing")
-    for extra in tensors.keys() - shapes.keys():
-        raise GGUFError(f"tensor {extra} is not part of the model its config describes")
+    missing, extra = sorted(shapes.keys() - tensors.keys()), sorted(tensors.keys() - shapes.keys())
+    if missing:
+        raise ExportError(f"tensor {missing[0]} is missing")
+    if extra:
+        raise ExportError(f"tensor {extra[0]} is not part of the model its config describes")
     listed = [(n, s, dtype if len(s) == 2 else "f32", tensors[n]) for n, s in shapes.items()]
     write_gguf(f, llama_metadata(c, vocab, dtype, name), listed)

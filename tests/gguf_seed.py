@@ -2,24 +2,23 @@
 """Seeds for `make fuzz`'s GGUF target (tests/fuzz_gguf.c): real llama GGUF files from our writer
 (nllm_gguf.py), small enough to mutate quickly (about 3 KB): a model of dim 8, one layer, two
 heads sharing one kv head, a separate output matrix and an 8-piece vocabulary of every token
-type, written with f32 and with f16 matrices.
+type, written with each matrix type the writer has (f32, f16, bf16).
 
-usage: tests/gguf_seed.py DIR   (writes DIR/tiny_f32.gguf and DIR/tiny_f16.gguf)
+usage: tests/gguf_seed.py DIR   (writes DIR/tiny_f32.gguf, DIR/tiny_f16.gguf, ...)
 Needs numpy only (Debian's /usr/bin/python3).
 """
 import os
 import sys
-from types import SimpleNamespace
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import nllm_gguf as g  # noqa: E402
+from nllm_format import Config  # noqa: E402
 
 
 def main(out_dir):
-    c = SimpleNamespace(dim=8, hidden_dim=16, n_layers=1, n_heads=2, n_kv_heads=1, vocab_size=8,
-                        seq_len=16, rope_theta=10000.0, norm_eps=1e-5, shared_classifier=False)
+    c = Config(dim=8, hidden_dim=16, n_layers=1, n_heads=2, n_kv_heads=1, vocab_size=8, seq_len=16)
     vocab = g.Vocab(["<unk>", "<s>", "</s>", "<0x0A>", "\u2581a", "\u2581the", "b", "<unused>"],
                     [0.0, 0.0, 0.0, 0.0, -1.0, -2.0, -3.0, -1e4],
                     [g.TOKEN_UNKNOWN, g.TOKEN_CONTROL, g.TOKEN_CONTROL, g.TOKEN_BYTE,

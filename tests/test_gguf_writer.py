@@ -16,6 +16,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import export  # noqa: E402
+import nllm_format  # noqa: E402
 import nllm_gguf  # noqa: E402
 from harness import Skip, collector, run_tests  # noqa: E402  (tests/)
 
@@ -53,7 +54,7 @@ def gguf_py():
 def stories260k():
     c, get = export.load(PT, None)
     tensors = {}
-    for name, per_layer, _ in export.tensor_order(c):
+    for name, per_layer, _ in nllm_format.tensor_order(c):
         for layer in range(c.n_layers) if per_layer else [None]:
             tensors[nllm_gguf.gguf_name(name, layer)] = get(name, layer)
     return c, tensors
@@ -101,12 +102,13 @@ def llama_logits(model, ids):
 
 @test
 def gguf_py_reads_back_every_key_and_tensor():
-    """gguf-py's GGUFReader, llama.cpp's own Python reader, finds in our f32 and f16 files the
-    key/values written, with their types, and every tensor as given: dims reversed from PyTorch's
-    shape, f32 bits exact, f16 the nearest half of each weight, norms f32."""
+    """gguf-py's GGUFReader, llama.cpp's own Python reader, finds in our f32, f16 and bf16 files
+    the key/values written, with their types, and every tensor as given: dims reversed from
+    PyTorch's shape, f32 bits exact, f16 the nearest half of each weight, bf16 its upper 16 bits
+    (nllm_format's conversions, as in our own files), norms f32."""
     gguf = gguf_py()
     vocab = nllm_gguf.sentencepiece_vocab(TOK_MODEL)
-    for dtype in ("f32", "f16"):
+    for dtype in ("f32", "f16", "bf16"):
         path, c, tensors = write_stories260k(dtype)
         r = gguf.GGUFReader(path)
         written = {k: (t, v) for k, t, v in nllm_gguf.llama_metadata(c, vocab, dtype,
@@ -117,11 +119,8 @@ def gguf_py_reads_back_every_key_and_tensor():
             f = fields[key]
             if vtype == nllm_gguf.ARRAY:
                 assert [int(t) for t in f.types] == [vtype, value[0]], key
-                got = f.contents()
-                want = value[1]
-                if value[0] == nllm_gguf.FLOAT32:
-                    want = list(np.float32(want))
-                assert got == want, key
+                want = list(np.float32(value[1])) if value[0] == nllm_gguf.FLOAT32 else value[1]
+                assert f.contents() == want, key
             else:
                 assert [int(t) for t in f.types] == [vtype], key
                 want = float(np.float32(value)) if vtype == nllm_gguf.FLOAT32 else value
@@ -129,12 +128,11 @@ def gguf_py_reads_back_every_key_and_tensor():
         assert [t.name for t in r.tensors] == list(nllm_gguf.llama_tensor_shapes(c))
         for t in r.tensors:
             want = np.asarray(tensors[t.name], np.float32)
-            is_matrix = want.ndim == 2
+            as_type = dtype if want.ndim == 2 else "f32"
             assert list(t.shape) == list(reversed(want.shape)), t.name
-            assert t.tensor_type == (1 if dtype == "f16" and is_matrix else 0), t.name
-            if dtype == "f16" and is_matrix:
-                want = want.astype(np.float16)
-            assert np.array_equal(t.data.reshape(want.shape), want), t.name
+            assert t.tensor_type == nllm_gguf.TENSOR_TYPES[as_type][0], t.name
+            stored = nllm_gguf.TENSOR_TYPES[as_type][3](want, t.name)
+            assert t.data.tobytes() == stored.tobytes(), t.name
 
 
 @test
@@ -152,22 +150,25 @@ def llama_cpp_runs_our_f32_export_within_1e4():
 
 
 @test
-def llama_cpp_runs_our_f16_export_as_close_as_f16_allows():
-    """Our f16 GGUF in llama.cpp against run on export.py's f16 file (the same halves). llama.cpp
-    also rounds each f16 matmul's input to f16 (ggml's F16 dot product) where run keeps it f32:
-    a rounding of the same relative size (2^-11) as the weights' own, so the bound is what
-    rounding the weights did to run's logits (its f16 file against its f32 one, measured here),
-    doubled. Measured over the story: 1.12e-2 against the weights' 1.43e-2."""
-    path, _, _ = write_stories260k("f16")
-    nllm = tmp("stories260K_f16.nllm")
-    checked(sys.executable, "export.py", PT, "--dtype", "f16", "--out", nllm, "--quiet")
+def llama_cpp_runs_our_16_bit_exports_as_close_as_16_bits_allow():
+    """Our f16 and bf16 GGUFs in llama.cpp against run on export.py's files of the same dtype (the
+    same 16-bit weights). llama.cpp also rounds each such matmul's input to the weights' type
+    (ggml's F16 and BF16 dot products) where run keeps it f32: a rounding of the same relative
+    size as the weights' own, so the bound is what rounding the weights did to run's logits (its
+    16-bit file against its f32 one, measured here), doubled. Measured over the story: f16
+    1.12e-2 against the weights' 1.43e-2, bf16 0.090 against 0.165."""
     ids = run_ids(TEXT)
-    ours = run_logits(nllm, ids, ("-z", "models/tok512.bin"))
-    weights_rounding = float(np.abs(ours - run_logits("models/stories260K.bin", ids)).max())
-    diff = float(np.abs(ours - llama_logits(path, ids)).max())
-    print(f"  stories260K f16: max |logit difference| {diff:.3g} (the weights' rounding: "
-          f"{weights_rounding:.3g})")
-    assert diff < 2 * weights_rounding, (diff, weights_rounding)
+    f32 = run_logits("models/stories260K.bin", ids)
+    for dtype in ("f16", "bf16"):
+        path, _, _ = write_stories260k(dtype)
+        nllm = tmp(f"stories260K_{dtype}.nllm")
+        checked(sys.executable, "export.py", PT, "--dtype", dtype, "--out", nllm, "--quiet")
+        ours = run_logits(nllm, ids, ("-z", "models/tok512.bin"))
+        weights_rounding = float(np.abs(ours - f32).max())
+        diff = float(np.abs(ours - llama_logits(path, ids)).max())
+        print(f"  stories260K {dtype}: max |logit difference| {diff:.3g} (the weights' rounding: "
+              f"{weights_rounding:.3g})")
+        assert diff < 2 * weights_rounding, (dtype, diff, weights_rounding)
 
 
 @test
@@ -183,9 +184,9 @@ def llama_cpp_tokenizes_the_story_as_run_does():
 def gguf_error(fn):
     try:
         fn()
-    except nllm_gguf.GGUFError as e:
+    except nllm_format.ExportError as e:
         return str(e)
-    raise AssertionError("no GGUFError")
+    raise AssertionError("no ExportError")
 
 
 @test
@@ -215,10 +216,11 @@ def writer_refuses_what_llama_cpp_could_not_run():
     short = nllm_gguf.Vocab(vocab.tokens[:500], vocab.scores[:500], vocab.token_types[:500], 1,
                             2, 0)
     assert write(vocab=short) == "the vocabulary has 500 pieces, the model vocab_size 512"
-    layernorm = export.Config(64, 172, 5, 8, 4, 512, 512, norm="layernorm", norm_bias=True,
+    layernorm = nllm_format.Config(64, 172, 5, 8, 4, 512, 512, norm="layernorm", norm_bias=True,
                               shared_classifier=True)
-    assert write(c=layernorm) == "the llama architecture is RMSNorm's, not layernorm's"
-    assert write(dtype="q4_0") == "dtype q4_0 is not one of f32, f16"
+    assert write(c=layernorm) == "the llama architecture is RMSNorm's without biases, not " \
+        "layernorm's with biases"
+    assert write(dtype="q4_0") == "dtype q4_0 is not one of f32, f16, bf16"
     kv = [("general.name", nllm_gguf.STRING, "a"), ("general.name", nllm_gguf.STRING, "b")]
     assert gguf_error(lambda: nllm_gguf.write_gguf(io.BytesIO(), kv, [])) == \
         "duplicate key general.name"
@@ -268,14 +270,14 @@ def reader_view(gguf, path):
 @test
 def reader_reads_what_gguf_py_reads_from_three_writers():
     """gguf.c (build/gguf_dump) and gguf-py read the same key/values (types, every array
-    element) and tensors (type, dims, where the data starts, its size) from: our f32 and f16
-    files; gguf-py's own writer's file of stories260K; and llama.cpp's quantizer's F16, BF16,
+    element) and tensors (type, dims, where the data starts, its size) from: our f32, f16 and
+    bf16 files; gguf-py's own writer's file of stories260K; and llama.cpp's quantizer's F16, BF16,
     Q8_0, Q4_0, Q4_K_M, Q5_K_M and Q6_K files of ours, which mix Q8_0, Q5_0, Q5_1, Q4_0, F16 and
     F32 tensors (stories260K's rows of 64 and 172 values are not whole blocks of 256: the K types
     fall back, llama-quant.cpp's tensor_type_fallback)."""
     gguf = gguf_py()
     need(GGUF_DUMP, "our reader's dump (make build/gguf_dump)")
-    files = [write_stories260k(dtype)[0] for dtype in ("f32", "f16")]
+    files = [write_stories260k(dtype)[0] for dtype in nllm_gguf.TENSOR_TYPES]
     c, tensors = stories260k()
     vocab = nllm_gguf.sentencepiece_vocab(TOK_MODEL)
     w = gguf.GGUFWriter(tmp("gguf_py.gguf"), "llama")
