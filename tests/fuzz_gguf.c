@@ -4,8 +4,8 @@
  * Input: a whole GGUF file (libFuzzer's buffer is exactly its size, so that a read past it is
  * caught). A refusal must be one non-empty line. A file that parses must hold what gguf.h
  * promises: every tensor's data inside the file at an aligned offset, of a known type and its
- * size from its dims; and every typed lookup and array walk over its key/values must stay inside
- * the file (each string read is checked to be).
+ * size from its dims, found by its name; and every typed lookup and array walk over its key/values
+ * must stay inside the file (each string read is checked to be).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -47,6 +47,14 @@ static void walk_strings(const GgufKV *kv) {
     free(strings);
 }
 
+/* Names are unique, so looking a tensor's name up finds it (unless the name holds a NUL). */
+static void check_lookup(const Gguf *g, const GgufTensor *t) {
+    char name[GGUF_MAX_NAME + 1];
+    memcpy(name, t->name.s, t->name.len);
+    name[t->name.len] = '\0';
+    if (strlen(name) == t->name.len && gguf_find_tensor(g, name) != t) abort();
+}
+
 static void check_tensor(const Gguf *g, const GgufTensor *t) {
     if (t->type >= GGUF_TENSOR_TYPES || gguf_tensor_types[t->type].values == 0) abort();
     if (t->n_dims > GGUF_MAX_DIMS || t->name.len > GGUF_MAX_NAME) abort();
@@ -56,6 +64,7 @@ static void check_tensor(const Gguf *g, const GgufTensor *t) {
     if (t->bytes != numel / tt->values * tt->bytes) abort();
     require_inside(t->data, t->bytes);
     require_inside(t->name.s, t->name.len);
+    check_lookup(g, t);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
