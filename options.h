@@ -1,0 +1,49 @@
+/* options: run's command line as one table (options.c). Each option is one row: its names, the
+ * kind of its value (which parser reads it), its help lines and its checks (a range; the modes
+ * and options it is refused with, each with its message). From the table come --help's text,
+ * the parser and the checks across options, as llama.cpp's common_arg rows give its --help, its
+ * parser and the examples each option is used by.
+ *
+ * The modes: plain generation (none of the below), -m chat, --compare, --ppl, --tokenize and
+ * --tokenize-file; an option states where it may not be used by refusing those modes.
+ */
+#ifndef OPTIONS_H
+#define OPTIONS_H
+
+#include "norm.h"
+
+/* What the command line asks for, every option checked (values, ranges, the options together). */
+typedef struct {
+    const char *model_path;
+    const char *tokenizer_path; /* NULL: look beside the model */
+    const char *prompt;         /* NULL: no prompt, generation starts from BOS */
+    const char *prompt_file;    /* -f FILE, or "-" (-f - or -i -): the prompt is read from it */
+    int chat;                   /* -m chat: a conversation with the Llama 2 chat template */
+    const char *system_prompt;  /* -y: chat's system prompt; NULL: asked for on a terminal */
+    int ignore_eos;             /* --ignore-eos: only BOS ends a text, as in llama2.c */
+    float temperature;
+    float topp;
+    long long seed;            /* >= 0; 0: from the clock */
+    int steps;                 /* positions to run, prompt included, as llama2.c counts them */
+    int threads;               /* 0: OMP_NUM_THREADS, else the free cores (threads.c) */
+    NormFn norm;               /* NULL: the norm the model was trained with */
+    const char *logits_path;   /* NULL: do not write logits */
+    const char *tokenize_text; /* --tokenize: print the ids of this text instead of generating */
+    const char *tokenize_file; /* --tokenize-file: count the tokens of this file, time it */
+    int json;                  /* --json: --tokenize or --compare print JSON */
+    int profile;               /* --profile: time per operation class */
+    int reference;             /* --reference: the plain forward pass, reference.c */
+    const char *ppl_path;      /* --ppl FILE: perplexity mode */
+    int compare;               /* --compare[=A,B]: compare mode */
+    NormFn compare_with[2];
+    int serial_prompt; /* --prefill=serial: the prompt one position at a time, not in batches */
+    int batch;         /* --batch: positions per prefill batch; 0: the model's default */
+} Options;
+
+/* The options of argv, read in order: an argument with a leading '-' (other than "-" alone) is an
+ * option, "-x VALUE", "--name=VALUE" or "--name VALUE"; the others are MODEL, then PROMPT. --help
+ * and --version print and exit with status 0 where they stand. Dies (io.h) on an unknown option,
+ * a bad value, or options that do not go together. */
+Options options_parse(int argc, char **argv);
+
+#endif
