@@ -16,6 +16,8 @@ The sources, each an independent random variable of the size the arithmetic give
   step of max |x| / 32767: an error uniform in +-step / 2, the same for every product of x.
 - q4_0's int8 inputs (quantize_input_blocks): the step is max |x| / 127 over each block of 32
   values of x (the last block shorter).
+- bf16's weights rounded to nearest (export.py): each weight moved by an error uniform within
+  half a bf16 ulp (8 significant bits), fixed for the file (bf16_weights).
 Each logit's error sums thousands of such terms: Gaussian, of a standard deviation that the
 forward pass run K times with the errors drawn at random estimates (sigma; the float32 roundings
 are drawn Gaussian of their variance, an operation of several roundings with the variance of as
@@ -144,6 +146,18 @@ def check(label, got, want, sig, k):
           f"{np.median(sig):.1e} (median); largest error {ratio.max():.2f} sigma (position "
           f"{worst[0]}) against the derived bound {limit:.2f} sigma")
     assert ratio.max() <= limit, (label, ratio.max(), limit, worst)
+
+
+def bf16_weights(t, rng):
+    """The tensors t with each matrix weight moved by an error uniform within half a bf16 ulp
+    (8 significant bits: ulp = 2^(floor(log2 |w|) - 7)), as rounding to nearest moves it."""
+    out = dict(t)
+    for name in ("token_embedding", "wq", "wk", "wv", "wo", "w1", "w2", "w3", "wcls"):
+        if name in t:
+            w = t[name]
+            ulp = 2.0 ** (np.floor(np.log2(np.maximum(np.abs(w), 1e-30))) - 7)
+            out[name] = w + rng.uniform(-0.5, 0.5, w.shape) * ulp
+    return out
 
 
 def draws(header, t, tokens, k, seed=0, **arithmetic):
