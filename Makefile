@@ -84,6 +84,7 @@ test: deps-test run build/tests build/tokenize_corpus build/gguf_dump llama-orac
 	NORMLLAMA_RUN=./run build/tests
 	NORMLLAMA_RUN=./run $(PYTHON) tests/test_export.py
 	NORMLLAMA_RUN=./run $(PYTHON) tests/test_gguf_writer.py
+	NORMLLAMA_RUN=./run $(PYTHON) tests/test_f64.py
 	NORMLLAMA_RUN=./run TOKENIZE_CORPUS=build/tokenize_corpus $(PYTHON) tests/tokenizer_parity.py
 	models/fetch.sh --data --mirror-only-optional tinystories_valid.txt
 	NORMLLAMA_RUN=./run $(PYTHON) tests/test_train.py

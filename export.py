@@ -13,7 +13,7 @@ Inputs (the kind is told from the path):
   SentencePiece model   a .model file: written as the llama2.c tokenizer layout (same as tok512.bin)
   --random SHAPE        no input: a random-weight model of a benchmark shape (15M, 110M, 1.1B)
 
-Weight matrices are written as --dtype: f32, bf16 (upper 16 bits), f16 (IEEE half, rounded to
+Weight matrices are written as --dtype: f32, bf16 or f16 (the last two rounding each weight to the
 nearest), q8_0 (int8 with one f32 scale per --group-size values of a row) or q4_0 (4-bit codes
 with one f32 scale per 32 values of a row); norm weights and biases are always f32.
 

@@ -77,7 +77,8 @@ Test(eval, observer_sees_every_site_in_order) {
     norm_observe_stop(&m);
     cr_assert_eq(m.norm, rmsnorm);
     for (int s = 0; s < n_sites; s++) cr_assert_eq(sites[s].count, 3, "site %d", s);
-    /* the first site's input is the token embedding itself */
+    /* the first site's input is the token embedding itself (every site's statistics against a
+     * float64 forward pass: tests/test_f64.py) */
     SiteStats direct = {0};
     float *row = malloc(dim * sizeof(float));
     for (int pos = 0; pos < 3; pos++) {

@@ -26,7 +26,9 @@ import nllm_format  # noqa: E402
 import nllm_model  # noqa: E402
 from nllm_format import MATRICES, read_model as read_nllm  # noqa: E402
 from nllm_model import rope_interleaved, rope_rotate_half  # noqa: E402
-import forward_f64  # noqa: E402  (tests/, the script's directory)
+import decode_layouts  # noqa: E402  (tests/, the script's directory)
+import error_model  # noqa: E402
+import forward_f64  # noqa: E402
 from harness import Skip, collector, run_tests  # noqa: E402  (tests/ too)
 
 RUN = os.environ.get("NORMLLAMA_RUN", "./run")
@@ -215,8 +217,9 @@ def reference_forward_matches_run_logits_on_64_positions_of_the_greedy_story():
 
 
 def bf16_matrix_ok(ours, w):
-    """bf16: the upper half of each float32 weight's bits."""
-    return np.array_equal(ours, (w.view(np.uint32) & 0xFFFF0000).view(np.float32))
+    """bf16: each float32 weight rounded to the nearest bfloat16, ties to even (as PyTorch's
+    conversion rounds)."""
+    return np.array_equal(ours, torch.from_numpy(w.copy()).to(torch.bfloat16).float().numpy())
 
 
 def f16_matrix_ok(ours, w):
@@ -305,30 +308,17 @@ def q8_0_export_groups_each_row_with_a_short_tail_group():
                 assert np.allclose(scales[:, g], part / 127, rtol=1e-6), (name, g)
 
 
-def greedy_agreement(dtype, group_size=32):
+def greedy_agreement(dtype):
     """Greedy predictions (positions from the last prompt token on) that dtype's file shares with
     f32 before the first difference, and the largest logit difference at the first generated position and over all
     positions up to that difference."""
     ids, ref, _ = run_logits(stories_nllm(), "Once upon a time", steps=256)
-    _, got, _ = run_logits(stories_nllm(dtype, group_size), "Once upon a time", steps=256)
+    _, got, _ = run_logits(stories_nllm(dtype), "Once upon a time", steps=256)
     first = len(ids) - 1
     n = min(len(ref), len(got))
     differ = [p for p in range(first, n) if ref[p].argmax() != got[p].argmax()]
     end = differ[0] if differ else n
     return end - first, np.abs(ref[first] - got[first]).max(), np.abs(ref[:end] - got[:end]).max()
-
-
-@test
-def bf16_greedy_story_is_the_f32_story_for_all_256_positions():
-    agree, err_first, err_all = greedy_agreement("bf16")
-    print(f"  bf16: {agree} greedy tokens agree with f32; max |logit error| "
-          f"{err_first:.3f} at the first, {err_all:.3f} over all 256 positions")
-    assert agree == 256 - 4, agree  # every position from the last prompt token (4) to 255
-    code, out, err = run(stories_nllm("bf16"), "-z", TOK_BIN, "-t", "0", "-n", "256", "-i",
-                         "Once upon a time")
-    assert code == 0, err
-    assert out == open("tests/fixtures/stories260K_greedy_once_upon_a_time.txt").read(), out
-    assert 0.01 < err_all < 0.3, err_all  # bf16 keeps 8 bits: close, not exact
 
 
 @test
@@ -372,10 +362,10 @@ def q4_0_export_codes_each_group_of_32_around_its_largest_value():
 
 @test
 def q4_0_quality_against_f32_bf16_and_q8_0():
-    """The cost of 4 bits on stories260K (printed for the README): greedy tokens agreeing with
-    f32's story, the logit error, and the perplexity of data/stories.txt beside f32, bf16, f16 and
-    q8_0's. Bounds around the measurement (q4_0: 23 tokens, logit error 3.1 at the first;
-    perplexity 5.038 against f32's 4.485, the others within 0.001 of it)."""
+    """The cost of 4 bits on stories260K (printed for docs/MODELS.md): greedy tokens agreeing
+    with f32's story, the logit error, and the perplexity of data/stories.txt beside f32, bf16,
+    f16 and q8_0's, those three within 0.5% of f32's (measured: 0.05% at most). q4_0's logits
+    are held by tests/test_f64.py's derived bound, not by a band around these figures."""
     ppl = {}
     for dtype in ("f32", "bf16", "f16", "q8_0", "q4_0"):
         code, out, err = run(stories_nllm(dtype), "-z", TOK_BIN, "--ppl", "data/stories.txt")
@@ -385,24 +375,8 @@ def q4_0_quality_against_f32_bf16_and_q8_0():
     print(f"  q4_0: {agree} greedy tokens agree with f32; max |logit error| {err_first:.3f} at "
           f"the first, {err_all:.3f} over those positions; perplexity of data/stories.txt "
           + ", ".join(f"{d} {p:.4f}" for d, p in ppl.items()))
-    assert 1.05 * ppl["f32"] < ppl["q4_0"] < 1.2 * ppl["f32"], ppl
     for dtype in ("bf16", "f16", "q8_0"):
         assert abs(ppl[dtype] / ppl["f32"] - 1) < 0.005, ppl
-    assert 10 <= agree < 100 and err_first < 5, (agree, err_first)
-
-
-@test
-def q8_0_greedy_story_agrees_with_f32_for_100_tokens():
-    # measured: 110 generated tokens with groups of 32, 57 with groups of 64
-    agree, err_first, err_all = greedy_agreement("q8_0", 32)
-    print(f"  q8_0/32: {agree} greedy tokens agree with f32; max |logit error| "
-          f"{err_first:.3f} at the first, {err_all:.3f} over those positions")
-    agree64, err64_first, err64_all = greedy_agreement("q8_0", 64)
-    print(f"  q8_0/64: {agree64} greedy tokens agree with f32; max |logit error| "
-          f"{err64_first:.3f} at the first, {err64_all:.3f} over those positions")
-    assert 100 <= agree < 251, agree
-    assert agree64 >= 50, agree64
-    assert err_first < 0.3 and err64_first < 0.5, (err_first, err64_first)
 
 
 @test
@@ -469,20 +443,35 @@ def simd_and_portable_builds_agree_on_every_dtype():
 
 
 @test
-def random_model_of_each_dtype_runs():
-    sizes = {}
+def random_model_of_each_dtype_matches_float64():
+    """The 15M shape, the only model here whose matrices exceed load.c's 1 MiB packing chunk: in
+    each dtype, run's logits at 9 teacher-forced positions against the float64 forward pass of
+    the weights tests/decode_layouts.py reads from the file, within tests/error_model.py's
+    derived bound (as tests/test_f64.py does for stories260K)."""
+    llama = spm.SentencePieceProcessor(model_file="models/tokenizer.model")
+    ids = [1] + llama.encode("Once upon a time, there was a dog")
+    sizes, rounding, k = {}, None, 16
     for dtype in ("f32", "bf16", "f16", "q8_0", "q4_0"):
         out = tmp(f"random-15M-{dtype}.nllm")
         code, _, err = export_cli("--random", "15M", "--dtype", dtype, "--out", out)
         assert code == 0, err
-        header, t = read_nllm(out)
+        header, t, _ = decode_layouts.read_model(out)
         assert (header["dim"], header["n_layers"], header["vocab_size"]) == (288, 6, 32000)
         assert header["shared"] == 1 and np.all(t["attn_norm"] == 1)
         # f16 rounds to nearest: up to half a step (2^-11 relative) past the bound
         assert 0.05 < np.abs(t["wq"]).max() <= 1 / np.sqrt(288) * (1 + 2.0 ** -11)
         sizes[dtype] = os.path.getsize(out)
-        code, _, err = run(out, "-z", "models/tokenizer.bin", "-n", "4", "-s", "1")
+        code, _, err = run(out, "-z", "models/tokenizer.bin", "-t", "0", "-n", str(len(ids)),
+                           "--logits", tmp("random.f32"), "Once upon a time, there was a dog")
         assert code == 0, err
+        got = np.fromfile(tmp("random.f32"), np.float32).reshape(len(ids), 32000)
+        if rounding is None:  # float32's rounding errors, drawn on the f32 weights
+            rounding = error_model.sigma(error_model.draws(header, t, ids, k))
+        inputs = error_model.quantized_inputs(header["dtype"])
+        quantized = 0 if inputs is error_model.float32_inputs else error_model.sigma(
+            error_model.draws(header, t, ids, k, rounding=False, inputs=inputs))
+        error_model.check(f"15M {dtype}", got, forward_f64.logits(header, t, ids),
+                          np.sqrt(rounding ** 2 + quantized ** 2), k)
         os.remove(out)
     assert sizes["bf16"] == sizes["f16"] and 6.3 < sizes["f32"] / sizes["q4_0"] < 6.5
     assert 1.9 < sizes["f32"] / sizes["bf16"] < 2.01 and 3.4 < sizes["f32"] / sizes["q8_0"] < 3.6

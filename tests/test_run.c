@@ -79,7 +79,7 @@ Test(run, layernorm_changes_the_text) {
     cr_assert_eq(r.exit_code, 0, "stderr: %s", r.err);
     cr_assert(strncmp(r.out, "Once upon a time", 16) == 0, "the prompt is echoed: %s", r.out);
     cr_assert(strlen(r.out) > 40, "it generates text: %s", r.out);
-    cr_assert_str_neq(r.out, rms);
+    cr_assert_str_neq(r.out, rms); /* the text itself: tests/test_f64.py, from a float64 pass */
     cr_assert(strstr(r.err, "norm layernorm"), "summary names the norm: %s", r.err);
     result_free(&r);
     free(rms);
@@ -582,7 +582,8 @@ Test(run, compare_shows_both_greedy_texts) {
     }
     cr_assert_str_eq(line_after(c.out, "A rmsnorm    "), shown[0]);
     cr_assert_str_eq(line_after(c.out, "B layernorm  "), shown[1]);
-    /* the greedy texts agree up to "she saw a big," and then go " r"(ed) and " s"(hiny) */
+    /* the greedy texts agree up to "she saw a big," and then go " r"(ed) and " s"(hiny): the
+     * float64 forward pass's greedy texts part there too (tests/test_f64.py) */
     cr_assert_str_eq(line_after(c.out, "first difference at position "),
                      "40 (continuation token 36): A ' r', B ' s'");
     /* the table's first input is BOS, by its SentencePiece name as --tokenize shows it */
