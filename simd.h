@@ -2,7 +2,7 @@
  * norm.c, tools/bandwidth.c and tools/flops.c) are written in, for one of three targets picked at
  * compile time:
  *   AVX-512 (-march with avx512f/bw/vl): vecf holds 16 floats;
- *   AVX2 + FMA:                          vecf holds 8 floats;
+ *   AVX2 + FMA + F16C:                   vecf holds 8 floats;
  *   anything else (the portable build):  vecf is one float, the ops plain C.
  * VEC_WIDTH is the number of floats in a vecf. The operations, the same on every target:
  *   vec_zero(), vec_set1(a)        every lane 0, or a
@@ -17,8 +17,8 @@
  *   vec_store_upto(p, v, n)
  *   vec_load_bf16(p)               VEC_WIDTH bf16 values (uint16 bits) widened to floats
  *   vec_load_f16(p)                VEC_WIDTH IEEE fp16 values (uint16 bits) as floats, exactly:
- *                                  F16C's vcvtph2ps where the CPU has it, else norm.c's
- *                                  f16_to_f32 value by value (a NaN stays a NaN, its payload aside)
+ *                                  F16C's vcvtph2ps, or in the portable build norm.c's f16_to_f32
+ *                                  (a NaN stays a NaN, its payload aside)
  *   vec_sum4(a, b, c, d, out)      out[i] = the sum of the i-th vector's lanes, each vector's
  *                                  lanes added in the same tree whichever argument it is
  *   vec_sum(v)                     the sum of v's lanes, in vec_sum4's order
@@ -171,7 +171,8 @@ static inline veci veci_from_pairs(vecw w) {
     return _mm512_madd_epi16(w, _mm512_set1_epi16(1));
 }
 
-#elif defined(__AVX2__) && defined(__FMA__)
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+/* (every CPU with AVX2 has F16C; requiring it leaves no widening path that no test could run) */
 #include <immintrin.h>
 #define VEC_WIDTH 8
 typedef __m256 vecf;
@@ -219,18 +220,9 @@ static inline vecf vec_load_bf16(const uint16_t *p) {
     __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
     return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
 }
-#if defined(__F16C__)
 static inline vecf vec_load_f16(const uint16_t *p) {
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
 }
-#else
-float f16_to_f32(uint16_t h); /* norm.c */
-static inline vecf vec_load_f16(const uint16_t *p) {
-    float f[VEC_WIDTH];
-    for (int i = 0; i < VEC_WIDTH; i++) f[i] = f16_to_f32(p[i]);
-    return vec_load(f);
-}
-#endif
 static inline __m256 vec_fold256(vecf v) {
     return v;
 }
