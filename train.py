@@ -11,9 +11,10 @@ The same command on the same machine gives the same losses.
 Data: a text file of stories separated by lines "<|endoftext|>" (TinyStories-train.txt's format;
 `models/fetch.sh --data tinystories_train.txt tinystories_valid.txt` fetches the project's sample
 into data/cache/). Each story is tokenized with --tokenizer (a SentencePiece model), BOS first,
-and the stories are concatenated; the ids are cached as build/data/*.npy (uint16), keyed by the
-sha256 of the text and of the tokenizer. A batch is --batch-size windows of seq_len + 1 tokens at
-random offsets; validation scores the first --eval-windows consecutive windows of the valid text.
+and the stories are concatenated; the ids are cached as build/data/*.npy (uint16, or uint32 for a
+vocabulary of more than 65,536), keyed by the sha256 of the text and of the tokenizer. A batch is
+--batch-size windows of seq_len + 1 tokens at random offsets; validation scores the first
+--eval-windows consecutive windows of the valid text.
 
 Outputs: --out, a checkpoint (llama2.c's layout: "model_args" and a "model" state dict, plus the
 optimizer's state and the step, for --resume; export.py reads it too); --export, the normllama file
@@ -85,13 +86,15 @@ def read_stories(path):
 
 
 def load_tokens(path, sp, tokenizer_sha):
-    """uint16 ids of every story of path, BOS first, concatenated; cached under CACHE_DIR."""
+    """The ids of every story of path, BOS first, concatenated (uint16, or uint32 when the
+    vocabulary has ids past 65,535, which uint16 would wrap); cached under CACHE_DIR."""
     stories = read_stories(path)
     key = hashlib.sha256((sha256_of(path) + tokenizer_sha).encode()).hexdigest()[:24]
     cache = os.path.join(CACHE_DIR, f"{os.path.basename(path)}-{key}.npy")
     if os.path.isfile(cache):
         return np.load(cache, allow_pickle=False)
-    ids = np.fromiter((t for s in sp.encode(stories) for t in [sp.bos_id()] + s), dtype=np.uint16)
+    dtype = np.uint16 if sp.vocab_size() <= 1 << 16 else np.uint32
+    ids = np.fromiter((t for s in sp.encode(stories) for t in [sp.bos_id()] + s), dtype=dtype)
     os.makedirs(CACHE_DIR, exist_ok=True)
     tmp = f"{cache}.{os.getpid()}.tmp"
     with open(tmp, "wb") as f:

@@ -173,17 +173,22 @@ def twins_share_initial_weights_and_data_order():
 
 @test
 def same_seed_same_losses_and_resume_continues_the_run():
-    a = losses(trained("det-a", "--eval-every", "0", steps=10))
-    b = losses(trained("det-b", "--eval-every", "0", steps=10))
-    c = losses(trained("det-c", "--seed", "3", "--eval-every", "0", steps=10))
-    assert a == b and len(a) == 10, (a, b)
-    assert all(x != y for x, y in zip(a, c)), (a, c)
-    first = losses(trained("resume", "--eval-every", "0", steps=5))
-    shutil.copy(tmp("resume.pt"), tmp("resume-from.pt"))
-    # the log of a resumed run continues the one it resumes
-    whole = losses(trained("resume", "--eval-every", "0", f"--resume={tmp('resume-from.pt')}",
-                           steps=10))
-    assert len(first) == 5 and whole == a, (first, whole, a)
+    """For each norm (the LayerNorm twin's biases are trained, checkpointed and resumed too)."""
+    for norm in nllm_format.NORMS:
+        name = "" if norm == "rmsnorm" else "-" + norm
+        args = ["--norm", norm, "--eval-every", "0"]
+        a = losses(trained("det-a" + name, *args, steps=10))
+        b = losses(trained("det-b" + name, *args, steps=10))
+        assert a == b and len(a) == 10, (norm, a, b)
+        if norm == "rmsnorm":
+            c = losses(trained("det-c", "--seed", "3", *args, steps=10))
+            assert all(x != y for x, y in zip(a, c)), (a, c)
+        first = losses(trained("resume" + name, *args, steps=5))
+        shutil.copy(tmp(f"resume{name}.pt"), tmp(f"resume-from{name}.pt"))
+        # the log of a resumed run continues the one it resumes
+        whole = losses(trained("resume" + name, *args, f"--resume={tmp(f'resume-from{name}.pt')}",
+                               steps=10))
+        assert len(first) == 5 and whole == a, (norm, first, whole, a)
 
 
 @test

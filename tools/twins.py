@@ -7,7 +7,9 @@ the same text, training and inference speed and the norms' share of each, the no
 build/twins/results.json, the picture (tools/plot_twins.py) and the section of docs/NORMS.md
 between its two markers.
 
-usage: tools/twins.py [--seeds N] [--steps N] [--out DIR] [--no-train] [--no-docs]
+usage: tools/twins.py [--seeds N] [--steps N] [--out DIR] [--train FILE] [--valid FILE]
+                      [--ppl-stories N] [--profile-repeats N] [--docs FILE] [--no-train]
+                      [--no-docs]
 Timings are of a machine shared with other jobs: the medians are what to read.
 """
 import argparse
@@ -26,9 +28,11 @@ from nllm_format import NORMS  # noqa: E402 (the repository's root on the path f
 PYTHON = sys.executable
 RUN = os.path.join(ROOT, "run")
 OTHER = {"rmsnorm": "layernorm", "layernorm": "rmsnorm"}
+TRAIN = os.path.join(ROOT, "data/cache/tinystories_train.txt")
 VALID = os.path.join(ROOT, "data/cache/tinystories_valid.txt")
 END = "\n<|endoftext|>\n"
 PPL_STORIES = 200  # of the valid text, for run --ppl (the whole of it takes minutes per model)
+PROFILE_REPEATS = 7
 PROMPT = "Once upon a time"
 DOCS = os.path.join(ROOT, "docs/NORMS.md")
 BEGIN_MARK, END_MARK = "<!-- twins:begin -->", "<!-- twins:end -->"
@@ -46,8 +50,8 @@ def train_args(a, norm, seed, d):
     return ["train.py", "--norm", norm, "--seed", str(seed), "--steps", str(a.steps),
             "--batch-size", str(a.batch_size), "--seq-len", "256", "--lr", str(a.lr),
             "--warmup", str(a.warmup), "--eval-every", str(a.eval_every), "--eval-windows", "64",
-            "--threads", "1", "--out", f"{d}/{norm}.pt", "--export", f"{d}/{norm}.nllm",
-            "--log", f"{d}/{norm}.jsonl"]
+            "--threads", "1", "--train", a.train, "--valid", a.valid, "--out", f"{d}/{norm}.pt",
+            "--export", f"{d}/{norm}.nllm", "--log", f"{d}/{norm}.jsonl"]
 
 
 def train_twins(a, seed, times):
@@ -71,9 +75,9 @@ def train_twins(a, seed, times):
 
 
 def ppl_text(a):
-    """The first PPL_STORIES stories of the valid text, one paragraph of lines each."""
+    """The first --ppl-stories stories of the valid text, one paragraph of lines each."""
     path = os.path.join(a.out, "valid_ppl.txt")
-    stories = open(VALID, encoding="utf-8").read().split(END)[:PPL_STORIES]
+    stories = open(a.valid, encoding="utf-8").read().split(END)[:a.ppl_stories]
     with open(path, "w", encoding="utf-8") as f:
         f.write("\n".join(stories) + "\n")
     return path
@@ -97,7 +101,7 @@ def profile_once(model, prompt):
     return float(speed.group(1)), float(speed.group(2)), float(share.group(1)) / 100
 
 
-def profile(models, prompt, repeats=7):
+def profile(models, prompt, repeats):
     """profile_once's three numbers for each of models, each the median of `repeats` runs; the
     models take turns in every repeat, so that a slow moment of the machine hits them alike."""
     runs = {m: [] for m in models}
@@ -129,7 +133,7 @@ def read_log(path):
 def measure(a, seed, text, prompt):
     d = os.path.join(a.out, f"seed{seed}")
     result = {}
-    speeds = profile([f"{d}/{norm}.nllm" for norm in NORMS], prompt)
+    speeds = profile([f"{d}/{norm}.nllm" for norm in NORMS], prompt, a.profile_repeats)
     for norm in NORMS:
         model = f"{d}/{norm}.nllm"
         r = read_log(f"{d}/{norm}.jsonl")
@@ -223,11 +227,18 @@ def main():
     p.add_argument("--warmup", type=int, default=100)
     p.add_argument("--eval-every", type=int, default=200)
     p.add_argument("--out", default=os.path.join(ROOT, "build/twins"))
+    p.add_argument("--train", default=TRAIN, help="training text (train.py's --train)")
+    p.add_argument("--valid", default=VALID, help="validation text: train.py's, run --ppl's "
+                   "(its first --ppl-stories stories) and the --profile prompt's (the next)")
+    p.add_argument("--ppl-stories", type=int, default=PPL_STORIES)
+    p.add_argument("--profile-repeats", type=int, default=PROFILE_REPEATS)
+    p.add_argument("--docs", default=DOCS, help="the markdown file whose twins section to write "
+                   "(its picture goes beside it)")
     p.add_argument("--no-train", action="store_true", help="measure the twins already in --out")
     p.add_argument("--no-docs", action="store_true", help="leave docs/NORMS.md as it is")
     a = p.parse_args()
-    if a.seeds < 1 or a.steps < 1:
-        p.error("--seeds and --steps must be at least 1")
+    if min(a.seeds, a.steps, a.ppl_stories, a.profile_repeats) < 1:
+        p.error("--seeds, --steps, --ppl-stories and --profile-repeats must be at least 1")
     os.makedirs(a.out, exist_ok=True)
     times, started = {}, time.time()
     seeds = list(range(1, a.seeds + 1))
@@ -245,7 +256,7 @@ def main():
         "--quiet"])
     s_rms, s_ln = perplexity(stories, text), perplexity(stories, text, "layernorm")
     n_tokens = s_rms[2]
-    prompt = open(VALID, encoding="utf-8").read().split(END)[PPL_STORIES][:400]
+    prompt = open(a.valid, encoding="utf-8").read().split(END)[a.ppl_stories][:400]
     res = {seed: measure(a, seed, text, prompt) for seed in seeds}
     times["compare (run --ppl, --profile, --compare)"] = time.time() - start
     result = {"seeds": seeds, "args": vars(a), "results": res, "ratios": ratios(res),
@@ -254,7 +265,7 @@ def main():
         json.dump(result, f, indent=1)
     start = time.time()
     # --no-docs leaves docs/ alone: the picture goes beside results.json
-    picture = os.path.join(a.out if a.no_docs else os.path.join(ROOT, "docs"), "twins_loss.png")
+    picture = os.path.join(a.out if a.no_docs else os.path.dirname(a.docs), "twins_loss.png")
     sh([PYTHON, "tools/plot_twins.py", os.path.join(a.out, "results.json"), picture])
     times["plot"] = time.time() - start
     times["total" if not a.no_train else "total of the measuring (--no-train) run"] = \
@@ -276,7 +287,8 @@ def write_docs(a, result, t, sites, summary):
     first = result["results"][seeds[0]]
     command = (f"make twins TWIN_SEEDS={len(seeds)}  # tools/twins.py --seeds {len(seeds)} "
                f"--steps {a.steps} --batch-size {a.batch_size} --lr {a.lr} --warmup {a.warmup} "
-               f"--eval-every {a.eval_every}")
+               f"--eval-every {a.eval_every} --ppl-stories {a.ppl_stories} --profile-repeats "
+               f"{a.profile_repeats}")
     if a.no_train:
         command += (f"\n    {PYTHON} tools/twins.py --seeds {len(seeds)} --no-train  # the "
                     "trained twins measured again")
@@ -301,12 +313,12 @@ Norm sites' |mean| / RMS of each twin under its own norm (`run --compare --json`
 
 ![validation loss of the twins against step and wall clock](twins_loss.png)
 {END_MARK}"""
-    doc = open(DOCS).read()
+    doc = open(a.docs).read()
     if BEGIN_MARK in doc:
         doc = doc[:doc.index(BEGIN_MARK)] + section + doc[doc.index(END_MARK) + len(END_MARK):]
     else:
         doc += "\n" + section + "\n"
-    with open(DOCS, "w") as f:
+    with open(a.docs, "w") as f:
         f.write(doc)
 
 

@@ -1,0 +1,213 @@
+#!/usr/bin/env python3
+"""The Python side's paths that test_export.py and test_train.py leave: tools/twins.py end to end
+on a few steps (the table it writes holds the numbers of the runs it made, each read again here
+from its source), the tokenizer's remove_extra_whitespaces inference on SentencePiece vocabularies
+trained here, and train.py's token ids past uint16. Run from the repository root with
+/usr/bin/python3 (make test does); the program under test is $NORMLLAMA_RUN (default ./run), the
+tokenizer helper $TOKENIZE_CORPUS (default build/tokenize_corpus). Prints one line per test and
+"N passed, M failed, K skipped"."""
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import sentencepiece as spm
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import train as train_py  # noqa: E402
+from harness import Skip, collector, run_tests  # noqa: E402  (tests/, the script's directory)
+
+RUN = os.environ.get("NORMLLAMA_RUN", "./run")
+TOKENIZE_CORPUS = os.environ.get("TOKENIZE_CORPUS", "build/tokenize_corpus")
+VALID = "data/cache/tinystories_valid.txt"
+END = "\n<|endoftext|>\n"
+TMP = tempfile.mkdtemp(prefix="normllama-tools-")
+
+TESTS = []
+test = collector(TESTS)
+
+
+def tmp(name):
+    return os.path.join(TMP, name)
+
+
+def stories():
+    if not os.path.exists(VALID):
+        raise Skip(f"{VALID} not fetched (no public address; set DATA_MIRROR)")
+    return open(VALID, encoding="utf-8").read().split(END)[:-1]
+
+
+# ----------------------------------------------------------------------------
+# tools/twins.py
+
+
+def run_out(*args):
+    p = subprocess.run([RUN, *args], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    return p.stdout
+
+
+def cells(section, quantity):
+    """The RMSNorm and LayerNorm cells of the table row that starts with quantity."""
+    for line in section.splitlines():
+        if line.startswith(f"| {quantity}"):
+            return [c.strip() for c in line.split("|")[2:4]]
+    raise AssertionError(f"no row {quantity!r}")
+
+
+@test
+def twins_writes_a_table_read_from_the_runs_it_made():
+    """twins.py on 3 steps (its table's numbers mean nothing here; where they come from is the
+    test): the section between the markers of a docs file is replaced and the rest kept, the
+    picture written beside it; the final validation loss is each twin's last eval record; run
+    --ppl of each twin and of stories260K on the same text, and run --compare of the twin, give
+    the perplexity, swap KL and top-1 cells and the greedy texts when run here again."""
+    s = stories()
+    open(tmp("train.txt"), "w").write(END.join(s[300:450]) + END)
+    open(tmp("valid.txt"), "w").write(END.join(s[:40]) + END)
+    docs = tmp("NORMS.md")
+    open(docs, "w").write("# before\n\n<!-- twins:begin -->\nold\n<!-- twins:end -->\n\nafter\n")
+    out = tmp("twins")
+    p = subprocess.run([sys.executable, "tools/twins.py", "--seeds", "1", "--steps", "3",
+                        "--eval-every", "3", "--ppl-stories", "8", "--profile-repeats", "1",
+                        "--out", out, "--train", tmp("train.txt"), "--valid", tmp("valid.txt"),
+                        "--docs", docs], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr[-2000:]
+    doc = open(docs).read()
+    assert doc.startswith("# before\n\n<!-- twins:begin -->\nMade by") and "old" not in doc
+    assert doc.endswith("<!-- twins:end -->\n\nafter\n") and os.path.exists(tmp("twins_loss.png"))
+    section = doc[doc.index("<!-- twins:begin -->"):]
+    text = os.path.join(out, "valid_ppl.txt")
+    assert open(text).read().count("\n") >= 8
+    stories_model = os.path.join(out, "stories260K_256.nllm")
+    for norm, column in (("rmsnorm", 0), ("layernorm", 1)):
+        model = os.path.join(out, "seed1", f"{norm}.nllm")
+        log = [json.loads(line) for line in open(os.path.join(out, "seed1", f"{norm}.jsonl"))]
+        last = [r["val_loss"] for r in log if r["kind"] == "eval"][-1]
+        assert cells(section, "final validation loss")[column] == f"{last:.3f}", norm
+        ppl = re.search(r"mean NLL ([\d.]+) nats/token, perplexity ([\d.]+)",
+                        run_out(model, "-z", "models/tok512.bin", "--ppl", text))
+        assert cells(section, "run --ppl, own norm: mean NLL")[column] == \
+            f"{float(ppl.group(1)):.3f}", norm
+        assert cells(section, "run --ppl, own norm: perplexity")[column] == \
+            f"{float(ppl.group(2)):.2f}", norm
+        other = "layernorm" if norm == "rmsnorm" else "rmsnorm"
+        c = json.loads(run_out(model, "-z", "models/tok512.bin", "-t", "0", "-n", "256",
+                               f"--compare={norm},{other}", "--json", "Once upon a time"))
+        assert cells(section, "swap: mean KL")[column] == f"{c['summary']['mean_kl']:.4f}"
+        assert cells(section, "swap: top-1 agreement")[column] == \
+            f"{c['summary']['top1_agreement']:.3f}"
+        greedy = run_out(model, "-z", "models/tok512.bin", "-t", "0", "-n", "256",
+                         "Once upon a time")
+        assert greedy.rstrip("\n") == c["texts"][0]
+        assert f"- {norm} twin, seed 1, greedy from \"Once upon a time\": " \
+               f"{json.dumps(c['texts'][0][:600])}" in section, norm
+    for norm, column in (("rmsnorm", 0), ("layernorm", 1)):
+        ppl = re.search(r"mean NLL ([\d.]+) nats/token, perplexity ([\d.]+)",
+                        run_out(stories_model, "-z", "models/tok512.bin", f"--norm={norm}",
+                                "--ppl", text))
+        want = f"{float(ppl.group(1)):.3f} / {float(ppl.group(2)):.2f}"
+        assert want in cells(section, "stories260K")[column], (norm, want)
+
+
+# ----------------------------------------------------------------------------
+# remove_extra_whitespaces
+
+
+def trained_vocabulary(name, text, remove_extra_whitespaces):
+    """A 400-piece BPE SentencePiece model trained here on text (llama2.c's tokenizer options:
+    byte fallback, digits split, no normalization rule), exported by export.py; returns
+    (processor, .bin path)."""
+    open(tmp(name + ".txt"), "w").write(text)
+    spm.SentencePieceTrainer.train(
+        input=tmp(name + ".txt"), model_prefix=tmp(name), vocab_size=400, model_type="bpe",
+        character_coverage=1.0, byte_fallback=True, split_digits=True,
+        allow_whitespace_only_pieces=True, normalization_rule_name="identity",
+        remove_extra_whitespaces=remove_extra_whitespaces, max_sentence_length=1 << 20,
+        minloglevel=2)
+    p = subprocess.run([sys.executable, "export.py", tmp(name + ".model"), "--out",
+                        tmp(name + ".bin"), "--quiet"], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    return spm.SentencePieceProcessor(model_file=tmp(name + ".model")), tmp(name + ".bin")
+
+
+def our_ids(bin_path, strings):
+    """tokenizer.c's ids (BOS first) for each string, by build/tokenize_corpus."""
+    corpus = tmp("corpus.txt")
+    open(corpus, "w").write("".join((s.encode().hex() or "-") + "\n" for s in strings))
+    p = subprocess.run([TOKENIZE_CORPUS, bin_path, corpus], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    return [[int(i) for i in line.split("\t")[0].split()] for line in p.stdout.splitlines()]
+
+
+SPACED = ["a  b   c", "  leading and trailing  ", "x\n\n    y", "one \t two", " ", "   ",
+          "Once upon a time,  there was a dog.", "\u2581 two  spaces"]
+
+
+@test
+def whitespace_inference_on_vocabularies_trained_here():
+    """tokenizer_load infers remove_extra_whitespaces from whether a piece holds two spaces (the
+    .bin does not store it). Two vocabularies besides tok512 and Llama 2's: one trained with the
+    option on (spaces squeezed, so no such piece), one with it off on text indented by runs of
+    spaces (it learns the pieces "  " and "    "). Each encodes strings with runs of spaces to
+    SentencePiece's ids. (A vocabulary trained with the option off whose text had too few runs to
+    learn such a piece is inferred as squeezing: docs/TOKENIZER.md, the case the file cannot
+    tell.)"""
+    text = END.join(stories()[:400])
+    indented = text + "".join(f"\n    if x:\n        y = {i}\n" for i in range(300))
+    for name, corpus, squeezes in (("squeezed", text.replace(". ", ".  "), True),
+                                   ("kept", indented, False)):
+        sp, bin_path = trained_vocabulary(name, corpus, squeezes)
+        pieces = [sp.id_to_piece(i) for i in range(sp.vocab_size())]
+        assert any("\u2581\u2581" in p for p in pieces) != squeezes, name
+        ours = our_ids(bin_path, SPACED)
+        for s, got in zip(SPACED, ours):
+            assert got == [1] + sp.encode(s), (name, s, got, [1] + sp.encode(s))
+        # the two vocabularies disagree on runs of spaces, so the inference decided something
+        assert (sp.encode("a  b") == sp.encode("a b")) == squeezes, name
+
+
+# ----------------------------------------------------------------------------
+# train.py's token ids
+
+
+class WideVocabulary:
+    """A tokenizer of Llama 3's size (128,256 ids): each character of a story is one id past
+    65,535 (BOS 128000), as train.py's load_tokens calls a SentencePiece processor."""
+
+    def vocab_size(self):
+        return 128256
+
+    def bos_id(self):
+        return 128000
+
+    def encode(self, texts):
+        return [[65536 + (ord(ch) % 62000) for ch in t] for t in texts]
+
+
+@test
+def token_ids_past_uint16_are_stored_whole():
+    """A vocabulary past 65,536 ids: load_tokens keeps each id (uint32), where uint16 wrapped 70000
+    to 4464 with no error; tok512's ids stay uint16 (half the cache)."""
+    path = tmp("wide.txt")
+    open(path, "w").write("Once upon a time." + END + "The end." + END)
+    saved = train_py.CACHE_DIR
+    train_py.CACHE_DIR = tmp("cache")
+    try:
+        wide = WideVocabulary()
+        want = [i for s in wide.encode(["Once upon a time.", "The end."]) for i in [128000] + s]
+        for attempt in ("tokenized", "cached"):
+            ids = train_py.load_tokens(path, wide, "wide")
+            assert ids.dtype == np.uint32 and ids.tolist() == want, attempt
+        small = train_py.load_tokens(path, spm.SentencePieceProcessor(
+            model_file="models/tok512.model"), "tok512")
+        assert small.dtype == np.uint16 and small[0] == 1 and small.max() < 512
+    finally:
+        train_py.CACHE_DIR = saved
+
+
+if __name__ == "__main__":
+    sys.exit(run_tests(TESTS, TMP))
