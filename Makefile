@@ -1,5 +1,6 @@
-# normllama: make run | make test | make test-portable | make sanitize | make models | make bench
-#            | make bench-norm | make fuzz | make deps-train | make deps-plot | make twins [TWIN_SEEDS=3]
+# normllama: make run | make test | make test-portable | make test-isas | make sanitize | make models
+#            | make bench | make bench-norm | make fuzz | make deps-train | make deps-plot
+#            | make twins [TWIN_SEEDS=3]
 PYTHON ?= /usr/bin/python3
 OPT ?= -O3 -march=native
 # -ffp-contract=off (gcc's default under -std=c11, not clang's) keeps a*b+c in plain C loops from
@@ -36,9 +37,9 @@ TEST_MODELS = stories260K.bin tok512.bin tokenizer.bin stories260K.pt tok512.mod
 # lacks them fetch.sh says so in one line and the tests that read them are skipped by name.
 FETCH_TEST_MODELS = models/fetch.sh --mirror-only-optional $(TEST_MODELS)
 
-.PHONY: all test test-portable sanitize models clean format bench bench-norm bench-tokenizer \
-        fuzz llama-oracle twins deps-build deps-fetch deps-run deps-test deps-fuzz deps-plot \
-        deps-train
+.PHONY: all test test-portable test-isas sanitize models clean format bench bench-norm \
+        bench-tokenizer fuzz llama-oracle twins deps-build deps-fetch deps-run deps-test deps-fuzz \
+        deps-plot deps-train
 
 all: run
 
@@ -85,9 +86,13 @@ test: deps-test run build/tests build/tokenize_corpus build/gguf_dump llama-orac
 	NORMLLAMA_RUN=./run $(PYTHON) tests/test_export.py
 	NORMLLAMA_RUN=./run $(PYTHON) tests/test_gguf_writer.py
 	NORMLLAMA_RUN=./run $(PYTHON) tests/test_f64.py
+	CC="$(CC)" MAKE="$(MAKE)" NATIVE_CFLAGS="$(CFLAGS)" tests/test_isas.sh
+	$(MAKE) --no-print-directory run-portable
+	NORMLLAMA_RUN=./run NORMLLAMA_RUN_PORTABLE=./run-portable $(PYTHON) tests/test_paths.py
 	NORMLLAMA_RUN=./run TOKENIZE_CORPUS=build/tokenize_corpus $(PYTHON) tests/tokenizer_parity.py
 	models/fetch.sh --data --mirror-only-optional tinystories_valid.txt
 	NORMLLAMA_RUN=./run $(PYTHON) tests/test_train.py
+	NORMLLAMA_RUN=./run TOKENIZE_CORPUS=build/tokenize_corpus $(PYTHON) tests/test_tools.py
 	CC="$(CC)" STB_INCLUDE="$(STB_INCLUDE)" tests/test_fresh_machine.sh
 
 # The twin study (tools/twins.py): the stories260K shape trained with RMSNorm and with LayerNorm
@@ -166,19 +171,43 @@ llama-oracle:
 	@if command -v npm >/dev/null; then $(MAKE) --no-print-directory build/llama_logits; \
 	else echo "skipped llama-oracle: npm is not installed (llama.cpp comes from npm)"; fi
 
-run-portable: $(RUN_SRC) $(LIB_SRC) $(HEADERS) $(RUN_HEADERS) | deps-build
-	$(CC) $(PORTABLE_CFLAGS) -o $@ $(RUN_SRC) $(LIB_SRC) $(LDLIBS)
+# The portable build's library, compiled once for run-portable and the portable test binaries
+PORTABLE_OBJ = $(LIB_SRC:%.c=build/portable/%.o)
+build/portable/%.o: %.c $(HEADERS) | deps-build
+	@mkdir -p build/portable
+	$(CC) $(PORTABLE_CFLAGS) -c -o $@ $<
 
-build/tests-portable: $(TEST_SRC) $(LIB_SRC) $(HEADERS) tests/helpers.h | deps-test
-	@mkdir -p build
-	$(CC) $(PORTABLE_CFLAGS) -I. -o $@ $(TEST_SRC) $(LIB_SRC) -lcriterion $(LDLIBS)
+run-portable: $(RUN_SRC) $(PORTABLE_OBJ) $(RUN_HEADERS) | deps-build
+	$(CC) $(PORTABLE_CFLAGS) -o $@ $(RUN_SRC) $(PORTABLE_OBJ) $(LDLIBS)
+
+build/tests-portable: $(TEST_SRC) $(PORTABLE_OBJ) tests/helpers.h | deps-test
+	$(CC) $(PORTABLE_CFLAGS) -I. -o $@ $(TEST_SRC) $(PORTABLE_OBJ) -lcriterion $(LDLIBS)
 
 # The whole suite against the portable build: the SIMD paths of `make test` and the portable
-# ones must both pass it.
-test-portable: deps-test run run-portable build/tests-portable
+# ones must both pass it (make test runs the portable kernels and compares its logits).
+test-portable: deps-test run-portable build/tests-portable
 	$(FETCH_TEST_MODELS)
 	NORMLLAMA_RUN=./run-portable build/tests-portable
-	NORMLLAMA_RUN=./run-portable NORMLLAMA_RUN_SIMD=./run $(PYTHON) tests/test_export.py
+	NORMLLAMA_RUN=./run-portable $(PYTHON) tests/test_export.py
+
+# The kernel tests of tests/test_isas.sh (make test runs it): test_simd.c, test_norm.c and
+# test_reference.c built for each instruction set of simd.h, AVX-512 with and without VNNI
+# (x86-64-v4 is AVX-512 F, BW, CD, DQ, VL), AVX2 + FMA + F16C (x86-64-v3), and portable.
+KERNEL_TEST_SRC = tests/test_simd.c tests/test_norm.c tests/test_reference.c tests/helpers.c
+ISA_CFLAGS_avx512-vnni = -O3 -march=x86-64-v4 -mavx512vnni
+ISA_CFLAGS_avx512 = -O3 -march=x86-64-v4
+ISA_CFLAGS_avx2 = -O3 -march=x86-64-v3
+build/kernels-portable: $(KERNEL_TEST_SRC) $(PORTABLE_OBJ) tests/helpers.h | deps-test
+	$(CC) $(PORTABLE_CFLAGS) -I. -o $@ $(KERNEL_TEST_SRC) $(PORTABLE_OBJ) -lcriterion $(LDLIBS)
+
+build/kernels-avx%: $(KERNEL_TEST_SRC) $(LIB_SRC) $(HEADERS) tests/helpers.h | deps-test
+	@mkdir -p build
+	$(CC) $(BASE_CFLAGS) $(ISA_CFLAGS_avx$*) -I. -o $@ $(KERNEL_TEST_SRC) $(LIB_SRC) -lcriterion \
+		$(LDLIBS)
+
+test-isas: deps-test run build/tests
+	$(FETCH_TEST_MODELS)
+	CC="$(CC)" MAKE="$(MAKE)" NATIVE_CFLAGS="$(CFLAGS)" NATIVE_TESTS=build/tests tests/test_isas.sh
 
 run-sanitize: $(RUN_SRC) $(LIB_SRC) $(HEADERS) $(RUN_HEADERS) | deps-build
 	$(CC) $(CFLAGS) -O1 -g $(SANITIZE) -o $@ $(RUN_SRC) $(LIB_SRC) $(LDLIBS)
