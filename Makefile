@@ -1,6 +1,6 @@
-# normllama: make run | make test | make test-portable | make test-isas | make sanitize | make models
-#            | make bench | make bench-norm | make fuzz | make deps-train | make deps-plot
-#            | make twins [TWIN_SEEDS=3]
+# normllama: make run | make test | make test-portable | make test-isas | make sanitize
+#            | make models | make bench | make bench-norm | make fuzz | make deps-train
+#            | make deps-plot | make twins [TWIN_SEEDS=3]
 PYTHON ?= /usr/bin/python3
 OPT ?= -O3 -march=native
 # -ffp-contract=off (gcc's default under -std=c11, not clang's) keeps a*b+c in plain C loops from

@@ -2,7 +2,9 @@
 `test`, raise Skip from one that does not apply to this run, and end in run_tests, which prints a
 PASS, FAIL or SKIP line for each and the closing "N passed, N failed, N skipped" line that CI reads.
 """
+import os
 import shutil
+import tempfile
 import traceback
 
 
@@ -16,6 +18,13 @@ def collector(tests):
         tests.append(fn)
         return fn
     return test
+
+
+def scratch(prefix):
+    """A new scratch directory for a test file (run_tests removes it) and a function that gives a
+    name's path inside it."""
+    path = tempfile.mkdtemp(prefix=prefix)
+    return path, lambda name: os.path.join(path, name)
 
 
 def run_tests(tests, tmp, skip_all=None):

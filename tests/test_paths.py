@@ -9,14 +9,13 @@ import os
 import struct
 import subprocess
 import sys
-import tempfile
 
 import numpy as np
 import sentencepiece as spm
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from harness import Skip, collector, run_tests  # noqa: E402  (tests/, the script's directory)
+from harness import Skip, collector, run_tests, scratch  # noqa: E402  (tests/)
 
 RUN = os.environ.get("NORMLLAMA_RUN", "./run")
 PORTABLE = os.environ.get("NORMLLAMA_RUN_PORTABLE")
@@ -25,14 +24,9 @@ PT = "models/stories260K.pt"
 TOK_BIN = "models/tok512.bin"
 SP = spm.SentencePieceProcessor(model_file="models/tok512.model")
 TEXT = "Once upon a time, there was a big dog named Max. He liked to run in the park."
-TMP = tempfile.mkdtemp(prefix="normllama-paths-")
-
+TMP, tmp = scratch("normllama-paths-")
 TESTS = []
 test = collector(TESTS)
-
-
-def tmp(name):
-    return os.path.join(TMP, name)
 
 
 def logits(model, steps=None, extra=(), program=None, env=None):
@@ -164,19 +158,16 @@ def threads_model():
     def matrix(rows, cols):
         return (torch.rand(rows, cols, generator=g) * 2 - 1) / cols ** 0.5
 
+    shapes = {"attention.wq": (dim, dim), "attention.wk": (kv_dim, dim),
+              "attention.wv": (kv_dim, dim), "attention.wo": (dim, dim),
+              "feed_forward.w1": (hidden, dim), "feed_forward.w2": (dim, hidden),
+              "feed_forward.w3": (hidden, dim)}
     m = {"tok_embeddings.weight": matrix(512, dim) * 8, "norm.weight": torch.ones(dim),
          "output.weight": matrix(512, dim)}
     for layer in range(2):
-        p = f"layers.{layer}."
-        m.update({p + "attention.wq.weight": matrix(dim, dim),
-                  p + "attention.wk.weight": matrix(kv_dim, dim),
-                  p + "attention.wv.weight": matrix(kv_dim, dim),
-                  p + "attention.wo.weight": matrix(dim, dim),
-                  p + "feed_forward.w1.weight": matrix(hidden, dim),
-                  p + "feed_forward.w2.weight": matrix(dim, hidden),
-                  p + "feed_forward.w3.weight": matrix(hidden, dim),
-                  p + "attention_norm.weight": 1 + 0.1 * torch.rand(dim, generator=g),
-                  p + "ffn_norm.weight": 1 + 0.1 * torch.rand(dim, generator=g)})
+        m.update({f"layers.{layer}.{name}.weight": matrix(*s) for name, s in shapes.items()})
+        for norm in ("attention_norm", "ffn_norm"):
+            m[f"layers.{layer}.{norm}.weight"] = 1 + 0.1 * torch.rand(dim, generator=g)
     args = {"dim": dim, "n_layers": 2, "n_heads": 8, "n_kv_heads": 4, "vocab_size": 512,
             "multiple_of": 4, "max_seq_len": 512}
     torch.save({"model_args": args, "model": m}, path)

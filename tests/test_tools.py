@@ -11,27 +11,21 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 
 import numpy as np
 import sentencepiece as spm
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import train as train_py  # noqa: E402
-from harness import Skip, collector, run_tests  # noqa: E402  (tests/, the script's directory)
+from harness import Skip, collector, run_tests, scratch  # noqa: E402  (tests/)
 
 RUN = os.environ.get("NORMLLAMA_RUN", "./run")
 TOKENIZE_CORPUS = os.environ.get("TOKENIZE_CORPUS", "build/tokenize_corpus")
 VALID = "data/cache/tinystories_valid.txt"
 END = "\n<|endoftext|>\n"
-TMP = tempfile.mkdtemp(prefix="normllama-tools-")
-
+TMP, tmp = scratch("normllama-tools-")
 TESTS = []
 test = collector(TESTS)
-
-
-def tmp(name):
-    return os.path.join(TMP, name)
 
 
 def stories():
