@@ -210,8 +210,9 @@ def portable_build_agrees_with_this_build_on_every_dtype():
     build's SIMD kernels on stories260K in each dtype, 32 positions. The two round differently
     (FMA against separate multiply and add, other summation trees), so the logits differ by
     float32 rounding. Measured against the AVX-512 and the AVX2 builds (x86-64-v3) on this machine
-    (portable - AVX-512, portable - AVX2): f32 1.24e-5, 1.24e-5; bf16 1.34e-5, 1.34e-5; f16
-    1.24e-5, 1.96e-5; q8_0 1.89e-3, 1.75e-3; q4_0 4.77e-6, 5.72e-6. Each bound is twice the larger
+    (portable - AVX-512, portable - AVX2): f32 1.24e-5, 1.24e-5; bf16 1.34e-5, 1.34e-5 (truncated
+    weights; rounded to nearest, 1.2e-5); f16 1.24e-5, 1.96e-5; q8_0 1.89e-3, 1.75e-3; q4_0
+    4.77e-6, 5.72e-6. Each bound is twice the larger
     (the two SIMD builds' differences are up to 1.6x apart: twice leaves room for a compiler that
     orders a sum otherwise). q8_0 quantizes each input to int16 steps of max|x| / 32767: a rounding
     difference of 1e-7 can move an input to the next step (3e-5 of the largest), which here it
