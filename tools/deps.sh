@@ -4,16 +4,25 @@
 # on a fresh Debian machine.
 #
 # usage: tools/deps.sh GROUP...
-#   build   the C build of ./run (libstb-dev; gcc, make and libgomp come with gcc)
+#        tools/deps.sh --list GROUP   (the group's packages on one line; tools/deps_check.py reads it)
+#   build   the C build of ./run (gcc, make, libc6-dev's headers, libstb-dev; OpenMP comes with gcc)
 #   fetch   models/fetch.sh's downloads (curl)
 #   run     make run: build and fetch
 #   test    the test suite: build and fetch, Criterion, git (tests/test_fresh_machine.sh copies
-#           the repository's tracked files), the Python side of the tests
+#           the repository's tracked files), and the Python side of the tests: train's packages
+#           (export.py, train.py) and plot's (tools/plot_compare.py)
 #   fuzz    make fuzz: build and fetch, clang with libFuzzer's runtime, NumPy (the GGUF seeds)
 #   plot    tools/plot_compare.py and the twin study's pictures (matplotlib)
-#   train   export.py, train.py and make twins (PyTorch with OpenBLAS, NumPy, SentencePiece, tqdm)
+#   train   export.py, train.py (PyTorch with OpenBLAS, NumPy, SentencePiece, tqdm)
+#   twins   make twins: build and fetch, train's and plot's packages
+#   bench   make bench and make bench-norm: build and fetch, train's packages (export.py --random,
+#           PyTorch's norms), GNU time (peak memory)
+#   fresh   make test-fresh: debootstrap, and git to clone HEAD into the new root
 #
-# Each group lists everything its target needs, so that one target asks for one install line.
+# Each group lists everything its target needs, so that one target asks for one install line;
+# tools/deps_check.py (in make test) checks that every module the Python files import and every
+# system header the C files include comes from a package of the group that needs it, and make
+# test-fresh runs make run and make test on a debootstrap'd Debian 12 root.
 #
 # Installed packages are found with dpkg-query. Missing ones are installed with apt-get when
 # running as root; otherwise one line gives the exact `sudo apt-get install` to type, and the
@@ -26,20 +35,29 @@ prog=tools/deps.sh
 
 packages_of() { # packages_of GROUP -> the group's Debian package names
     case $1 in
-    build) echo libc6-dev libstb-dev ;;
+    build) echo gcc make libc6-dev libstb-dev ;;
     fetch) echo curl ca-certificates ;;
     run) echo "$(packages_of build) $(packages_of fetch)" ;;
-    test) echo "$(packages_of run) libcriterion-dev git $(packages_of train)" ;;
+    test) echo "$(packages_of run) libcriterion-dev git $(packages_of train) $(packages_of plot)" ;;
     fuzz) echo "$(packages_of run) clang libclang-rt-14-dev python3 python3-numpy" ;;
     plot) echo python3 python3-matplotlib ;;
     train) echo python3 python3-numpy python3-torch libopenblas0-pthread python3-sentencepiece \
         python3-tqdm ;;
+    twins) echo "$(packages_of run) $(packages_of train) $(packages_of plot)" ;;
+    bench) echo "$(packages_of run) $(packages_of train) time" ;;
+    fresh) echo debootstrap git ;;
     *) return 1 ;;
     esac
 }
 
-groups="build, fetch, run, test, fuzz, plot, train"
+groups="build, fetch, run, test, fuzz, plot, train, twins, bench, fresh"
 (($# > 0)) || { echo "$prog: error: usage: $prog GROUP... (groups: $groups)" >&2; exit 2; }
+list=false
+if [[ $1 == --list ]]; then
+    (($# == 2)) || { echo "$prog: error: usage: $prog --list GROUP" >&2; exit 2; }
+    list=true
+    shift
+fi
 wanted=()
 for group in "$@"; do
     names=$(packages_of "$group") ||
@@ -48,6 +66,10 @@ for group in "$@"; do
         [[ " ${wanted[*]-} " == *" $p "* ]] || wanted+=("$p")
     done
 done
+if $list; then
+    echo "${wanted[*]}"
+    exit 0
+fi
 
 if ! command -v dpkg-query >/dev/null 2>&1; then
     echo "$prog: error: not a Debian machine (no dpkg-query); install by hand: ${wanted[*]}" >&2
