@@ -1,6 +1,6 @@
 # normllama: make run | make test | make test-portable | make test-isas | make sanitize
 #            | make models | make bench | make bench-norm | make fuzz | make deps-train
-#            | make deps-plot | make twins [TWIN_SEEDS=3]
+#            | make deps-plot | make twins [TWIN_SEEDS=3] | make debug | make test-fresh
 PYTHON ?= /usr/bin/python3
 OPT ?= -O3 -march=native
 # -ffp-contract=off (gcc's default under -std=c11, not clang's) keeps a*b+c in plain C loops from
@@ -39,7 +39,7 @@ FETCH_TEST_MODELS = models/fetch.sh --mirror-only-optional $(TEST_MODELS)
 
 .PHONY: all test test-portable test-isas sanitize models clean format bench bench-norm \
         bench-tokenizer fuzz llama-oracle twins deps-build deps-fetch deps-run deps-test deps-fuzz \
-        deps-plot deps-train
+        deps-plot deps-train deps-twins deps-bench deps-fresh debug test-fresh FORCE
 
 all: run
 
@@ -47,12 +47,30 @@ all: run
 # that a present package never forces a rebuild): it installs what is missing when run as root,
 # and otherwise prints the one `sudo apt-get install` line to type and stops. `make deps-train`
 # (export.py, train.py) and `make deps-plot` (tools/plot_compare.py) can be typed too.
-deps-build deps-fetch deps-run deps-test deps-fuzz deps-plot deps-train:
+deps-build deps-fetch deps-run deps-test deps-fuzz deps-plot deps-train deps-twins deps-bench \
+deps-fresh:
 	@tools/deps.sh $(@:deps-%=%)
+
+# A change of compiler or flags (make OPT="-O0 -g") rebuilds the C programs: they depend on this
+# stamp, which is rewritten only when the flags it records differ from the last build's.
+FLAGS_STAMP = build/flags
+FLAGS = $(CC) $(CFLAGS) $(PORTABLE_CFLAGS) $(SANITIZE) $(LDLIBS)
+$(FLAGS_STAMP): FORCE
+	@mkdir -p build
+	@echo '$(FLAGS)' | cmp -s - $@ || echo '$(FLAGS)' >$@
+FORCE:
+run-portable run-sanitize build/tests build/tests-portable build/tests-sanitize build/tokenize_corpus \
+build/tokenize_corpus-sanitize build/bench_tokenizer build/bandwidth build/flops build/stream \
+build/bench_norm: $(FLAGS_STAMP)
+
+# ./run for a debugger: no optimization, debug info (gdb --args ./run ...); make or make run
+# builds it optimized again
+debug:
+	$(MAKE) --no-print-directory all OPT="-O0 -g"
 
 # Asked for by name, `make run` builds and fetches, and asks for both groups' packages at once.
 RUN_DEPS = $(if $(filter run,$(MAKECMDGOALS)),deps-run,deps-build)
-run:: $(RUN_SRC) $(LIB_SRC) $(HEADERS) $(RUN_HEADERS) | $(RUN_DEPS)
+run:: $(RUN_SRC) $(LIB_SRC) $(HEADERS) $(RUN_HEADERS) $(FLAGS_STAMP) | $(RUN_DEPS)
 	$(CC) $(CFLAGS) -o $@ $(RUN_SRC) $(LIB_SRC) $(LDLIBS)
 
 # Asked for by name, `make run` also fetches the default model and tells a story. A second
@@ -82,6 +100,7 @@ build/gguf_dump: tests/gguf_dump.c tests/helpers.c tests/helpers.h gguf.c gguf.h
 
 test: deps-test run build/tests build/tokenize_corpus build/gguf_dump llama-oracle
 	$(FETCH_TEST_MODELS)
+	CC="$(CC)" STB_INCLUDE="$(STB_INCLUDE)" $(PYTHON) tests/test_deps.py
 	NORMLLAMA_RUN=./run build/tests
 	NORMLLAMA_RUN=./run $(PYTHON) tests/test_export.py
 	NORMLLAMA_RUN=./run $(PYTHON) tests/test_gguf_writer.py
@@ -95,12 +114,17 @@ test: deps-test run build/tests build/tokenize_corpus build/gguf_dump llama-orac
 	NORMLLAMA_RUN=./run TOKENIZE_CORPUS=build/tokenize_corpus $(PYTHON) tests/test_tools.py
 	CC="$(CC)" STB_INCLUDE="$(STB_INCLUDE)" tests/test_fresh_machine.sh
 
+# The README's two commands on a Debian 12 root made by debootstrap, as a user (the one install
+# line) and as root (make run, make test): tests/test_fresh_root.sh. Needs root and the mirror.
+test-fresh: | deps-fresh
+	tests/test_fresh_root.sh
+
 # The twin study (tools/twins.py): the stories260K shape trained with RMSNorm and with LayerNorm
 # (train.py), exported, compared with run; TWIN_SEEDS pairs; the table and picture go to
 # docs/NORMS.md and docs/twins_loss.png.
 TWIN_SEEDS ?= 1
 TWIN_STEPS ?= 2400
-twins: run | deps-train deps-plot
+twins: run | deps-twins
 	models/fetch.sh tok512.bin tok512.model stories260K.pt
 	models/fetch.sh --data tinystories_train.txt tinystories_valid.txt
 	$(PYTHON) tools/twins.py --seeds $(TWIN_SEEDS) --steps $(TWIN_STEPS)
@@ -240,7 +264,7 @@ build/stream: tools/stream.c matmul.c matmul.h norm.c norm.h simd.h | deps-build
 	$(CC) $(CFLAGS) -I. -o $@ tools/stream.c matmul.c norm.c $(LDLIBS)
 
 # Speed is measured here, never asserted by tests. BENCH_QUICK=1 for a short run.
-bench: deps-train run build/bandwidth build/flops
+bench: deps-bench run build/bandwidth build/flops
 	models/fetch.sh tokenizer.bin
 	PYTHON=$(PYTHON) tools/bench.sh
 
@@ -250,7 +274,7 @@ build/bench_norm: tools/bench_norm.c norm.c norm.h simd.h | deps-build
 
 # The norm microbenchmark and PyTorch in one table (needs python3-torch); BENCH_REPEATS runs each,
 # OMP_NUM_THREADS sets the thread count of both.
-bench-norm: deps-train build/bench_norm
+bench-norm: deps-bench build/bench_norm
 	$(PYTHON) tools/bench_norm.py build/bench_norm $(BENCH_REPEATS)
 
 format:
