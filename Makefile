@@ -59,9 +59,9 @@ $(FLAGS_STAMP): FORCE
 	@mkdir -p build
 	@echo '$(FLAGS)' | cmp -s - $@ || echo '$(FLAGS)' >$@
 FORCE:
-run-portable run-sanitize build/tests build/tests-portable build/tests-sanitize build/tokenize_corpus \
-build/tokenize_corpus-sanitize build/bench_tokenizer build/bandwidth build/flops build/stream \
-build/bench_norm: $(FLAGS_STAMP)
+run-portable run-sanitize build/tests build/tests-portable build/tests-sanitize \
+build/tokenize_corpus build/tokenize_corpus-sanitize build/bench_tokenizer build/bandwidth \
+build/flops build/stream build/bench_norm: $(FLAGS_STAMP)
 
 # ./run for a debugger: no optimization, debug info (gdb --args ./run ...); make or make run
 # builds it optimized again
@@ -100,7 +100,7 @@ build/gguf_dump: tests/gguf_dump.c tests/helpers.c tests/helpers.h gguf.c gguf.h
 
 test: deps-test run build/tests build/tokenize_corpus build/gguf_dump llama-oracle
 	$(FETCH_TEST_MODELS)
-	CC="$(CC)" STB_INCLUDE="$(STB_INCLUDE)" $(PYTHON) tests/test_deps.py
+	STB_INCLUDE="$(STB_INCLUDE)" $(PYTHON) tests/test_deps.py
 	NORMLLAMA_RUN=./run build/tests
 	NORMLLAMA_RUN=./run $(PYTHON) tests/test_export.py
 	NORMLLAMA_RUN=./run $(PYTHON) tests/test_gguf_writer.py

@@ -4,7 +4,7 @@
 # on a fresh Debian machine.
 #
 # usage: tools/deps.sh GROUP...
-#        tools/deps.sh --list GROUP   (the group's packages on one line; tools/deps_check.py reads it)
+#        tools/deps.sh --list GROUP   (the group's packages, one line; tools/deps_check.py reads it)
 #   build   the C build of ./run (gcc, make, libc6-dev's headers, libstb-dev; OpenMP comes with gcc)
 #   fetch   models/fetch.sh's downloads (curl)
 #   run     make run: build and fetch

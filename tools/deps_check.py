@@ -6,15 +6,15 @@ uses the file: the group's packages or what they depend on (Depends and Pre-Depe
 installed). A package installed by hand but listed in no group is what this catches (issue 23:
 make test needed python3-matplotlib, which the test group did not list).
 
-Which groups use a file is the table GROUPS_OF below; a Python file named in a test is used by the
-test group too. A tracked file in no group fails the check.
+Which groups use a file is the table GROUPS_OF below (a tool that a test runs is used by the test
+group too: say so there). A tracked file in no group fails the check.
 
 usage: /usr/bin/python3 tools/deps_check.py [--deps DEPS_SH] [-v]
   --deps   the deps.sh whose groups are checked (default tools/deps.sh; tests/test_deps.py gives a
            copy with a package taken out, to see the check fail)
   -v       print each module's file, package and groups
-Environment: CC (the compiler whose search path finds the headers; default cc), STB_INCLUDE (the
--I directory of stb_ds.h, as in the Makefile; default /usr/include/stb).
+Headers are found as gcc finds them (the build group's compiler, whatever CC a make is given),
+after STB_INCLUDE (the Makefile's -I of stb_ds.h; default /usr/include/stb).
 Run from the repository root with Debian's Python (make test does). Prints one line for each
 module a group lacks, naming the module, the file that uses it and the group, then
 "dependencies: N passed, M failed" (one count per module and group); exit 1 if any failed.
@@ -34,14 +34,14 @@ PROG = "tools/deps_check.py"
 GROUPS_OF = [
     ("tests/fuzz_tokenizer.c", ["fuzz"]),  # make fuzz
     ("tests/*", ["test"]),
-    ("tools/plot_compare.py", ["plot"]),  # after run --compare; tests/test_export.py runs it too
+    ("tools/plot_compare.py", ["plot", "test"]),  # after run --compare; tests/test_export.py
     ("tools/plot_twins.py", ["twins"]),  # make twins
     ("tools/twins.py", ["twins"]),
     ("tools/bench_norm.py", ["bench"]),  # make bench-norm
     ("tools/bench_tokenizer.py", ["test"]),  # make bench-tokenizer asks for the test group
     ("tools/deps_check.py", ["test"]),  # make test
     ("tools/*.c", ["build"]),  # make bench's and the tools' C programs
-    ("*.py", ["train"]),  # export.py, train.py and the modules they import
+    ("*.py", ["train", "test"]),  # export.py, train.py and their modules; tests run both
     ("*.c", ["build"]),
     ("*.h", ["build"]),
 ]
@@ -51,12 +51,11 @@ def fail(message):
     sys.exit(f"{PROG}: error: {message}")
 
 
-def groups_of(path, tests_text):
+def groups_of(path):
     """The groups whose targets use the file path, or None when no pattern matches."""
     for pattern, groups in GROUPS_OF:
         if fnmatch.fnmatch(path, pattern) and path.count("/") == pattern.count("/"):
-            named_by_a_test = path.endswith(".py") and path in tests_text
-            return groups + ["test"] if named_by_a_test and "test" not in groups else groups
+            return groups
     return None
 
 
@@ -87,14 +86,15 @@ def python_file(module, local):
 
 
 def include_dirs():
-    """The compiler's search list for #include <...>, after the Makefile's -I of stb."""
-    cc = os.environ.get("CC", "cc")
+    """gcc's search list for #include <...>, after the Makefile's -I of stb."""
+    cc = "gcc"
     try:
         out = subprocess.run([cc, "-xc", "-E", "-v", os.devnull], capture_output=True,
                              text=True).stderr
     except OSError as e:
         fail(f"cannot run the compiler {cc}: {e.strerror}")
-    found = re.search(r"#include <\.\.\.> search starts here:\n(.*?)\nEnd of search list", out, re.S)
+    found = re.search(r"#include <\.\.\.> search starts here:\n(.*?)\nEnd of search list", out,
+                      re.S)
     if not found:
         fail(f"{cc} -E -v printed no include search list")
     return [os.environ.get("STB_INCLUDE", "/usr/include/stb")] + found.group(1).split()
@@ -173,14 +173,13 @@ def main(argv):
     tracked = subprocess.run(["git", "ls-files", "*.py", "*.c", "*.h"], capture_output=True,
                              text=True, check=True).stdout.split()
     local = {os.path.basename(p)[:-3] for p in tracked if p.endswith(".py")}
-    tests_text = "".join(open(p, encoding="utf-8").read() for p in tracked if p.startswith("tests/"))
     dirs = include_dirs()
 
     # (module as shown, the file where it is found) -> the groups that need it, the first user
     needs, first_user, found = {}, {}, {}
     failed_lines = []
     for path in tracked:
-        groups = groups_of(path, tests_text)
+        groups = groups_of(path)
         if groups is None:
             failed_lines.append(f"{path} is in no group: add it to GROUPS_OF in {PROG}")
             continue
