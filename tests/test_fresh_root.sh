@@ -18,8 +18,9 @@
 # mounted on a directory of $TMPDIR (/var/tmp): unmounting it removes the root at once (removing
 # its files from the disk took 3.5 minutes here), and nothing under the repository holds the
 # host's /dev, which is mounted inside, for a make clean or grep -r to reach. Debian's installer,
-# not debootstrap, writes /etc/hosts: the root gets its two lines, so that localhost resolves
-# (torchrun's rendezvous in tests/test_train.py) as on an installed machine.
+# not debootstrap, writes /etc/hosts: the root gets the installer's, so that localhost and the
+# host name resolve as on an installed machine (without them torchrun's rendezvous in
+# tests/test_train.py waits for ever).
 # Logs: build/fresh/*.out and *.err.
 # Needs root (debootstrap, chroot, mount) and the network (the mirror). Takes 10-20 minutes.
 # Environment: FRESH_SUITE (bookworm).
@@ -97,7 +98,8 @@ else
     echo "$base_id" >"$work/base.id"
 fi
 cp /etc/resolv.conf "$r/etc/resolv.conf" # apt-get inside reaches the mirror as this machine does
-printf '127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n' >"$r/etc/hosts"
+printf '127.0.0.1\tlocalhost\n127.0.1.1\t%s\n::1\t\tlocalhost ip6-localhost ip6-loopback\n' \
+    "$(cat "$r/etc/hostname")" >"$r/etc/hosts"
 mount -t proc proc "$r/proc"
 mount -t sysfs sysfs "$r/sys"
 mount --rbind /dev "$r/dev"
