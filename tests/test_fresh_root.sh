@@ -171,7 +171,7 @@ done
 # make run's story, and make test's summaries (each suite's closing line)
 grep -E '^Once upon a time' "$work/root-run.out" | head -n 1 | cut -c 1-100 | sed 's/^/story: /' ||
     true
-grep -hE '(^|: )[0-9]+ passed, [0-9]+ failed|^\[====\] Synthesis' "$work/root-test.out" \
+grep -hE '(^|[:;] )[0-9]+ passed, [0-9]+ failed|^\[====\] Synthesis' "$work/root-test.out" \
     "$work/root-test.err" | sed 's/^/test summary: /' || true
 
 echo "times: base ${base_time} s, make run ${took[run]} s, make test ${took[test]} s, make fuzz" \
