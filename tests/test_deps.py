@@ -75,8 +75,9 @@ def a_module_no_package_owns_fails():
     open(fake, "w").close()
     code, lines = check(env={"PYTHONPATH": os.path.join(TMP, "site")})
     assert code == 1, lines
-    assert f"tools/deps_check.py: tqdm (export.py) comes from {fake}, which no Debian package " \
-        "owns: group 'test' of tools/deps.sh lacks its package" in lines, lines
+    assert any(line.startswith("tools/deps_check.py: tqdm (") and
+               line.endswith(f") comes from {fake}, which no Debian package owns: group 'test' of "
+                             "tools/deps.sh lacks its package") for line in lines), lines
 
 
 @test
