@@ -11,7 +11,9 @@
 #   test    the test suite: build and fetch, Criterion, git (tests/test_fresh_machine.sh copies
 #           the repository's tracked files), and the Python side of the tests: train's packages
 #           (export.py, train.py) and plot's (tools/plot_compare.py)
-#   fuzz    make fuzz: build and fetch, clang with libFuzzer's runtime, NumPy (the GGUF seeds)
+#   fuzz    make fuzz: build and fetch, clang with libFuzzer's runtime, and tests/gguf_seed.py's
+#           Python: NumPy, and SentencePiece and tqdm, which nllm_gguf.py and nllm_format.py import
+#           in the functions that need them
 #   plot    tools/plot_compare.py and the twin study's pictures (matplotlib)
 #   train   export.py, train.py (PyTorch with OpenBLAS, NumPy, SentencePiece, tqdm)
 #   twins   make twins: build and fetch, train's and plot's packages
@@ -39,7 +41,8 @@ packages_of() { # packages_of GROUP -> the group's Debian package names
     fetch) echo curl ca-certificates ;;
     run) echo "$(packages_of build) $(packages_of fetch)" ;;
     test) echo "$(packages_of run) libcriterion-dev git $(packages_of train) $(packages_of plot)" ;;
-    fuzz) echo "$(packages_of run) clang libclang-rt-14-dev python3 python3-numpy" ;;
+    fuzz) echo "$(packages_of run) clang libclang-rt-14-dev python3 python3-numpy" \
+        python3-sentencepiece python3-tqdm ;;
     plot) echo python3 python3-matplotlib ;;
     train) echo python3 python3-numpy python3-torch libopenblas0-pthread python3-sentencepiece \
         python3-tqdm ;;

@@ -7,7 +7,9 @@ installed). A package installed by hand but listed in no group is what this catc
 make test needed python3-matplotlib, which the test group did not list).
 
 Which groups use a file is the table GROUPS_OF below (a tool that a test runs is used by the test
-group too: say so there). A tracked file in no group fails the check.
+group too: say so there); a group that uses a Python file uses the repository's modules it imports
+too, and theirs (all their imports, those inside functions as well). A tracked file in no group
+fails the check.
 
 usage: /usr/bin/python3 tools/deps_check.py [--deps DEPS_SH] [-v]
   --deps   the deps.sh whose groups are checked (default tools/deps.sh; tests/test_deps.py gives a
@@ -32,7 +34,8 @@ PROG = "tools/deps_check.py"
 # (pattern, groups): the first pattern that matches a tracked file's path gives its groups. A
 # pattern's directories must match the path's ("*.py" is the top directory only).
 GROUPS_OF = [
-    ("tests/fuzz_tokenizer.c", ["fuzz"]),  # make fuzz
+    ("tests/fuzz_*.c", ["fuzz"]),  # make fuzz
+    ("tests/gguf_seed.py", ["fuzz", "test"]),  # make fuzz's GGUF seeds
     ("tests/*", ["test"]),
     ("tools/plot_compare.py", ["plot", "test"]),  # after run --compare; tests/test_export.py
     ("tools/plot_twins.py", ["twins"]),  # make twins
@@ -45,6 +48,11 @@ GROUPS_OF = [
     ("*.c", ["build"]),
     ("*.h", ["build"]),
 ]
+
+
+# modules that come from elsewhere than Debian, with where; the tests that import them skip by name
+# when they are absent
+NOT_DEBIAN = {"gguf": "llama.cpp's gguf-py: make llama-oracle's npm package, build/llama.cpp"}
 
 
 def fail(message):
@@ -73,7 +81,7 @@ def python_imports(path):
 
 def python_file(module, local):
     """Where this interpreter finds module: a path, or None; "" for the repository's own."""
-    if module in local:
+    if module in local or module in NOT_DEBIAN:
         return ""
     spec = importlib.util.find_spec(module)
     if spec is None:
@@ -172,19 +180,31 @@ def main(argv):
 
     tracked = subprocess.run(["git", "ls-files", "*.py", "*.c", "*.h"], capture_output=True,
                              text=True, check=True).stdout.split()
-    local = {os.path.basename(p)[:-3] for p in tracked if p.endswith(".py")}
+    local = {}  # a repository module's name -> its files
+    for p in tracked:
+        if p.endswith(".py"):
+            local.setdefault(os.path.basename(p)[:-3], []).append(p)
     dirs = include_dirs()
+
+    failed_lines = []
+    groups = {p: set(groups_of(p) or ()) for p in tracked}
+    failed_lines += [f"{p} is in no group: add it to GROUPS_OF in {PROG}" for p in tracked
+                     if groups_of(p) is None]
+    imports = {p: python_imports(p) for p in tracked if p.endswith(".py")}
+    changed = True
+    while changed:  # a file's groups pass to the repository's modules it imports
+        changed = False
+        for p, names in imports.items():
+            for imported in (f for m in names for f in local.get(m, ())):
+                if not groups[p] <= groups[imported]:
+                    groups[imported] |= groups[p]
+                    changed = True
 
     # (module as shown, the file where it is found) -> the groups that need it, the first user
     needs, first_user, found = {}, {}, {}
-    failed_lines = []
     for path in tracked:
-        groups = groups_of(path)
-        if groups is None:
-            failed_lines.append(f"{path} is in no group: add it to GROUPS_OF in {PROG}")
-            continue
         if path.endswith(".py"):
-            modules = {m: python_file(m, local) for m in python_imports(path)}
+            modules = {m: python_file(m, local) for m in imports[path]}
         else:
             modules = {f"<{h}>": c_file(h, dirs) for h in c_includes(path)}
         for module, where in modules.items():
@@ -192,7 +212,7 @@ def main(argv):
                 continue
             found[module] = where
             first_user.setdefault(module, path)
-            needs.setdefault(module, set()).update(groups)
+            needs.setdefault(module, set()).update(groups[path])
 
     owned = owners(sorted({w for w in found.values() if w}))
     depends = installed_dependencies()
