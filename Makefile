@@ -61,7 +61,8 @@ $(FLAGS_STAMP): FORCE
 FORCE:
 run-portable run-sanitize build/tests build/tests-portable build/tests-sanitize \
 build/tokenize_corpus build/tokenize_corpus-sanitize build/bench_tokenizer build/bandwidth \
-build/flops build/stream build/bench_norm: $(FLAGS_STAMP)
+build/flops build/stream build/bench_norm build/gguf_dump build/kernels-portable $(PORTABLE_OBJ): \
+	$(FLAGS_STAMP)
 
 # ./run for a debugger: no optimization, debug info (gdb --args ./run ...); make or make run
 # builds it optimized again
