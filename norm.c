@@ -1,9 +1,11 @@
-/* The norms (norm.h): RMSNorm, RMSNorm with eps outside the root, LayerNorm, fast and plain, and
- * the table that picks one by name; the model calls them through a NormFn. */
+/* The norms (norm.h): RMSNorm, its variants (eps outside the root, a learned bias, a learned eps,
+ * partial), LayerNorm, DyT and none, fast and plain, and the table that picks one by name; the
+ * model calls them through a NormFn. */
 #include "norm.h"
 
 #include <math.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "simd.h"
@@ -98,6 +100,50 @@ void rmsnorm_eps_outside(float *out, const float *x, const float *weight, const 
     write_normalized(out, x, weight, NULL, dim, (Standardize){0.0f, inv});
 }
 
+void rmsnorm_bias(float *out, const float *x, const float *weight, const float *bias, int dim,
+                  float eps) {
+    float inv_rms = 1.0f / sqrtf(sum_squares(x, dim) / dim + eps);
+    write_normalized(out, x, weight, bias, dim, (Standardize){0.0f, inv_rms});
+}
+
+void rmsnorm_learned_eps(float *out, const float *x, const float *weight, const float *bias,
+                         int dim, float log_eps) {
+    (void)bias;
+    float inv_rms = 1.0f / sqrtf(sum_squares(x, dim) / dim + expf(log_eps));
+    write_normalized(out, x, weight, NULL, dim, (Standardize){0.0f, inv_rms});
+}
+
+int prmsnorm_count(int dim) {
+    return (dim + 15) / 16; /* ceil(dim / 16): p = 6.25% is 1/16 exactly */
+}
+
+void prmsnorm(float *out, const float *x, const float *weight, const float *bias, int dim,
+              float eps) {
+    (void)bias;
+    int k = prmsnorm_count(dim);
+    float inv_rms = 1.0f / sqrtf(sum_squares(x, k) / k + eps);
+    write_normalized(out, x, weight, NULL, dim, (Standardize){0.0f, inv_rms});
+}
+
+void dyt(float *out, const float *x, const float *weight, const float *bias, int dim, float alpha) {
+    /* tanh(y) = 1 - 2 / (e^(2y) + 1): e^(2y) overflows to infinity for large y (tanh 1) and
+     * goes to 0 for very negative y (tanh -1), so no clamp is needed */
+    vecf two_alpha = vec_set1(2.0f * alpha), one = vec_set1(1.0f), two = vec_set1(2.0f);
+    for (int i = 0; i < dim; i += VEC_WIDTH) {
+        vecf e = vec_exp(vec_mul(two_alpha, vec_load_upto(x + i, dim - i)));
+        vecf t = vec_sub(one, vec_div(two, vec_add(e, one)));
+        vecf y = vec_mul(vec_load_upto(weight + i, dim - i), t);
+        if (bias) y = vec_add(y, vec_load_upto(bias + i, dim - i));
+        vec_store_upto(out + i, y, dim - i);
+    }
+}
+
+void identity_norm(float *out, const float *x, const float *weight, const float *bias, int dim,
+                   float eps) {
+    (void)weight, (void)bias, (void)eps;
+    memmove(out, x, (size_t)dim * sizeof(float));
+}
+
 void layernorm(float *out, const float *x, const float *weight, const float *bias, int dim,
                float eps) {
     /* Shifted data (Chan, Golub & LeVeque 1983, eq. 1.7): with d = x - shift, the mean is
@@ -119,9 +165,13 @@ void layernorm(float *out, const float *x, const float *weight, const float *bia
 /* ----------------------------------------------------------------------------
  * The plain path: each equation as written, sums in double */
 
-/* out = weight * x * scale, each value rounded once to fp32 */
-static void write_scaled(float *out, const float *x, const float *weight, int dim, double scale) {
-    for (int i = 0; i < dim; i++) out[i] = (float)(weight[i] * (x[i] * scale));
+/* out = weight * x * scale + bias (bias NULL: none), each value rounded once to fp32 */
+static void write_scaled(float *out, const float *x, const float *weight, const float *bias,
+                         int dim, double scale) {
+    for (int i = 0; i < dim; i++) {
+        double y = weight[i] * (x[i] * scale);
+        out[i] = (float)(bias ? y + bias[i] : y);
+    }
 }
 
 /* mean_i x[i]^2, in double */
@@ -134,13 +184,42 @@ static double mean_square(const float *x, int dim) {
 static void rmsnorm_ref(float *out, const float *x, const float *weight, const float *bias, int dim,
                         float eps) {
     (void)bias;
-    write_scaled(out, x, weight, dim, 1.0 / sqrt(mean_square(x, dim) + eps));
+    write_scaled(out, x, weight, NULL, dim, 1.0 / sqrt(mean_square(x, dim) + eps));
 }
 
 static void rmsnorm_eps_outside_ref(float *out, const float *x, const float *weight,
                                     const float *bias, int dim, float eps) {
     (void)bias;
-    write_scaled(out, x, weight, dim, 1.0 / (sqrt(mean_square(x, dim)) + eps));
+    write_scaled(out, x, weight, NULL, dim, 1.0 / (sqrt(mean_square(x, dim)) + eps));
+}
+
+static void rmsnorm_bias_ref(float *out, const float *x, const float *weight, const float *bias,
+                             int dim, float eps) {
+    write_scaled(out, x, weight, bias, dim, 1.0 / sqrt(mean_square(x, dim) + eps));
+}
+
+static void rmsnorm_learned_eps_ref(float *out, const float *x, const float *weight,
+                                    const float *bias, int dim, float log_eps) {
+    (void)bias;
+    write_scaled(out, x, weight, NULL, dim, 1.0 / sqrt(mean_square(x, dim) + exp(log_eps)));
+}
+
+static void prmsnorm_ref(float *out, const float *x, const float *weight, const float *bias,
+                         int dim, float eps) {
+    (void)bias;
+    write_scaled(out, x, weight, NULL, dim, 1.0 / sqrt(mean_square(x, prmsnorm_count(dim)) + eps));
+}
+
+static void dyt_ref(float *out, const float *x, const float *weight, const float *bias, int dim,
+                    float alpha) {
+    for (int i = 0; i < dim; i++)
+        out[i] = (float)(weight[i] * tanh((double)alpha * x[i]) + (bias ? bias[i] : 0.0));
+}
+
+static void identity_norm_ref(float *out, const float *x, const float *weight, const float *bias,
+                              int dim, float eps) {
+    (void)weight, (void)bias, (void)eps;
+    for (int i = 0; i < dim; i++) out[i] = x[i];
 }
 
 static void layernorm_ref(float *out, const float *x, const float *weight, const float *bias,
@@ -182,16 +261,32 @@ float f16_to_f32(uint16_t h) {
 /* ----------------------------------------------------------------------------
  * Selection by name */
 
+/* Each norm: its name, fast and plain functions, what its last argument is at a norm site, and
+ * whether it adds its bias */
 static const struct {
     const char *name;
     NormFn fn, plain;
+    NormScalar scalar;
+    int reads_bias;
 } norms[] = {
-    {"rmsnorm", rmsnorm, rmsnorm_ref},
-    {"layernorm", layernorm, layernorm_ref},
-    {"rmsnorm_eps_outside", rmsnorm_eps_outside, rmsnorm_eps_outside_ref},
+    {"rmsnorm", rmsnorm, rmsnorm_ref, NORM_TAKES_EPS, 0},
+    {"layernorm", layernorm, layernorm_ref, NORM_TAKES_EPS, 1},
+    {"rmsnorm_eps_outside", rmsnorm_eps_outside, rmsnorm_eps_outside_ref, NORM_TAKES_EPS, 0},
+    {"rmsnorm_bias", rmsnorm_bias, rmsnorm_bias_ref, NORM_TAKES_EPS, 1},
+    {"rmsnorm_learned_eps", rmsnorm_learned_eps, rmsnorm_learned_eps_ref, NORM_TAKES_LOG_EPS, 0},
+    {"prmsnorm", prmsnorm, prmsnorm_ref, NORM_TAKES_EPS, 0},
+    {"dyt", dyt, dyt_ref, NORM_TAKES_ALPHA, 1},
+    {"identity", identity_norm, identity_norm_ref, NORM_TAKES_EPS, 0},
 };
 
 #define N_NORMS (sizeof(norms) / sizeof(norms[0]))
+
+/* The row of fn in the table, or -1 */
+static int norm_row(NormFn fn) {
+    for (size_t i = 0; i < N_NORMS; i++)
+        if (norms[i].fn == fn) return (int)i;
+    return -1;
+}
 
 NormFn norm_by_name(const char *name) {
     for (size_t i = 0; i < N_NORMS; i++)
@@ -200,15 +295,23 @@ NormFn norm_by_name(const char *name) {
 }
 
 const char *norm_name(NormFn fn) {
-    for (size_t i = 0; i < N_NORMS; i++)
-        if (norms[i].fn == fn) return norms[i].name;
-    return "?";
+    int row = norm_row(fn);
+    return row < 0 ? "?" : norms[row].name;
 }
 
 NormFn norm_plain(NormFn fn) {
-    for (size_t i = 0; i < N_NORMS; i++)
-        if (norms[i].fn == fn) return norms[i].plain;
-    return NULL;
+    int row = norm_row(fn);
+    return row < 0 ? NULL : norms[row].plain;
+}
+
+NormScalar norm_scalar(NormFn fn) {
+    int row = norm_row(fn);
+    return row < 0 ? NORM_TAKES_EPS : norms[row].scalar;
+}
+
+int norm_reads_bias(NormFn fn) {
+    int row = norm_row(fn);
+    return row >= 0 && norms[row].reads_bias;
 }
 
 const char *norm_names(void) {
@@ -220,4 +323,23 @@ const char *norm_names(void) {
         }
     }
     return names;
+}
+
+const char *norm_names_wrapped(int indent, int width) {
+    static char text[256];
+    text[0] = '\0';
+    int col = indent;
+    for (size_t i = 0; i < N_NORMS; i++) {
+        const char *sep = i + 1 < N_NORMS ? "|" : "";
+        int len = (int)(strlen(norms[i].name) + strlen(sep));
+        if (col > indent && col + len > width) {
+            size_t end = strlen(text);
+            snprintf(text + end, sizeof(text) - end, "\n%*s", indent, "");
+            col = indent;
+        }
+        strcat(text, norms[i].name);
+        strcat(text, sep);
+        col += len;
+    }
+    return text;
 }

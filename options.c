@@ -141,7 +141,7 @@ typedef struct {
     const char *value;   /* the value as --help spells it after the names, separator included */
     size_t field;        /* offsetof(Options, the field it sets) */
     const char *heading; /* the line --help prints above the row */
-    const char *help;    /* --help's lines, '\n' between them: printf formats given norm_names() */
+    const char *help;    /* --help's lines, '\n' between them: printf formats of the norms' list */
     Range range;         /* ARG_FLOAT, ARG_INT, ARG_LONG */
     const char *choices[2]; /* ARG_CHOICE */
     Refusal refusals[MAX_REFUSALS];
@@ -592,7 +592,7 @@ static void usage_row(FILE *f, const Option *opt) {
             col = 0;
         }
         fprintf(f, "%*s", HELP_COLUMN - col, "");
-        fprintf(f, format, norm_names());
+        fprintf(f, format, norm_names_wrapped(HELP_COLUMN, 80));
         col = HELP_COLUMN;
         line = end ? end + 1 : NULL;
     }

@@ -58,6 +58,49 @@ static double max_relative_gap(const float *a, const float *b, int n) {
     return gap / largest;
 }
 
+/* The scalar a test passes a norm (norm_scalar): eps 1e-5, a log eps of -1 (eps = 0.37, large
+ * enough that its rounding shows) or an alpha of 0.8 (DyT's initial value at attention sites). */
+static float test_scalar(NormFn fn) {
+    NormScalar kind = norm_scalar(fn);
+    return kind == NORM_TAKES_LOG_EPS ? -1.0f : kind == NORM_TAKES_ALPHA ? 0.8f : 1e-5f;
+}
+
+/* The values a norm's statistic sums over a row of dim: all of them, or pRMSNorm's first k. */
+static int summed_values(NormFn fn, int dim) {
+    return fn == prmsnorm ? prmsnorm_count(dim) : dim;
+}
+
+/* Derived bound on |fast - plain| / max |plain| for the norms that divide by a statistic of the
+ * row. The fast sums run in 2 VEC_WIDTH chains of terms / (2 VEC_WIDTH) terms, then a tree of up
+ * to 5 levels and the pad's correction: within n = terms / (2 VEC_WIDTH) + 6 roundings, each sum
+ * errs by at most n u (u = FLT_EPSILON / 2) of the sum of its terms' magnitudes (Higham 2002, eq.
+ * 3.5), with or without FMA. The mean square's (terms of one sign) costs the output n u / 2
+ * through the root; LayerNorm's mean (terms x - shift, the shift near the mean) up to n u more of
+ * the row's largest output; the root, divide and two products 4 u; the plain twin's own (double,
+ * one rounding) below u: (1.5 n + 5) u. A learned eps adds expf's rounding of e^log_eps, within
+ * 2 u of eps and so within u of the output through the root. One value of 4096 left out would
+ * move RMSNorm's output by about 1 / 8192 of it, 1.2e-4, 5 times this bound with AVX2. */
+static double statistic_bound(NormFn fn, int dim) {
+    double n = (summed_values(fn, dim) + 2 * VEC_WIDTH - 1) / (2 * VEC_WIDTH) + 6;
+    return (1.5 * n + 5 + (norm_scalar(fn) == NORM_TAKES_LOG_EPS)) * FLT_EPSILON / 2;
+}
+
+/* max_i |fast[i] - plain[i]| / bound_i for DyT, with the derived bound
+ * bound_i = 8.5 u |weight[i]| + 2 u |plain[i]|: y = alpha x is rounded once (moving tanh by at
+ * most max_z z sech^2(z) u = 0.45 u); e^(2y) by vec_exp is within 1.5 ulp, 3 u, of its value
+ * (1 ulp of expf, itself within 0.5 ulp), which moves 2 / (e + 1) by at most 3 u e / (e + 1)^2
+ * <= 1.5 u; rounding e + 1 and the divide, 2 u of 2 / (e + 1) <= 2, at most 4 u; 1 - that, u:
+ * tanh within 7 u absolutely (norm.h's 8 u, with room); the product adds u |weight tanh|, the
+ * bias's add and the plain twin's one rounding u |out| each. */
+static double dyt_worst(const float *fast, const float *plain, const float *w, int dim) {
+    double worst = 0.0, u = FLT_EPSILON / 2;
+    for (int i = 0; i < dim; i++) {
+        double bound = 8.5 * u * fabs(w[i]) + 2 * u * fabs(plain[i]);
+        worst = fmax(worst, fabs((double)fast[i] - plain[i]) / bound);
+    }
+    return worst;
+}
+
 Test(norm, every_norm_matches_its_plain_twin) {
     /* lengths below, at and past one and two vectors (8 and 16 lanes), odd ones, the models' */
     const int dims[] = {1, 3, 7, 8, 15, 16, 17, 31, 32, 33, 64, 65, 100, 288, 768, 4096};
@@ -74,22 +117,18 @@ Test(norm, every_norm_matches_its_plain_twin) {
             fill(x, dim, 1 + d, 0.7f);
             fill(w, dim, 2 + d, 1.0f);
             fill(b, dim, 3 + d, 0.5f); /* a bias away from 0: LayerNorm's dim 1 gives out = b */
-            fn(fast, x, w, b, dim, 1e-5f);
-            twin(plain, x, w, b, dim, 1e-5f);
-            /* Derived: the fast sums run in 2 VEC_WIDTH chains of dim / (2 VEC_WIDTH) terms, then
-             * a tree of up to 5 levels and the pad's correction: within n = dim / (2 VEC_WIDTH)
-             * + 6 roundings, each sum errs by at most n u (u = FLT_EPSILON / 2) of the sum of its
-             * terms' magnitudes (Higham 2002, eq. 3.5), with or without FMA. The mean square's
-             * (terms of one sign) costs the output n u / 2 through the root; LayerNorm's mean
-             * (terms x - shift, the shift near the mean) up to n u more of the row's largest
-             * output; the root, divide and two products 4 u; the plain twin's own (double, one
-             * rounding) below u: (1.5 n + 5) u. One value of 4096 left out would move RMSNorm's
-             * output by about 1 / 8192 of it, 1.2e-4, 5 times this bound with AVX2. */
-            double n = (dim + 2 * VEC_WIDTH - 1) / (2 * VEC_WIDTH) + 6;
-            double gap = max_relative_gap(fast, plain, dim),
-                   bound = (1.5 * n + 5) * FLT_EPSILON / 2;
-            cr_assert_leq(gap, bound, "%s dim %d: %g (bound %g)", name, dim, gap, bound);
-            worst = fmax(worst, gap / bound);
+            fn(fast, x, w, b, dim, test_scalar(fn));
+            twin(plain, x, w, b, dim, test_scalar(fn));
+            double ratio;
+            if (fn == dyt) {
+                ratio = dyt_worst(fast, plain, w, dim);
+            } else if (fn == identity_norm) { /* a copy: exact */
+                ratio = memcmp(fast, plain, dim * sizeof(float)) == 0 ? 0.0 : INFINITY;
+            } else {
+                ratio = max_relative_gap(fast, plain, dim) / statistic_bound(fn, dim);
+            }
+            cr_assert_leq(ratio, 1.0, "%s dim %d: %g of the bound", name, dim, ratio);
+            worst = fmax(worst, ratio);
         }
         cr_log_info("%s: |fast - plain| at most %.3g of its bound", name, worst);
     }
@@ -184,7 +223,91 @@ Test(norm, selection_by_name) {
         cr_assert_null(norm_plain(twins[k])); /* a twin is no norm of the table */
         cr_assert_str_eq(norm_name(twins[k]), "?");
     }
-    cr_assert_str_eq(norm_names(), "rmsnorm|layernorm|rmsnorm_eps_outside");
+    cr_assert_str_eq(norm_names(), "rmsnorm|layernorm|rmsnorm_eps_outside|rmsnorm_bias|"
+                                   "rmsnorm_learned_eps|prmsnorm|dyt|identity");
+    /* what each reads beside x and weight */
+    cr_assert_eq(norm_scalar(rmsnorm), NORM_TAKES_EPS);
+    cr_assert_eq(norm_scalar(rmsnorm_learned_eps), NORM_TAKES_LOG_EPS);
+    cr_assert_eq(norm_scalar(dyt), NORM_TAKES_ALPHA);
+    cr_assert_eq(norm_scalar(norm_plain(dyt)), NORM_TAKES_EPS); /* outside the table */
+    cr_assert(norm_reads_bias(layernorm) && norm_reads_bias(rmsnorm_bias) && norm_reads_bias(dyt));
+    cr_assert(!norm_reads_bias(rmsnorm) && !norm_reads_bias(prmsnorm));
+    cr_assert(!norm_reads_bias(identity_norm) && !norm_reads_bias(rmsnorm_learned_eps));
+}
+
+/* fn and its plain twin on x (n <= 8) against expected, within 1e-6 (relative past 1) */
+static void expect_both(NormFn fn, const float *x, const float *w, const float *b, int n,
+                        float scalar, const double *expected) {
+    float out[8];
+    NormFn fns[2] = {fn, norm_plain(fn)};
+    for (int k = 0; k < 2; k++) {
+        fns[k](out, x, w, b, n, scalar);
+        for (int i = 0; i < n; i++)
+            cr_assert_float_eq(out[i], expected[i], 1e-6 * fmax(1.0, fabs(expected[i])),
+                               "%s %d [%d]", norm_name(fn), k, i);
+    }
+}
+
+Test(norm, siblings_hand_checked) {
+    float x[4] = {1, 2, 3, 4}, w[4] = {1, 1, 1, 1}, b[4] = {1, 1, 1, 1};
+    /* RMSNorm + bias: rmsnorm_hand_checked's x / sqrt(7.5), plus 1 */
+    expect_both(rmsnorm_bias, x, w, b, 4, 1e-12f,
+                (double[]){1.36514837, 1.73029674, 2.09544512, 2.46059349});
+    /* a learned eps of 0.5 (log_eps = ln 0.5) on (3, 4): x / sqrt(12.5 + 0.5) = x / 3.6055513 */
+    expect_both(rmsnorm_learned_eps, (float[]){3, 4}, w, NULL, 2, -0.69314718f,
+                (double[]){0.83205029, 1.10940039});
+    /* pRMSNorm at dim 3: k = ceil(3 / 16) = 1, the RMS is |x[0]| = 3 (the 4 and 100 unread) */
+    expect_both(prmsnorm, (float[]){3, 4, 100}, w, NULL, 3, 1e-12f,
+                (double[]){1, 4.0 / 3, 100.0 / 3});
+    /* DyT, alpha 2: (0, 0.5, -1, 100) -> tanh (0, tanh 1, tanh -2, 1), weight (1, 2, 1, 1),
+     * bias (0.5, 0, 0, 0) */
+    expect_both(dyt, (float[]){0, 0.5f, -1, 100}, (float[]){1, 2, 1, 1}, (float[]){0.5f, 0, 0, 0},
+                4, 2.0f, (double[]){0.5, 1.5231883, -0.96402758, 1});
+    /* no norm: x itself, weight and bias unread */
+    expect_both(identity_norm, x, (float[]){7, 7, 7, 7}, b, 4, 1e-5f, (double[]){1, 2, 3, 4});
+}
+
+Test(norm, prmsnorm_counts_the_first_ceil_dim_over_16_values) {
+    /* p = 6.25% = 1/16; the paper's k = ceil(n p): 64 -> 4 at stories260K's dim */
+    const int dims[] = {1, 15, 16, 17, 32, 64, 100, 288, 4096},
+              k[] = {1, 1, 1, 2, 2, 4, 7, 18, 256};
+    for (size_t i = 0; i < sizeof(dims) / sizeof(dims[0]); i++)
+        cr_assert_eq(prmsnorm_count(dims[i]), k[i], "dim %d", dims[i]);
+    /* values past the first k change nothing but themselves: the scale out / x stays */
+    float x[DIM], y[DIM], w[DIM], a[DIM], c[DIM];
+    fill(x, DIM, 16, 0.3f);
+    ones(w, DIM);
+    memcpy(y, x, sizeof(x));
+    for (int i = prmsnorm_count(DIM); i < DIM; i++) y[i] = 10.0f * x[i];
+    prmsnorm(a, x, w, NULL, DIM, 1e-5f);
+    prmsnorm(c, y, w, NULL, DIM, 1e-5f);
+    for (int i = 0; i < DIM; i++) cr_assert_float_eq(c[i] / y[i], a[i] / x[i], 1e-6, "[%d]", i);
+}
+
+Test(norm, dyt_matches_tanh_over_its_whole_range) {
+    /* alpha x from -40 to 40 (tanh saturates past 9: e^(2y) overflows to infinity or goes to 0),
+     * and infinities, within dyt_worst's derived bound of the double tanh */
+    enum { N = 4096 };
+    static float x[N], w[N], fast[N], plain[N];
+    for (int i = 0; i < N; i++) x[i] = -50.0f + 100.0f * i / (N - 1);
+    x[0] = -INFINITY, x[N - 1] = INFINITY, x[1] = -1e30f, x[N - 2] = 1e30f;
+    fill(w, N, 19, 1.0f);
+    dyt(fast, x, w, NULL, N, 0.8f);
+    norm_plain(dyt)(plain, x, w, NULL, N, 0.8f);
+    double worst = dyt_worst(fast, plain, w, N);
+    cr_log_info("dyt over alpha x in [-40, 40]: at most %.3g of its bound", worst);
+    cr_assert_leq(worst, 1.0);
+    cr_assert(fast[0] == -w[0] && fast[N - 1] == w[N - 1] && fast[1] == -w[1]);
+}
+
+Test(norm, rmsnorm_bias_without_a_bias_is_rmsnorm_bit_for_bit) {
+    /* what lets --norm=rmsnorm_bias run any RMSNorm model (and --compare measure zero change) */
+    float x[DIM], w[DIM], a[DIM], c[DIM];
+    fill(x, DIM, 17, 0.4f);
+    fill(w, DIM, 18, 1.0f);
+    rmsnorm(a, x, w, NULL, DIM, 1e-5f);
+    rmsnorm_bias(c, x, w, NULL, DIM, 1e-5f);
+    cr_assert(memcmp(a, c, sizeof(a)) == 0);
 }
 
 Test(norm, eps_outside_hand_checked) {
@@ -328,5 +451,5 @@ Test(norm, zero_row_gives_zeros_for_every_norm_and_type) {
         norm_16bit((NormCall){fn, w, NULL, 1e-5f}, bf16_to_f32, out, zeros16, N);
         for (int i = 0; i < N; i++) cr_assert_eq(out[i], 0.0f, "%s bf16 [%d]", name, i);
     }
-    cr_assert_eq(n_norms, 3);
+    cr_assert_eq(n_norms, 8);
 }
