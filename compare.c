@@ -151,7 +151,7 @@ static void generate_under_both(Model *m, Sampler *sampler, const GenerateReques
     for (int i = 0; i < TIMING_PASSES; i++) {
         for (int k = 0; k < 2; k++) {
             NormRun *r = &runs[k];
-            m->norm = r->norm;
+            model_set_norm(m, r->norm);
             sampler->rng_state = seed;
             double start = now_seconds();
             GenerateResult result = {.tokens = r->tokens};
@@ -221,7 +221,7 @@ static void compare_norms(Comparison *cmp, Model *m, Sampler *sampler, const Com
 
     /* the timing passes, without the observer's cost */
     for (int k = 0; k < 2; k++) {
-        m->norm = cmp->runs[k].norm;
+        model_set_norm(m, cmp->runs[k].norm);
         for (int i = 0; i < TIMING_PASSES; i++) {
             m->profile = &cmp->runs[k].passes[i];
             teacher_force(m, a->tokens, cmp->n, NULL);

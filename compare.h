@@ -31,7 +31,7 @@ typedef struct {
     const int *prompt; /* (n_prompt) ids, BOS first */
     int n_prompt;
     int steps;              /* positions each generation runs, prompt included, at most seq_len */
-    NormFn norms[2];        /* A and B, different */
+    NormFn norms[2];        /* A and B, different, each one model_check_norm accepts */
     int json;               /* 1: print JSON */
     const char *model_path; /* named in the JSON */
 } CompareRequest;

@@ -79,9 +79,10 @@ void norm_observe_start(Model *m, NormFn inner, SiteStats *sites, int n_sites) {
     observer.sites = sites;
     observer.n_sites = n_sites;
     observer.calls = 0;
+    model_set_norm(m, inner); /* the scalars inner takes at each site */
     m->norm = observing_norm;
 }
 
 void norm_observe_stop(Model *m) {
-    m->norm = observer.inner;
+    model_set_norm(m, observer.inner);
 }

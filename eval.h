@@ -45,7 +45,8 @@ typedef struct {
 void site_stats_add(SiteStats *s, const float *x, int dim);
 
 /* Installs on `m` a NormFn that records, for every call, the statistics of its input into
- * sites[call % n_sites] and then applies `inner`. model_forward calls the norm in a fixed order
+ * sites[call % n_sites] and then applies `inner` (given the scalars inner takes at each site,
+ * model_set_norm; model_check_norm must accept it). model_forward calls the norm in a fixed order
  * (layer 0 attention, layer 0 FFN, ..., layer n_layers - 1 FFN, final), so with
  * n_sites = 2 * n_layers + 1 and the count starting at 0 each site gets its own entry.
  * sites: (n_sites), n_sites >= 1, zeroed by the caller. One observer at a time: the state is

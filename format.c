@@ -33,8 +33,17 @@ static int q8_group_size_ok(uint64_t group_size) {
     return group_size == 32 || group_size == 64;
 }
 
-/* Trained-norm codes of the normllama header, in norm.c's naming. */
-static const char *const norm_codes[] = {"rmsnorm", "layernorm"};
+/* Trained-norm codes of the normllama header, in norm.c's naming (nllm_format.NORM_CODES). */
+static const char *const norm_codes[] = {
+    "rmsnorm", "layernorm", "rmsnorm_bias", "rmsnorm_learned_eps", "prmsnorm", "dyt", "identity"};
+#define N_NORM_CODES (sizeof(norm_codes) / sizeof(norm_codes[0]))
+
+/* The per-site scalar tensors of a model trained with a norm that learns one (norm_scalar):
+ * names of the attention, ffn and final norms' */
+static const char *const site_scalar_names[][3] = {
+    [NORM_TAKES_LOG_EPS] = {"attn_norm_log_eps", "ffn_norm_log_eps", "final_norm_log_eps"},
+    [NORM_TAKES_ALPHA] = {"attn_norm_alpha", "ffn_norm_alpha", "final_norm_alpha"},
+};
 
 /* ----------------------------------------------------------------------------
  * Headers, their checks and the tensor layouts */
@@ -260,26 +269,32 @@ static void ak42_layout(Layout *l, Weights *w, const Config *c, int version, uin
 }
 
 /* normllama: legacy order without the RoPE tables, each norm followed by its bias when the file
- * has biases, matrices as `k` (q8_0 scales after their values), every tensor aligned. */
+ * has biases and then by its per-site scalar when the trained norm learns one, matrices as `k`
+ * (q8_0 scales after their values), every tensor aligned. */
 static void normllama_layout(Layout *l, Weights *w, const Config *c, uint64_t align, TensorKind k,
                              int group_size) {
     int dim = c->dim, hidden = c->hidden_dim, kv_dim = c->n_kv_heads * (dim / c->n_heads);
     uint64_t layers = c->n_layers;
+    NormScalar scalar = norm_scalar(c->trained_norm);
+    const char *const *scalar_names = site_scalar_names[scalar];
     *l = (Layout){.start = align_up(FIXED_HEADER, align), .align = align, .group_size = group_size};
     add_matrix(l, "token_embedding", &w->token_embedding, (Stack){1, c->vocab_size, dim}, k);
     add_vector(l, "attn_norm", &w->attn_norm, layers * dim);
     if (c->norm_bias) add_vector(l, "attn_norm_bias", &w->attn_norm_bias, layers * dim);
+    if (scalar != NORM_TAKES_EPS) add_vector(l, scalar_names[0], &w->attn_norm_scalar, layers);
     add_matrix(l, "wq", &w->wq, (Stack){layers, dim, dim}, k);
     add_matrix(l, "wk", &w->wk, (Stack){layers, kv_dim, dim}, k);
     add_matrix(l, "wv", &w->wv, (Stack){layers, kv_dim, dim}, k);
     add_matrix(l, "wo", &w->wo, (Stack){layers, dim, dim}, k);
     add_vector(l, "ffn_norm", &w->ffn_norm, layers * dim);
     if (c->norm_bias) add_vector(l, "ffn_norm_bias", &w->ffn_norm_bias, layers * dim);
+    if (scalar != NORM_TAKES_EPS) add_vector(l, scalar_names[1], &w->ffn_norm_scalar, layers);
     add_matrix(l, "w1", &w->w1, (Stack){layers, hidden, dim}, k);
     add_matrix(l, "w2", &w->w2, (Stack){layers, dim, hidden}, k);
     add_matrix(l, "w3", &w->w3, (Stack){layers, hidden, dim}, k);
     add_vector(l, "final_norm", &w->final_norm, dim);
     if (c->norm_bias) add_vector(l, "final_norm_bias", &w->final_norm_bias, dim);
+    if (scalar != NORM_TAKES_EPS) add_vector(l, scalar_names[2], &w->final_norm_scalar, 1);
     if (!c->shared_classifier) add_matrix(l, "wcls", &w->wcls, (Stack){1, c->vocab_size, dim}, k);
 }
 
@@ -396,8 +411,11 @@ static int read_normllama(Model *m, const char *map, Layout *l, char *err, size_
     c->norm_eps = read_f32(map + 40);
     uint32_t norm = read_u32(map + 44), bias = read_u32(map + 48), shared = read_u32(map + 52);
     uint32_t dtype = read_u32(map + 56), align = read_u32(map + 60);
-    if (norm >= sizeof(norm_codes) / sizeof(norm_codes[0])) {
-        snprintf(err, errlen, "unknown trained norm code %u (0 rmsnorm, 1 layernorm)", norm);
+    if (norm >= N_NORM_CODES) {
+        snprintf(err, errlen,
+                 "unknown trained norm code %u (0 rmsnorm, 1 layernorm, 2 rmsnorm_bias, "
+                 "3 rmsnorm_learned_eps, 4 prmsnorm, 5 dyt, 6 identity)",
+                 norm);
         return -1;
     }
     c->trained_norm = norm_by_name(norm_codes[norm]);

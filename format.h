@@ -52,7 +52,7 @@ typedef struct {
 } Source;
 
 typedef struct {
-    TensorSpec tensors[32]; /* at most 24: normllama q8_0 or q4_0 with norm biases */
+    TensorSpec tensors[32]; /* at most 27: normllama q8_0 or q4_0, norm biases and scalars */
     int n;
     Source sources[12]; /* at most 9: every matrix, wcls included */
     int n_sources;

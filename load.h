@@ -27,7 +27,8 @@
  *    4 bytes a weight while they are packed.
  * 4. Allocates the run state (state.h: 64-byte aligned; the kv cache in 4 KiB pages left
  *    untouched, so that it takes memory as positions are first written, not seq_len positions at
- *    load) and sets m->norm to the trained norm (m->forward NULL: the fast pass).
+ *    load) and sets the trained norm at every site (model_set_norm; m->forward NULL: the fast
+ *    pass).
  *
  * Returns 0 on success. On failure (missing, unreadable, empty or truncated file; unknown version
  * or weight dtype; q8_0 group_size other than 32 or 64, a group_size with another dtype;

@@ -7,6 +7,7 @@
 #include "model.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "simd.h"
@@ -53,13 +54,59 @@ static const float *layer_slice(const float *stack, int l, int dim) {
     return stack ? stack + (size_t)l * dim : NULL;
 }
 
-/* out[b] = m->norm(x[b]) * weight (+ bias) for the rows b < rows of (rows, dim) out and x: every
- * norm of the model, through the one NormFn (docs/NORMS.md). out may be x. */
-static void norm_rows(const Model *m, float *out, const float *x, const float *weight,
-                      const float *bias, int rows) {
+NormCall model_norm_site(const Model *m, int site) {
+    const Weights *w = &m->weights;
+    int l = site / 2, dim = m->config.dim;
+    const float *weight = w->final_norm, *bias = w->final_norm_bias, *scalar = w->final_norm_scalar;
+    if (l < m->config.n_layers) {
+        int ffn = site % 2;
+        weight = layer_slice(ffn ? w->ffn_norm : w->attn_norm, l, dim);
+        bias = layer_slice(ffn ? w->ffn_norm_bias : w->attn_norm_bias, l, dim);
+        scalar = layer_slice(ffn ? w->ffn_norm_scalar : w->attn_norm_scalar, l, 1);
+    }
+    return (NormCall){m->norm, weight, bias, m->site_scalars ? *scalar : m->config.norm_eps};
+}
+
+/* What a norm's per-site scalar is, for messages */
+static const char *scalar_words(NormScalar s) {
+    return s == NORM_TAKES_ALPHA ? "alpha" : "learned log eps";
+}
+
+int model_check_norm(const Model *m, NormFn fn, char *err, size_t errlen) {
+    NormScalar wanted = norm_scalar(fn);
+    if (wanted == NORM_TAKES_EPS || wanted == norm_scalar(m->config.trained_norm)) return 0;
+    snprintf(err, errlen,
+             "norm %s needs each norm site's %s, which a model trained with %s does not have "
+             "(only one trained with %s does)",
+             norm_name(fn), scalar_words(wanted), norm_name(m->config.trained_norm), norm_name(fn));
+    return -1;
+}
+
+void model_set_norm(Model *m, NormFn fn) {
+    m->norm = fn;
+    m->site_scalars = norm_scalar(fn) != NORM_TAKES_EPS;
+}
+
+int model_unread_norm_parameters(const Model *m, char *notice, size_t len) {
+    const Config *c = &m->config;
+    int biases = c->norm_bias && !norm_reads_bias(m->norm);
+    NormScalar trained = norm_scalar(c->trained_norm);
+    int scalars = trained != NORM_TAKES_EPS && !m->site_scalars;
+    if (!biases && !scalars) return 0;
+    snprintf(notice, len, "the model was trained with %s; %s ignores %s%s%s%s",
+             norm_name(c->trained_norm), norm_name(m->norm), biases ? "its norm biases" : "",
+             biases && scalars ? " and " : "", scalars ? "each norm site's " : "",
+             scalars ? scalar_words(trained) : "");
+    return 1;
+}
+
+/* out[b] = m->norm(x[b]) at norm site `site` (model_norm_site) for the rows b < rows of (rows, dim)
+ * out and x: every norm of the model, through the one NormFn (docs/NORMS.md). out may be x. */
+static void norm_rows(const Model *m, float *out, const float *x, int site, int rows) {
     int dim = m->config.dim;
+    NormCall n = model_norm_site(m, site);
     for (int b = 0; b < rows; b++)
-        m->norm(out + (size_t)b * dim, x + (size_t)b * dim, weight, bias, dim, m->config.norm_eps);
+        n.fn(out + (size_t)b * dim, x + (size_t)b * dim, n.weight, n.bias, dim, n.eps);
 }
 
 LayerCache model_layer_cache(const Model *m, int l) {
@@ -92,8 +139,7 @@ static void forward_positions(Model *m, const int *tokens, int batch, int pos0, 
 
     for (int l = 0; l < c->n_layers; l++) {
         /* attention block: x += wo attention(rope(wq n(x)), rope(wk n(x)), wv n(x)) */
-        norm_rows(m, s->xb, s->x, layer_slice(w->attn_norm, l, dim),
-                  layer_slice(w->attn_norm_bias, l, dim), batch);
+        norm_rows(m, s->xb, s->x, 2 * l, batch);
         lap(prof, OP_NORM);
         /* wk and wv write straight into the kv cache: rows pos0 .. pos0 + batch - 1 of layer l */
         LayerCache cache = model_layer_cache(m, l);
@@ -117,8 +163,7 @@ static void forward_positions(Model *m, const int *tokens, int batch, int pos0, 
         lap(prof, OP_OUTPUT_PROJ);
 
         /* feed-forward block: x += w2 (silu(w1 n(x)) * w3 n(x)) */
-        norm_rows(m, s->xb, s->x, layer_slice(w->ffn_norm, l, dim),
-                  layer_slice(w->ffn_norm_bias, l, dim), batch);
+        norm_rows(m, s->xb, s->x, 2 * l + 1, batch);
         lap(prof, OP_NORM);
         matmul((Product[]){{s->hb, &w->w1}, {s->hb2, &w->w3}}, 2, s->xb, batch, l, &s->xq);
         swiglu(s->hb, s->hb2, batch * hidden);
@@ -128,7 +173,7 @@ static void forward_positions(Model *m, const int *tokens, int batch, int pos0, 
     }
 
     if (logits) {
-        norm_rows(m, s->x, s->x, w->final_norm, w->final_norm_bias, batch);
+        norm_rows(m, s->x, s->x, 2 * c->n_layers, batch);
         lap(prof, OP_NORM);
         matmul(&(Product){logits, &w->wcls}, 1, s->x, batch, 0, &s->xq);
         lap(prof, OP_CLASSIFIER);

@@ -57,7 +57,12 @@ typedef struct {
     const float *attn_norm_bias;  /* (n_layers, dim) */
     const float *ffn_norm_bias;   /* (n_layers, dim) */
     const float *final_norm_bias; /* (dim) */
-    Matrix wcls;                  /* (vocab_size, dim); token_embedding when shared */
+    /* each norm site's learned scalar (log eps or alpha: norm_scalar of the trained norm), or
+     * NULL when the trained norm learns none */
+    const float *attn_norm_scalar;  /* (n_layers) */
+    const float *ffn_norm_scalar;   /* (n_layers) */
+    const float *final_norm_scalar; /* (1) */
+    Matrix wcls;                    /* (vocab_size, dim); token_embedding when shared */
 } Weights;
 
 /* Activations of up to `batch` positions run together (one in decode, a batch of the prompt in
@@ -93,6 +98,8 @@ struct Model {
     Weights weights;
     RunState state;
     NormFn norm;        /* applied at every norm site; config.trained_norm after model_load */
+    int site_scalars;   /* 1: norm is given each site's learned scalar (Weights' *_norm_scalar)
+                           in place of norm_eps (model_set_norm) */
     float *norms;       /* every norm's weight and bias, copied from the file (Weights points in) */
     void *packed;       /* every matrix, in panels (Matrix), in 2 MiB pages where the OS allows
                            (the last part short of 2 MiB in 4 KiB pages) */
@@ -108,10 +115,9 @@ struct Model {
  * the kv cache and attends over positions 0..pos, so positions must be fed in order from 0.
  * Requires 0 <= token < vocab_size and 0 <= pos < seq_len (the caller checks).
  * Matches llama2.c's forward(): pre-norm blocks, pairwise RoPE on q and k, grouped kv heads,
- * SwiGLU feed-forward, final norm, classifier; every norm is m->norm, given the norm biases
- * (NULL when the file has none; rmsnorm ignores them). With m->profile set, adds each operation
- * class's time to it (every class but OP_SAMPLING). With m->forward set, returns its logits
- * instead (untimed). */
+ * SwiGLU feed-forward, final norm, classifier; every norm is m->norm with its site's weight,
+ * bias and scalar (model_norm_site). With m->profile set, adds each operation class's time to it
+ * (every class but OP_SAMPLING). With m->forward set, returns its logits instead (untimed). */
 float *model_forward(Model *m, int token, int pos);
 
 /* Runs tokens[0..n) through the model at positions 0..n-1 as batches of m->state.batch
@@ -131,6 +137,26 @@ void model_prefill(Model *m, const int *tokens, int n, float *logits);
  * (Su et al. 2021, eq. 34) in the interleaved pairing that llama2.c and Meta's Llama reference
  * use. The fast pass's; the plain one has its own, rope_ref (reference.h). */
 void rope(const Config *c, const float *inv_freq, float *q, float *k, int pos);
+
+/* Norm site `site` of m, numbered in model_forward's order (2 l: layer l's attention norm,
+ * 2 l + 1: its ffn norm, 2 n_layers: the final norm): m->norm with that site's weight, bias (NULL
+ * when the file has none) and scalar, the site's learned one (Weights' *_norm_scalar) when
+ * m->site_scalars, else norm_eps. Requires 0 <= site <= 2 n_layers (not checked). */
+NormCall model_norm_site(const Model *m, int site);
+
+/* Whether m can run norm fn: 0, or -1 with the reason in err[errlen] when fn reads per-site
+ * parameters the file does not hold (a learned log eps, DyT's alpha: only a model trained with
+ * that norm has them). */
+int model_check_norm(const Model *m, NormFn fn, char *err, size_t errlen);
+
+/* Makes fn, which model_check_norm accepts, the norm of every site: m->norm, and
+ * m->site_scalars, 1 when fn reads the file's per-site scalars. */
+void model_set_norm(Model *m, NormFn fn);
+
+/* When m->norm leaves some of the file's norm parameters unread (its biases; the learned log eps
+ * or alpha of the norm it was trained with), writes what into notice[len] as a sentence and
+ * returns 1; else returns 0. */
+int model_unread_norm_parameters(const Model *m, char *notice, size_t len);
 
 /* Layer l's part of m's kv cache (positions 0..seq_len - 1) and the heads' shape, for
  * attention and attention_ref; att is m's scratch. */

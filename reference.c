@@ -21,6 +21,14 @@ void rope_ref(const Config *c, float *q, float *k, int pos) {
     }
 }
 
+/* out = the plain twin of m's norm at norm site `site` (model_norm_site) of x; a norm outside
+ * norm.c's table (an observer) runs as it is */
+static void plain_norm(const Model *m, int site, float *out, const float *x) {
+    NormCall n = model_norm_site(m, site);
+    NormFn plain = norm_plain(n.fn);
+    (plain ? plain : n.fn)(out, x, n.weight, n.bias, m->config.dim, n.eps);
+}
+
 float *reference_forward(Model *m, int token, int pos) {
     const Config *c = &m->config;
     const Weights *w = &m->weights;
@@ -28,18 +36,12 @@ float *reference_forward(Model *m, int token, int pos) {
     int dim = c->dim, hidden_dim = c->hidden_dim;
     int kv_dim = c->n_kv_heads * (dim / c->n_heads);
     float *x = s->x;
-    NormFn norm = norm_plain(m->norm); /* one outside norm.c's table (an observer) as it is */
-    if (!norm) norm = m->norm;
-
     /* the token's embedding starts the residual stream */
     embedding_ref(&w->token_embedding, token, x);
 
     for (int l = 0; l < c->n_layers; l++) {
-        const float *attn_bias = w->attn_norm_bias ? w->attn_norm_bias + (size_t)l * dim : NULL;
-        const float *ffn_bias = w->ffn_norm_bias ? w->ffn_norm_bias + (size_t)l * dim : NULL;
-
         /* attention: x += wo attention(rope(wq n(x)), rope(wk n(x)), wv n(x)) */
-        norm(s->xb, x, w->attn_norm + (size_t)l * dim, attn_bias, dim, c->norm_eps);
+        plain_norm(m, 2 * l, s->xb, x);
         /* this position's key and value go straight into the cache */
         float *k = s->key_cache + ((size_t)l * c->seq_len + pos) * kv_dim;
         float *v = s->value_cache + ((size_t)l * c->seq_len + pos) * kv_dim;
@@ -53,7 +55,7 @@ float *reference_forward(Model *m, int token, int pos) {
         for (int i = 0; i < dim; i++) x[i] += s->xb2[i];
 
         /* feed-forward: x += w2 (silu(w1 n(x)) * w3 n(x)), silu(g) = g * sigmoid(g) */
-        norm(s->xb, x, w->ffn_norm + (size_t)l * dim, ffn_bias, dim, c->norm_eps);
+        plain_norm(m, 2 * l + 1, s->xb, x);
         matmul_ref(s->hb, &w->w1, l, s->xb);
         matmul_ref(s->hb2, &w->w3, l, s->xb);
         for (int i = 0; i < hidden_dim; i++)
@@ -63,7 +65,7 @@ float *reference_forward(Model *m, int token, int pos) {
     }
 
     /* the final norm, then the classifier: logits = wcls n(x) */
-    norm(x, x, w->final_norm, w->final_norm_bias, dim, c->norm_eps);
+    plain_norm(m, 2 * c->n_layers, x, x);
     matmul_ref(s->logits, &w->wcls, 0, x);
     return s->logits;
 }

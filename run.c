@@ -207,7 +207,12 @@ int main(int argc, char **argv) {
     const Config *c = &model.config;
     if (c->vocab_size != header.vocab_size || c->seq_len != header.seq_len) /* the checks above */
         die("%s: the file changed while it was read", o.model_path);
-    if (o.norm) model.norm = o.norm;
+    for (int k = 0; k < 2; k++) { /* the norms asked for, by --norm or --compare */
+        NormFn asked = o.compare ? o.compare_with[k] : o.norm;
+        if (asked && model_check_norm(&model, asked, err, sizeof(err)) != 0)
+            die("%s: %s", o.model_path, err);
+    }
+    if (o.norm) model_set_norm(&model, o.norm);
     if (o.reference) model.forward = reference_forward;
     if (o.batch && model_set_batch(&model, o.batch, err, sizeof(err)) != 0) die("--batch: %s", err);
     LogitsOut logits_out = {NULL, o.logits_path};
@@ -216,9 +221,9 @@ int main(int argc, char **argv) {
     if (o.logits_path) remove_on_error(o.logits_path, logits_out.file);
 
     /* notices after every check, so that an error is the only line */
-    if (c->norm_bias && model.norm != layernorm) /* the RMSNorms have no shift */
-        fprintf(stderr, "run: the model was trained with %s; %s ignores its norm biases\n",
-                norm_name(c->trained_norm), norm_name(model.norm));
+    char notice[256];
+    if (model_unread_norm_parameters(&model, notice, sizeof(notice)))
+        fprintf(stderr, "run: %s\n", notice);
     if (o.ppl_path) {
         run_perplexity(&model, text_tokens, n_text, o.ppl_path, o.profile);
         free(text_tokens);

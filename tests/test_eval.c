@@ -166,11 +166,14 @@ Test(eval, ppl_output_matches_reference) {
     free(text);
 }
 
-Test(eval, compare_numbers_match_reference) {
-    /* greedy with -n 48: A's text is the prompt and greedy rmsnorm tokens up to position 48, all
-     * 49 of them fed when teacher forcing; KL and agreement recomputed here in double */
+/* run --compare=rmsnorm,B (greedy, -n 48) against the same numbers recomputed here: A's text is
+ * the prompt and greedy rmsnorm tokens up to position 48, all 49 of them fed when teacher
+ * forcing; KL and agreement in double. Returns the mean KL. */
+static double check_compare(const char *b_name) {
+    char flag[64];
+    snprintf(flag, sizeof(flag), "--compare=rmsnorm,%s", b_name);
     RunResult r = run_program((const char *[]){MODEL, "Once upon a time", "-t", "0", "-n", "48",
-                                               "--compare", "--json", "--threads=1", NULL});
+                                               flag, "--json", "--threads=1", NULL});
     cr_assert_eq(r.exit_code, 0, "stderr: %s", r.err);
     Tokenizer t;
     char err[256];
@@ -191,7 +194,7 @@ Test(eval, compare_numbers_match_reference) {
             tokens[pos + 1] = best;
         }
     }
-    m.norm = layernorm;
+    model_set_norm(&m, norm_by_name(b_name));
     double kl_sum = 0.0;
     int agree = 0;
     for (int pos = 0; pos < N; pos++) {
@@ -212,12 +215,28 @@ Test(eval, compare_numbers_match_reference) {
         agree += top_p == top_q;
     }
     cr_assert_eq((int)number_after(r.out, "\"summary\": {\"positions\": "), N);
-    cr_assert_float_eq(number_after(r.out, "\"mean_kl\": "), kl_sum / N, 1e-5 * kl_sum / N);
-    cr_assert_float_eq(number_after(r.out, "\"top1_agreement\": "), (double)agree / N, 1e-5);
+    cr_assert_float_eq(number_after(r.out, "\"mean_kl\": "), kl_sum / N, 1e-5 * kl_sum / N, "%s",
+                       b_name);
+    cr_assert_float_eq(number_after(r.out, "\"top1_agreement\": "), (double)agree / N, 1e-5, "%s",
+                       b_name);
+    cr_log_info("stories260K, rmsnorm -> %s: mean KL %.4g nats, top-1 agreement %d / %d", b_name,
+                kl_sum / N, agree, N);
     free(logits);
     model_free(&m);
     tokenizer_free(&t);
     result_free(&r);
+    return kl_sum / N;
+}
+
+Test(eval, compare_numbers_match_reference) {
+    check_compare("layernorm");
+}
+
+Test(eval, compare_measures_the_siblings_swapped_into_an_rmsnorm_model) {
+    /* pRMSNorm's RMS from 4 of stories260K's 64 values moves the model; RMSNorm + bias without
+     * a bias is RMSNorm bit for bit: no change at all */
+    cr_assert_gt(check_compare("prmsnorm"), 1e-3);
+    cr_assert_eq(check_compare("rmsnorm_bias"), 0.0);
 }
 
 Test(eval, ppl_matches_pytorch_reference) {

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "helpers.h"
+#include "load.h"
 
 #define LEGACY    "models/stories260K.bin"
 #define V1        "models/stories260K_ak42_v1.bin"
@@ -124,6 +125,11 @@ static void append_tensor(Blob *b, size_t numel) {
     b->size = start + numel * 4;
 }
 
+/* Trained-norm codes (docs/FORMAT.md) whose files hold a learned scalar per norm site */
+enum { NORM_CODE_LEARNED_EPS = 3, NORM_CODE_DYT = 5 };
+
+/* A normllama file of a small model (dim 12, 2 layers) trained with norm `norm` (its code), with
+ * norm biases if `bias`: every tensor docs/FORMAT.md lists for that header, in its order. */
 static Blob small_model(uint32_t norm, uint32_t bias) {
     const int dim = 12, hidden = 20, layers = 2, kv_dim = 6, vocab = VOCAB;
     Blob b = {calloc(256, 1), 256};
@@ -141,17 +147,21 @@ static Blob small_model(uint32_t norm, uint32_t bias) {
     append_tensor(&b, vocab * dim);            /* token_embedding */
     append_tensor(&b, layers * dim);           /* attn_norm */
     if (bias) append_tensor(&b, layers * dim); /* attn_norm_bias */
+    int scalars = norm == NORM_CODE_LEARNED_EPS || norm == NORM_CODE_DYT;
+    if (scalars) append_tensor(&b, layers);    /* attn_norm_log_eps or _alpha */
     append_tensor(&b, layers * dim * dim);     /* wq */
     append_tensor(&b, layers * kv_dim * dim);  /* wk */
     append_tensor(&b, layers * kv_dim * dim);  /* wv */
     append_tensor(&b, layers * dim * dim);     /* wo */
     append_tensor(&b, layers * dim);           /* ffn_norm */
     if (bias) append_tensor(&b, layers * dim); /* ffn_norm_bias */
+    if (scalars) append_tensor(&b, layers);    /* ffn_norm_log_eps or _alpha */
     append_tensor(&b, layers * hidden * dim);  /* w1 */
     append_tensor(&b, layers * dim * hidden);  /* w2 */
     append_tensor(&b, layers * hidden * dim);  /* w3 */
     append_tensor(&b, dim);                    /* final_norm */
     if (bias) append_tensor(&b, dim);          /* final_norm_bias */
+    if (scalars) append_tensor(&b, 1);         /* final_norm_log_eps or _alpha */
     append_tensor(&b, vocab * dim);            /* wcls */
     return b;
 }
@@ -205,6 +215,74 @@ Test(normllama, layernorm_trained_model_defaults_to_layernorm) {
     free(b.data);
 }
 
+Test(normllama, sibling_models_run_their_own_norm_with_their_parameters) {
+    /* codes 2..6 with biases as train.py writes them (rmsnorm_bias and dyt learn one) */
+    const char *names[] = {"rmsnorm_bias", "rmsnorm_learned_eps", "prmsnorm", "dyt", "identity"};
+    const uint32_t biased[] = {1, 0, 0, 1, 0};
+    for (uint32_t k = 0; k < 5; k++) {
+        Blob b = small_model(2 + k, biased[k]);
+        const char *path = write_blob(&b, b.size);
+        RunResult r = run_small(path, NULL);
+        char expected[64];
+        snprintf(expected, sizeof(expected), "norm %s,", names[k]);
+        cr_assert_eq(r.exit_code, 0, "%s: %s", names[k], r.err);
+        cr_assert(strstr(r.err, expected) && count_lines(r.err) == 1, "%s: %s", names[k], r.err);
+        result_free(&r);
+        /* each site gets its own scalar, in model_forward's order (attention 0, ffn 0,
+         * attention 1, ffn 1, final) from the file's attention (layer 0, 1), ffn (0, 1) and
+         * final tensors, append_tensor's values -0.2, 0.15; -0.2, 0.15; -0.25 */
+        Model m;
+        char err[256];
+        cr_assert_eq(model_load(&m, path, err, sizeof(err)), 0, "%s", err);
+        unlink(path);
+        const float expected_scalars[5] = {-0.2f, -0.2f, 0.15f, 0.15f, -0.25f};
+        for (int site = 0; site < 5; site++) {
+            NormCall n = model_norm_site(&m, site);
+            int learned = 2 + k == NORM_CODE_LEARNED_EPS || 2 + k == NORM_CODE_DYT;
+            cr_assert_float_eq(n.eps, learned ? expected_scalars[site] : 1e-5f, 1e-7, "%s %d",
+                               names[k], site);
+            cr_assert_eq(n.bias != NULL, biased[k] == 1);
+        }
+        model_free(&m);
+        free(b.data);
+    }
+}
+
+Test(normllama, a_norm_needs_the_parameters_it_reads) {
+    /* DyT's alphas ignored with a notice under another norm; refused where the file has none */
+    Blob b = small_model(NORM_CODE_DYT, 1);
+    const char *path = write_blob(&b, b.size);
+    RunResult r = run_small(path, "--norm=rmsnorm");
+    cr_assert_eq(r.exit_code, 0, "%s", r.err);
+    cr_assert(strstr(r.err, "run: the model was trained with dyt; rmsnorm ignores its norm biases "
+                            "and each norm site's alpha\n"),
+              "%s", r.err);
+    result_free(&r);
+    r = run_small(path, "--norm=rmsnorm_learned_eps");
+    unlink(path);
+    cr_assert_eq(r.exit_code, 1, "%s", r.err);
+    cr_assert(strstr(r.err, "norm rmsnorm_learned_eps needs each norm site's learned log eps, "
+                            "which a model trained with dyt does not have") &&
+                  count_lines(r.err) == 1,
+              "%s", r.err);
+    result_free(&r);
+    free(b.data);
+    b = small_model(0, 0);
+    path = write_blob(&b, b.size);
+    const char *flags[] = {"--norm=dyt", "--compare=rmsnorm,dyt"};
+    for (int k = 0; k < 2; k++) {
+        r = run_small(path, flags[k]);
+        cr_assert_eq(r.exit_code, 1, "%s: %s", flags[k], r.err);
+        cr_assert(strstr(r.err, "norm dyt needs each norm site's alpha, which a model trained "
+                                "with rmsnorm does not have") &&
+                      count_lines(r.err) == 1 && r.out[0] == '\0',
+                  "%s: %s", flags[k], r.err);
+        result_free(&r);
+    }
+    unlink(path);
+    free(b.data);
+}
+
 /* Exit 1, one line on stderr containing `needle`, nothing on stdout. */
 static void expect_load_error(const Blob *b, size_t size, const char *needle) {
     const char *path = write_blob(b, size);
@@ -246,7 +324,11 @@ Test(normllama_bad_input, header_fields_out_of_range) {
     expect_field_error(OFF_ROPE_THETA, f32_bits(NAN), "rope_theta is nan");
     expect_field_error(OFF_NORM_EPS, f32_bits(0.0f), "norm_eps is 0, outside (0, 1)");
     expect_field_error(OFF_NORM_EPS, f32_bits(-1e-5f), "norm_eps is -1e-05");
-    expect_field_error(OFF_NORM, 2, "unknown trained norm code 2 (0 rmsnorm, 1 layernorm)");
+    expect_field_error(OFF_NORM, 7,
+                       "unknown trained norm code 7 (0 rmsnorm, 1 layernorm, 2 rmsnorm_bias, "
+                       "3 rmsnorm_learned_eps, 4 prmsnorm, 5 dyt, 6 identity)");
+    /* a code whose norm learns a scalar per site implies their tensors: this file has none */
+    expect_field_error(OFF_NORM, NORM_CODE_DYT, "normllama v1 f32 header (dim 12");
     expect_field_error(OFF_NORM_BIAS, 2, "norm_bias flag is 2, not 0 or 1");
     expect_field_error(OFF_SHARED, 7, "shared_classifier flag is 7, not 0 or 1");
     expect_field_error(OFF_ALIGN, 48, "alignment is 48, not a power of two in 4..4096");
