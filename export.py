@@ -97,9 +97,13 @@ META_NAMES = {
     "ffn_norm": "layers.{}.ffn_norm.weight", "w1": "layers.{}.feed_forward.w1.weight",
     "w2": "layers.{}.feed_forward.w2.weight", "w3": "layers.{}.feed_forward.w3.weight",
     "final_norm": "norm.weight", "wcls": "output.weight",
-    # LayerNorm's biases, in checkpoints of train.py's LayerNorm models
+    # the norms' biases and per-site scalars, in checkpoints of train.py's models (nllm_model.py)
     "attn_norm_bias": "layers.{}.attention_norm.bias", "ffn_norm_bias": "layers.{}.ffn_norm.bias",
     "final_norm_bias": "norm.bias",
+    "attn_norm_log_eps": "layers.{}.attention_norm.log_eps",
+    "ffn_norm_log_eps": "layers.{}.ffn_norm.log_eps", "final_norm_log_eps": "norm.log_eps",
+    "attn_norm_alpha": "layers.{}.attention_norm.alpha",
+    "ffn_norm_alpha": "layers.{}.ffn_norm.alpha", "final_norm_alpha": "norm.alpha",
 }
 
 HF_NAMES = {

@@ -17,8 +17,15 @@ MAGIC = 0x4D4C4C4E  # "NLLM" on disk
 VERSION = 1
 HEADER_BYTES = 256
 ALIGN = 64  # of every tensor, as export.py and train.py write it (the header allows 4..4096)
-NORM_CODES = {"rmsnorm": 0, "layernorm": 1}
+# the trained norm's header code, by run's name of the norm (norm.c, format.c)
+NORM_CODES = {"rmsnorm": 0, "layernorm": 1, "rmsnorm_bias": 2, "rmsnorm_learned_eps": 3,
+              "prmsnorm": 4, "dyt": 5, "identity": 6}
 NORMS = tuple(NORM_CODES)  # in the order of their codes
+TWINS = ("rmsnorm", "layernorm")  # the twin study's pair; the others are its siblings
+BIASED = ("layernorm", "rmsnorm_bias", "dyt")  # the norms that learn a bias (beta)
+# the norms that learn one scalar per norm site, and its name: the file's tensors
+# attn_norm_<it>, ffn_norm_<it>, final_norm_<it> (docs/FORMAT.md), the module's parameter
+SITE_SCALARS = {"rmsnorm_learned_eps": "log_eps", "dyt": "alpha"}
 MATRICES = {"token_embedding", "wq", "wk", "wv", "wo", "w1", "w2", "w3", "wcls"}  # norms stay f32
 MAX_SIZE = 1 << 20  # run's bound on every size field of the header (format.c, check_config)
 
@@ -116,21 +123,27 @@ class Config:
         return self.n_kv_heads * self.head_size
 
 
+def norm_tensors(c, site):
+    """The tensors of one kind of norm site ("attn_norm", "ffn_norm" or "final_norm") in file
+    order: its weight, its bias when the file has biases, its learned scalar (SITE_SCALARS, shape
+    (1,) a site) when the trained norm learns one."""
+    per_layer = site != "final_norm"
+    tensors = [(site, per_layer, (c.dim,))]
+    if c.norm_bias:
+        tensors.append((f"{site}_bias", per_layer, (c.dim,)))
+    if c.norm in SITE_SCALARS:
+        tensors.append((f"{site}_{SITE_SCALARS[c.norm]}", per_layer, (1,)))
+    return tensors
+
+
 def tensor_order(c):
     """(name, per_layer, shape of one layer or of the whole tensor), in file order."""
-    order = [("token_embedding", False, (c.vocab_size, c.dim)),
-             ("attn_norm", True, (c.dim,))]
-    if c.norm_bias:
-        order.append(("attn_norm_bias", True, (c.dim,)))
+    order = [("token_embedding", False, (c.vocab_size, c.dim)), *norm_tensors(c, "attn_norm")]
     order += [("wq", True, (c.dim, c.dim)), ("wk", True, (c.kv_dim, c.dim)),
               ("wv", True, (c.kv_dim, c.dim)), ("wo", True, (c.dim, c.dim)),
-              ("ffn_norm", True, (c.dim,))]
-    if c.norm_bias:
-        order.append(("ffn_norm_bias", True, (c.dim,)))
+              *norm_tensors(c, "ffn_norm")]
     order += [("w1", True, (c.hidden_dim, c.dim)), ("w2", True, (c.dim, c.hidden_dim)),
-              ("w3", True, (c.hidden_dim, c.dim)), ("final_norm", False, (c.dim,))]
-    if c.norm_bias:
-        order.append(("final_norm_bias", False, (c.dim,)))
+              ("w3", True, (c.hidden_dim, c.dim)), *norm_tensors(c, "final_norm")]
     if not c.shared_classifier:
         order.append(("wcls", False, (c.vocab_size, c.dim)))
     return order

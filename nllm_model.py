@@ -8,10 +8,17 @@ then logits = wcls n(x), with wcls the token embedding when the classifier is sh
 RoPE rotates pairs (2i, 2i+1) of each head by pos * theta^(-2i / head_size) (llama2.c, Meta;
 `rope_rotate_half` is the Hugging Face pairing, kept for export.py's tests). n_kv_heads keys and
 values serve n_heads / n_kv_heads query heads each (grouped-query attention). The norms are written
-from their equations with eps inside the root:
-    RMSNorm   (Zhang & Sennrich 2019, eq. 4):  weight * x / sqrt(mean(x^2) + eps)
-    LayerNorm (Ba, Kiros & Hinton 2016, eq. 4): weight * (x - mean) / sqrt(var + eps) + bias,
-              var the biased variance (PyTorch's F.layer_norm).
+from their equations with eps inside the root, each as run's norm of the same name (norm.h):
+    rmsnorm   (Zhang & Sennrich 2019, eq. 4):  weight * x / sqrt(mean(x^2) + eps)
+    layernorm (Ba, Kiros & Hinton 2016, eq. 4): weight * (x - mean) / sqrt(var + eps) + bias,
+              var the biased variance (PyTorch's F.layer_norm)
+and their siblings (docs/NORMS.md):
+    rmsnorm_bias:        rmsnorm + bias
+    rmsnorm_learned_eps: weight * x / sqrt(mean(x^2) + exp(log_eps)), log_eps learned per site
+    prmsnorm  (Zhang & Sennrich 2019, pRMSNorm): rmsnorm with the mean over the first
+              k = ceil(dim / 16) values (p = 6.25%)
+    dyt       (Zhu et al. 2025): weight * tanh(alpha x) + bias, alpha learned per site
+    identity: x, no norm at all.
 Tensor names are docs/FORMAT.md's (token_embedding, attn_norm, attn_norm_bias, wq, ...); the
 shape, norm, eps and RoPE base are a file's header, nllm_format.Config.
 """
@@ -55,8 +62,84 @@ class LayerNorm(nn.Module):
         return self.weight * (centered * torch.rsqrt(var + self.eps)) + self.bias
 
 
-def make_norm(c):
-    return (RMSNorm if c.norm == "rmsnorm" else LayerNorm)(c.dim, c.norm_eps)
+class RMSNormBias(RMSNorm):
+    """RMSNorm plus a learned bias: weight * x / sqrt(mean(x^2) + eps) + bias."""
+
+    def __init__(self, dim, eps):
+        super().__init__(dim, eps)
+        self.bias = nn.Parameter(torch.zeros(dim))
+
+    def forward(self, x):
+        return super().forward(x) + self.bias
+
+
+class RMSNormLearnedEps(nn.Module):
+    """weight * x / sqrt(mean(x^2) + exp(log_eps)): eps learned at each norm site, positive
+    whatever log_eps becomes; log_eps starts at log(eps). (exp rather than softplus: the two agree
+    for eps far below 1, and a step of Adam then moves eps by a factor, the scale eps lives on.)"""
+
+    def __init__(self, dim, eps):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.log_eps = nn.Parameter(torch.full((1,), math.log(eps)))
+
+    def forward(self, x):
+        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.log_eps.exp()))
+
+
+class PRMSNorm(RMSNorm):
+    """Partial RMSNorm: weight * x / sqrt(mean(x[:k]^2) + eps), the RMS estimated from the first
+    k = ceil(dim p) values, p = 6.25% = 1/16 (run's prmsnorm_count)."""
+
+    def __init__(self, dim, eps):
+        super().__init__(dim, eps)
+        self.k = -(-dim // 16)
+
+    def forward(self, x):
+        ms = x[..., :self.k].pow(2).mean(-1, keepdim=True)
+        return self.weight * (x * torch.rsqrt(ms + self.eps))
+
+
+# DyT's initial alpha by norm site: the DyT paper's values for its narrowest LLaMA (7B, width
+# 4096); wider models want smaller ones, and none narrower is published (docs/NORMS.md)
+DYT_ALPHA0 = {"attention": 0.8, "ffn": 0.2, "final": 0.2}
+
+
+class DyT(nn.Module):
+    """Dynamic Tanh: weight * tanh(alpha x) + bias, alpha one learned scalar; no statistics."""
+
+    def __init__(self, dim, alpha0):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.bias = nn.Parameter(torch.zeros(dim))
+        self.alpha = nn.Parameter(torch.full((1,), alpha0))
+
+    def forward(self, x):
+        return self.weight * torch.tanh(self.alpha * x) + self.bias
+
+
+class Identity(nn.Module):
+    """No norm at all: x. Its weight (ones, never learned nor read) is there for the file, whose
+    layout has every norm's weight."""
+
+    def __init__(self, dim, eps):
+        super().__init__()
+        self.register_buffer("weight", torch.ones(dim))
+
+    def forward(self, x):
+        return x
+
+
+NORM_MODULES = {"rmsnorm": RMSNorm, "layernorm": LayerNorm, "rmsnorm_bias": RMSNormBias,
+                "rmsnorm_learned_eps": RMSNormLearnedEps, "prmsnorm": PRMSNorm,
+                "identity": Identity}
+
+
+def make_norm(c, site):
+    """The norm c.norm at a site: "attention", "ffn" or "final"."""
+    if c.norm == "dyt":
+        return DyT(c.dim, DYT_ALPHA0[site])
+    return NORM_MODULES[c.norm](c.dim, c.norm_eps)
 
 
 def rope_angles(c, n_positions, dtype=torch.float32):
@@ -135,9 +218,9 @@ class FeedForward(nn.Module):
 class Block(nn.Module):
     def __init__(self, c):
         super().__init__()
-        self.attention_norm = make_norm(c)
+        self.attention_norm = make_norm(c, "attention")
         self.attention = Attention(c)
-        self.ffn_norm = make_norm(c)
+        self.ffn_norm = make_norm(c, "ffn")
         self.feed_forward = FeedForward(c)
 
     def forward(self, x, angles, mask, rope):
@@ -147,15 +230,15 @@ class Block(nn.Module):
 
 class Transformer(nn.Module):
     """tokens (B, T) int64 -> logits (B, T, vocab_size); with targets, also the mean
-    cross-entropy over every position (targets -1 are ignored). c: its nllm_format.Config (a
-    LayerNorm model has biases whatever c.norm_bias says, zero until trained)."""
+    cross-entropy over every position (targets -1 are ignored). c: its nllm_format.Config (the
+    norms that learn a bias have one whatever c.norm_bias says, zero until trained)."""
 
     def __init__(self, c):
         super().__init__()
         self.config = c
         self.tok_embeddings = nn.Embedding(c.vocab_size, c.dim)
         self.layers = nn.ModuleList(Block(c) for _ in range(c.n_layers))
-        self.norm = make_norm(c)
+        self.norm = make_norm(c, "final")
         self.output = None if c.shared_classifier else nn.Linear(c.dim, c.vocab_size, bias=False)
         self.rope = rope_interleaved
         self.register_buffer("angles", rope_angles(c, c.seq_len), persistent=False)
@@ -190,13 +273,17 @@ class Transformer(nn.Module):
 # Our tensor names (docs/FORMAT.md) <-> the module's parameters
 
 PER_LAYER = {"attn_norm": "attention_norm.weight", "attn_norm_bias": "attention_norm.bias",
+             "attn_norm_log_eps": "attention_norm.log_eps",
+             "attn_norm_alpha": "attention_norm.alpha",
              "wq": "attention.wq.weight", "wk": "attention.wk.weight",
              "wv": "attention.wv.weight", "wo": "attention.wo.weight",
              "ffn_norm": "ffn_norm.weight", "ffn_norm_bias": "ffn_norm.bias",
+             "ffn_norm_log_eps": "ffn_norm.log_eps", "ffn_norm_alpha": "ffn_norm.alpha",
              "w1": "feed_forward.w1.weight", "w2": "feed_forward.w2.weight",
              "w3": "feed_forward.w3.weight"}
 GLOBAL = {"token_embedding": "tok_embeddings.weight", "final_norm": "norm.weight",
-          "final_norm_bias": "norm.bias", "wcls": "output.weight"}
+          "final_norm_bias": "norm.bias", "final_norm_log_eps": "norm.log_eps",
+          "final_norm_alpha": "norm.alpha", "wcls": "output.weight"}
 
 
 def parameter_name(name, layer):
@@ -205,7 +292,7 @@ def parameter_name(name, layer):
 
 
 def is_norm_parameter(key):
-    """Whether a state-dict key is a norm's weight or bias (what twins do not share)."""
+    """Whether a state-dict key is a norm's weight, bias or scalar (what twins do not share)."""
     return key.startswith("norm.") or ".attention_norm." in key or ".ffn_norm." in key
 
 

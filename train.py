@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""Train a LLaMA-style model (nllm_model.py, the forward pass run computes) with RMSNorm or
-LayerNorm on TinyStories text, on the CPU, and export it as a normllama file.
+"""Train a LLaMA-style model (nllm_model.py, the forward pass run computes) with one of run's
+norms (--norm: RMSNorm, LayerNorm or a sibling) on TinyStories text, on the CPU, and export it as a
+normllama file.
 
 Twins: two runs that differ in --norm alone get the same initial values of every tensor they share
-(all but the norms' weights and biases, which start at 1 and 0), the same batches in the same order
+(all but the norms' parameters: weights 1, biases 0, DyT's alpha and the learned log eps as
+nllm_model.py says), the same batches in the same order
 (each step's batch is drawn from a generator seeded by --seed and the step), the same optimizer
 (AdamW, linear warmup then cosine decay to lr / 10, gradient clipping at 1) and hyperparameters.
 The same command on the same machine gives the same losses.
@@ -18,7 +20,8 @@ vocabulary of more than 65,536), keyed by the sha256 of the text and of the toke
 
 Outputs: --out, a checkpoint (llama2.c's layout: "model_args" and a "model" state dict, plus the
 optimizer's state and the step, for --resume; export.py reads it too); --export, the normllama file
-(a LayerNorm model records its norm and carries its biases, so run uses LayerNorm by default);
+(it records the norm and carries its biases and per-site scalars, so run uses that norm by
+default);
 --log, JSON lines: one "config" record, one "train" record per step (loss, lr, tokens/s, the
 batch's crc32), one "eval" record per --eval-every steps (validation loss, the training wall clock
 so far) and one "norms" record after each eval (the time the norms took, forward and backward,
@@ -46,7 +49,7 @@ import torch
 
 import nllm_model
 from nllm_checkpoint import require_regular_file, torch_load
-from nllm_format import NORMS, Config, ExportError, Output, write_model
+from nllm_format import BIASED, NORMS, Config, ExportError, Output, write_model
 from nllm_model import Transformer
 
 STORY_END = "\n<|endoftext|>\n"
@@ -123,8 +126,9 @@ def windows(tokens, offsets, seq_len):
 
 def init_weights(model, seed):
     """Every matrix ~ N(0, 0.02), the residual outputs wo and w2 ~ N(0, 0.02 / sqrt(2 n_layers))
-    (GPT-2, llama2.c), drawn in name order from one generator; norms keep 1 (weight) and 0 (bias)
-    and draw nothing, so that twins share every other initial value."""
+    (GPT-2, llama2.c), drawn in name order from one generator; norms keep their constructors'
+    values (weight 1, bias 0, nllm_model's alpha and log eps) and draw nothing, so that twins and
+    siblings share every other initial value."""
     g = torch.Generator().manual_seed(seed)
     std_out = 0.02 / math.sqrt(2 * model.config.n_layers)
     with torch.no_grad():
@@ -136,7 +140,8 @@ def init_weights(model, seed):
 
 
 def make_optimizer(model, a):
-    """AdamW; weight decay on the matrices only (not on norm weights and biases)."""
+    """AdamW; weight decay on the matrices only (not on norm weights, biases and scalars: decay
+    would pull DyT's alpha and the log eps towards 0)."""
     decay = [p for n, p in sorted(model.named_parameters()) if p.dim() >= 2]
     other = [p for n, p in sorted(model.named_parameters()) if p.dim() < 2]
     return torch.optim.AdamW([{"params": decay, "weight_decay": a.weight_decay},
@@ -167,7 +172,8 @@ def model_args_dict(a):
 class NormTimer:
     """While on, times every norm call: forward from the module's pre-hook to its hook, backward
     from the moment its output's gradient is complete to the moment its input's is (autograd on
-    the CPU runs one node at a time, and between the two only the norm's backward runs)."""
+    the CPU runs one node at a time, and between the two only the norm's backward runs). A norm
+    that returns its input (Identity) has no backward to time."""
 
     def __init__(self, model):
         self.seconds, self.on = 0.0, False
@@ -178,15 +184,14 @@ class NormTimer:
     def before(self, module, inputs):
         if self.on:
             module._started = time.perf_counter()
-            x = inputs[0]
-            if x.requires_grad:
-                x.register_hook(lambda g, m=module: self.backward_done(m))
 
     def after(self, module, inputs, output):
         if self.on:
             self.seconds += time.perf_counter() - module._started
-            if output.requires_grad:
+            x = inputs[0]
+            if output.requires_grad and x.requires_grad and output is not x:
                 output.register_hook(lambda g, m=module: self.backward_started(m))
+                x.register_hook(lambda g, m=module: self.backward_done(m))
 
     def backward_started(self, module):
         module._backward = time.perf_counter()
@@ -201,10 +206,11 @@ class NormTimer:
 
 def model_config(a, vocab_size):
     """The model of the command line, refused as run would refuse it (nllm_format.Config,
-    docs/FORMAT.md's limits): its classifier shared with the embedding, LayerNorm's biases."""
+    docs/FORMAT.md's limits): its classifier shared with the embedding, biases for the norms
+    that learn one."""
     try:
         c = Config(a.dim, a.hidden_dim, a.n_layers, a.n_heads, a.n_kv_heads, a.vocab_size,
-                   a.seq_len, norm_eps=a.norm_eps, norm=a.norm, norm_bias=a.norm == "layernorm",
+                   a.seq_len, norm_eps=a.norm_eps, norm=a.norm, norm_bias=a.norm in BIASED,
                    shared_classifier=True)
     except ExportError as e:
         raise TrainError(f"shape: {e}")

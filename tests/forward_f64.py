@@ -76,6 +76,9 @@ def logits(header, t, tokens, a=EXACT, sites=None):
     f = {k: np.asarray(v, np.float64) for k, v in t.items()}
     dim, heads, kv_heads = header["dim"], header["n_heads"], header["n_kv_heads"]
     head_size, eps, theta = dim // heads, float(np.float32(header["norm_eps"])), header["rope_theta"]
+    if header["norm"] not in (0, 1):
+        raise ValueError(f"forward_f64 computes rmsnorm and layernorm, not norm code "
+                         f"{header['norm']}")
     layernorm = header["norm"] == 1
     wcls = f["wcls"] if "wcls" in f else f["token_embedding"]
     n = len(tokens)

@@ -23,7 +23,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-from nllm_format import NORMS  # noqa: E402 (the repository's root on the path first)
+from nllm_format import TWINS  # noqa: E402 (the repository's root on the path first)
 
 PYTHON = sys.executable
 RUN = os.path.join(ROOT, "run")
@@ -61,7 +61,7 @@ def train_twins(a, seed, times):
     d = os.path.join(a.out, f"seed{seed}")
     os.makedirs(d, exist_ok=True)
     start, procs = time.time(), {}
-    for norm in NORMS:
+    for norm in TWINS:
         args = train_args(a, norm, seed, d) + (["--quiet"] if norm == "layernorm" else [])
         print(f"twins: seed {seed}, {norm}: {PYTHON} {' '.join(args)}", flush=True)
         procs[norm] = subprocess.Popen([PYTHON, *args], cwd=ROOT)
@@ -133,11 +133,11 @@ def read_log(path):
 def measure(a, seed, text, prompt):
     d = os.path.join(a.out, f"seed{seed}")
     result = {}
-    speeds = profile([f"{d}/{norm}.nllm" for norm in NORMS], prompt, a.profile_repeats)
-    for norm in NORMS:
+    speeds = profile([f"{d}/{norm}.nllm" for norm in TWINS], prompt, a.profile_repeats)
+    for norm in TWINS:
         model = f"{d}/{norm}.nllm"
         r = read_log(f"{d}/{norm}.jsonl")
-        r["ppl"] = {n: perplexity(model, text, n) for n in NORMS}
+        r["ppl"] = {n: perplexity(model, text, n) for n in TWINS}
         r["prefill_tokens_per_s"], r["decode_tokens_per_s"], r["inference_norm_share"] = \
             speeds[model]
         c = compare(model, norm)
@@ -185,7 +185,7 @@ def table(res, stories, a, n_tokens):
             ("norm sites' mean |mean|/RMS (own norm)",
              lambda r: statistics.mean(v for _, v in r["sites"]), 3)]
     for s in seeds:
-        for n in NORMS:
+        for n in TWINS:
             res[s][n]["own"] = n
     lines = [f"| quantity ({len(seeds)} seed{'s' if len(seeds) > 1 else ''}: "
              f"{', '.join(map(str, seeds))}) | RMSNorm twin | LayerNorm twin |", "|---|---|---|"]
@@ -294,7 +294,7 @@ def write_docs(a, result, t, sites, summary):
         command += (f"\n    {PYTHON} tools/twins.py --seeds {len(seeds)} --no-train  # the "
                     "trained twins measured again")
     texts = "\n".join(f"- {n} twin, seed {seeds[0]}, greedy from \"{PROMPT}\": "
-                      f"{json.dumps(first[n]['texts'][0][:600])}" for n in NORMS)
+                      f"{json.dumps(first[n]['texts'][0][:600])}" for n in TWINS)
     times = ", ".join(f"{k} {v:.0f} s" for k, v in result["times_s"].items())
     section = f"""{BEGIN_MARK}
 Made by (on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {times}):
