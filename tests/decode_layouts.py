@@ -22,6 +22,8 @@ def shape(h, name):
     """FORMAT.md's shape of a tensor, for the sizes of header h."""
     dim, hidden, layers, vocab = h["dim"], h["hidden_dim"], h["n_layers"], h["vocab_size"]
     kv_dim = h["n_kv_heads"] * dim // h["n_heads"]
+    if name.endswith(("_log_eps", "_alpha")):  # one per norm site
+        return (1,) if name.startswith("final_") else (layers,)
     return {"token_embedding": (vocab, dim), "wcls": (vocab, dim), "final_norm": (dim,),
             "final_norm_bias": (dim,), "wq": (layers, dim, dim), "wk": (layers, kv_dim, dim),
             "wv": (layers, kv_dim, dim), "wo": (layers, dim, dim), "w1": (layers, hidden, dim),
@@ -98,9 +100,12 @@ def read_nllm(data, path):
     assert group == {2: group, 4: 32}.get(dtype, 0) and (dtype != 2 or group in (32, 64)), group
     h = dict(zip(SIZES, sizes), rope_theta=theta, norm_eps=eps, norm=norm, norm_bias=bias,
              shared=shared, dtype=dtype, group_size=group)
-    biases = ["attn_norm_bias", "ffn_norm_bias", "final_norm_bias"] if bias else []
-    order = ["token_embedding", "attn_norm", *biases[:1], "wq", "wk", "wv", "wo", "ffn_norm",
-             *biases[1:2], "w1", "w2", "w3", "final_norm", *biases[2:], *([] if shared else ["wcls"])]
+    # each norm's weight, its bias when the flag says so, its per-site scalar for codes 3 and 5
+    scalar = {3: "log_eps", 5: "alpha"}.get(norm)
+    norms = [[site, *([f"{site}_bias"] if bias else []), *([f"{site}_{scalar}"] if scalar else [])]
+             for site in ("attn_norm", "ffn_norm", "final_norm")]
+    order = ["token_embedding", *norms[0], "wq", "wk", "wv", "wo", *norms[1], "w1", "w2", "w3",
+             *norms[2], *([] if shared else ["wcls"])]
     cur = Cursor(data, 256, align)
     t = {name: nllm_matrix(cur, h, name) if name in MATRICES else cur.floats(h, name)
          for name in order}

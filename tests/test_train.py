@@ -20,6 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import nllm_format  # noqa: E402
 import nllm_model  # noqa: E402
 import train as train_py  # noqa: E402
+import decode_layouts  # noqa: E402  (tests/, the script's directory)
 from harness import collector, run_tests  # noqa: E402  (tests/, the script's directory)
 
 RUN = os.environ.get("NORMLLAMA_RUN", "./run")
@@ -103,7 +104,8 @@ def checkpoint_config(name):
     m = checkpoint(name)["model_args"]
     return nllm_format.Config(m["dim"], m["hidden_dim"], m["n_layers"], m["n_heads"],
                               m["n_kv_heads"], m["vocab_size"], m["max_seq_len"],
-                              norm_eps=m["norm_eps"], norm=m["norm"], shared_classifier=True)
+                              norm_eps=m["norm_eps"], norm=m["norm"],
+                              norm_bias=m["norm"] in nllm_format.BIASED, shared_classifier=True)
 
 
 def pytorch_logits(name, ids):
@@ -158,14 +160,16 @@ def run_logits_equal_the_training_forward_at_every_position_for_each_norm():
         header = open(tmp(name + ".nllm"), "rb").read(56)
         assert struct.unpack_from("<II", header, 44) == \
             (nllm_format.NORM_CODES[norm], norm in nllm_format.BIASED)
-        if norm in nllm_format.SITE_SCALARS:  # read back as docs/FORMAT.md lays them out
-            scalar = nllm_format.SITE_SCALARS[norm]
-            _, tensors = nllm_format.read_model(tmp(name + ".nllm"))
-            assert tensors[f"attn_norm_{scalar}"].shape == (2, 1)
-            for layer in range(2):
-                assert tensors[f"ffn_norm_{scalar}"][layer] == \
-                    state[f"layers.{layer}.ffn_norm.{scalar}"].numpy()
-            assert tensors[f"final_norm_{scalar}"] == state[f"norm.{scalar}"].numpy()
+        # the whole file as docs/FORMAT.md lays it out, read by the reader written from it alone:
+        # every norm tensor (weights, biases, log eps or alpha) is the checkpoint's
+        _, tensors, _ = decode_layouts.read_model(tmp(name + ".nllm"))
+        for tensor, per_layer, _ in nllm_format.tensor_order(checkpoint_config(name)):
+            if "norm" not in tensor:
+                continue
+            for layer in range(2) if per_layer else [None]:
+                got = tensors[tensor] if layer is None else tensors[tensor][layer]
+                want = state[nllm_model.parameter_name(tensor, layer)].numpy()
+                assert np.array_equal(got.reshape(-1), want.reshape(-1)), (norm, tensor, layer)
         p = subprocess.run([sys.executable, "export.py", tmp(name + ".pt"), "--out",
                             tmp(name + "-export.nllm"), "--quiet"], capture_output=True, text=True)
         assert p.returncode == 0, p.stderr
