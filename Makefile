@@ -1,6 +1,7 @@
 # normllama: make run | make test | make test-portable | make test-isas | make sanitize
-#            | make models | make bench | make bench-norm | make fuzz | make deps-train
-#            | make deps-plot | make twins [TWIN_SEEDS=3] | make debug | make test-fresh
+#            | make models | make bench | make bench-norm | make bench-tokenizer | make bpe-parity
+#            | make fuzz | make deps-train | make deps-plot | make twins [TWIN_SEEDS=3] | make debug
+#            | make test-fresh
 PYTHON ?= /usr/bin/python3
 OPT ?= -O3 -march=native
 # -ffp-contract=off (gcc's default under -std=c11, not clang's) keeps a*b+c in plain C loops from
@@ -12,19 +13,23 @@ BASE_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L -ffp-contract=off -Wall -Wextra
 CFLAGS = $(BASE_CFLAGS) $(OPT)
 # the portable build: no -march, so the kernels compile for baseline x86-64 (SSE2) or any CPU
 PORTABLE_CFLAGS = $(BASE_CFLAGS) -O2
-LDLIBS = -lm
+# PCRE2 (libpcre2-dev): the BPE pre-tokenizers' regexes; utf8proc (libutf8proc-dev): their NFC
+LDLIBS = -lm -lpcre2-8 -lutf8proc
 SANITIZE = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
 # the tokenizer alone, which the tokenizer's tools and fuzzer build without the model
 TOKENIZER_SRC = tokenizer.c tokenizer_load.c
 TOKENIZER_HEADERS = tokenizer.h tokenizer_pieces.h
+# byte-level BPE (GPT-2, Llama 3, Qwen, SmolLM vocabularies in GGUF), with the GGUF reader
+BPE_SRC = bpe.c bpe_load.c bpe_pretok.c
+BPE_HEADERS = bpe.h bpe_tables.h bpe_pretok.h
 LIB_SRC = model.c reference.c matmul.c attention.c load.c format.c state.c norm.c $(TOKENIZER_SRC) \
-          eval.c profile.c sampler.c threads.c gguf.c
+          eval.c profile.c sampler.c threads.c gguf.c $(BPE_SRC)
 HEADERS = model.h reference.h matmul.h attention.h load.h format.h state.h norm.h simd.h \
-          $(TOKENIZER_HEADERS) eval.h profile.h sampler.h threads.h gguf.h
+          $(TOKENIZER_HEADERS) eval.h profile.h sampler.h threads.h gguf.h $(BPE_HEADERS)
 # the program's own files, one a mode or concern of the command line (run.c holds main)
-RUN_SRC = run.c options.c io.c generate.c chat.c compare.c tokenize.c
-RUN_HEADERS = options.h io.h generate.h chat.h compare.h tokenize.h
+RUN_SRC = run.c options.c io.c generate.c chat.c compare.c tokenize.c vocab.c
+RUN_HEADERS = options.h io.h generate.h chat.h compare.h tokenize.h vocab.h
 TEST_SRC = $(wildcard tests/test_*.c) tests/helpers.c
 
 BENCH_REPEATS ?= 11
@@ -38,8 +43,9 @@ TEST_MODELS = stories260K.bin tok512.bin tokenizer.bin stories260K.pt tok512.mod
 FETCH_TEST_MODELS = models/fetch.sh --mirror-only-optional $(TEST_MODELS)
 
 .PHONY: all test test-portable test-isas sanitize models clean format bench bench-norm \
-        bench-tokenizer fuzz llama-oracle twins deps-build deps-fetch deps-run deps-test deps-fuzz \
-        deps-plot deps-train deps-twins deps-bench deps-fresh debug test-fresh FORCE
+        bench-tokenizer bpe-parity fuzz llama-oracle twins deps-build deps-fetch deps-run \
+        deps-test deps-fuzz deps-plot deps-train deps-twins deps-bench deps-fresh debug test-fresh \
+        FORCE
 
 all: run
 
@@ -94,12 +100,17 @@ build/tokenize_corpus: tests/tokenize_corpus.c $(TOKENIZER_SRC) $(TOKENIZER_HEAD
 	@mkdir -p build
 	$(CC) $(CFLAGS) -I. -o $@ tests/tokenize_corpus.c $(TOKENIZER_SRC) $(LDLIBS)
 
+# tests/bpe_parity.py compares bpe.c with npm's tokenizers and llama.cpp's through this helper
+build/bpe_corpus: tests/bpe_corpus.c $(BPE_SRC) $(BPE_HEADERS) gguf.c gguf.h | deps-test
+	@mkdir -p build
+	$(CC) $(CFLAGS) -I. -o $@ tests/bpe_corpus.c $(BPE_SRC) gguf.c $(LDLIBS)
+
 # tests/test_gguf_writer.py reads GGUF files with gguf.c through this helper
 build/gguf_dump: tests/gguf_dump.c tests/helpers.c tests/helpers.h gguf.c gguf.h | deps-test
 	@mkdir -p build
 	$(CC) $(CFLAGS) -I. -o $@ tests/gguf_dump.c tests/helpers.c gguf.c -lcriterion
 
-test: deps-test run build/tests build/tokenize_corpus build/gguf_dump llama-oracle
+test: deps-test run build/tests build/tokenize_corpus build/gguf_dump build/bpe_corpus llama-oracle
 	$(FETCH_TEST_MODELS)
 	STB_INCLUDE="$(STB_INCLUDE)" $(PYTHON) tests/test_deps.py
 	NORMLLAMA_RUN=./run build/tests
@@ -110,6 +121,7 @@ test: deps-test run build/tests build/tokenize_corpus build/gguf_dump llama-orac
 	$(MAKE) --no-print-directory run-portable
 	NORMLLAMA_RUN=./run NORMLLAMA_RUN_PORTABLE=./run-portable $(PYTHON) tests/test_paths.py
 	NORMLLAMA_RUN=./run TOKENIZE_CORPUS=build/tokenize_corpus $(PYTHON) tests/tokenizer_parity.py
+	NORMLLAMA_RUN=./run $(PYTHON) tests/bpe_parity.py
 	models/fetch.sh --data --mirror-only-optional tinystories_valid.txt
 	NORMLLAMA_RUN=./run $(PYTHON) tests/test_train.py
 	NORMLLAMA_RUN=./run TOKENIZE_CORPUS=build/tokenize_corpus $(PYTHON) tests/test_tools.py
@@ -119,6 +131,11 @@ test: deps-test run build/tests build/tokenize_corpus build/gguf_dump llama-orac
 # line) and as root (make run, make test): tests/test_fresh_root.sh. Needs root and the mirror.
 test-fresh: | deps-fresh
 	tests/test_fresh_root.sh
+
+# byte-level BPE against npm's tokenizers and llama.cpp's on the whole corpus (make test checks a
+# sample of it): about 4 minutes
+bpe-parity: deps-test run build/bpe_corpus llama-oracle
+	NORMLLAMA_RUN=./run $(PYTHON) tests/bpe_parity.py --full
 
 # The twin study (tools/twins.py): the stories260K shape trained with RMSNorm and with LayerNorm
 # (train.py), exported, compared with run; TWIN_SEEDS pairs; the table and picture go to

@@ -27,6 +27,7 @@ it is written. The 16-bit conversions are nllm_format's (those of our own files)
 and an NLLM file of one dtype hold the same weights. Problems raise nllm_format's ExportError
 with a one-line message.
 """
+import json
 import struct
 
 import numpy as np
@@ -269,3 +270,160 @@ def write_llama(f, c, tensors, vocab, dtype="f32", name="normllama"):
         raise ExportError(f"tensor {extra[0]} is not part of the model its config describes")
     listed = [(n, s, dtype if len(s) == 2 else "f32", tensors[n]) for n, s in shapes.items()]
     write_gguf(f, llama_metadata(c, vocab, dtype, name), listed)
+
+
+# ----------------------------------------------------------------------------
+# Byte-level BPE vocabularies (GPT-2, Llama 3, Qwen, SmolLM): a Hugging Face tokenizer.json into
+# a vocabulary-only GGUF, the tokenizer.ggml.* keys llama.cpp's convert_hf_to_gguf.py writes
+# (bpe.h reads them), as llama.cpp ships vocabularies (its models/ggml-vocab-*.gguf)
+
+# The pre-tokenizers run knows (bpe_pretok.h), by their tokenizer.json pre_tokenizer: GGUF's
+# tokenizer.ggml.pre name -> (type, Split regex or None, individual digits first)
+_LLAMA3_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
+                 r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+BPE_PRE_TOKENIZERS = {
+    "llama-bpe": {"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": _LLAMA3_REGEX}, "behavior": "Isolated",
+         "invert": False},
+        {"type": "ByteLevel", "use_regex": False}]},
+    "qwen2": {"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": _LLAMA3_REGEX.replace(r"\p{N}{1,3}", r"\p{N}")},
+         "behavior": "Isolated", "invert": False},
+        {"type": "ByteLevel", "use_regex": False}]},
+    "gpt-2": {"type": "ByteLevel", "use_regex": True},
+    "smollm": {"type": "Sequence", "pretokenizers": [
+        {"type": "Digits", "individual_digits": True}, {"type": "ByteLevel", "use_regex": True}]},
+}
+
+
+def _parts(pre):
+    """The pre-tokenizers of a pre_tokenizer, a Sequence's in order."""
+    if not pre:
+        return []
+    return pre.get("pretokenizers", []) if pre.get("type") == "Sequence" else [pre]
+
+
+def bpe_pre_name(tokenizer):
+    """GGUF's tokenizer.ggml.pre of a tokenizer.json (dict): the family whose pre-tokenizers have
+    the same settings, in order (those BPE_PRE_TOKENIZERS lists; others, such as ByteLevel's
+    add_prefix_space, do not change the words); else ExportError showing what it has."""
+    parts = _parts(tokenizer.get("pre_tokenizer"))
+    for name, pre in BPE_PRE_TOKENIZERS.items():
+        known = _parts(pre)
+        if len(parts) == len(known) and all(all(p.get(k) == v for k, v in q.items())
+                                            for p, q in zip(parts, known)):
+            return name
+    shown = json.dumps(tokenizer.get("pre_tokenizer"), ensure_ascii=False)
+    raise ExportError(f"unknown pre-tokenizer {shown[:200]} (run knows "
+                      f"{', '.join(BPE_PRE_TOKENIZERS)})")
+
+
+class BpeVocab:
+    """A byte-level BPE vocabulary as GGUF's tokenizer.ggml.* keys hold it."""
+
+    def __init__(self, tokens, token_types, merges, pre, bos_id=None, eos_id=None, eot_id=None,
+                 add_bos=False):
+        self.tokens, self.token_types, self.merges, self.pre = tokens, token_types, merges, pre
+        self.bos_id, self.eos_id, self.eot_id, self.add_bos = bos_id, eos_id, eot_id, add_bos
+
+
+def _token_content(value):
+    """A tokenizer_config.json token: a string, or an AddedToken dict with its content."""
+    return value.get("content") if isinstance(value, dict) else value
+
+
+# end-of-turn tokens, as llama.cpp looks for them (llama-vocab.cpp's special_eot_id)
+EOT_TOKENS = ("<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>")
+
+
+def looks_special(text):
+    """convert_hf_to_gguf.py's does_token_look_special: an added token named as control tokens
+    are (<|...|>, or its full-width ｜ form) is written as one even when tokenizer.json does not
+    call it special (Qwen's <|fim_prefix|>), so that llama.cpp never takes it from plain text."""
+    return ((text.startswith("<|") and text.endswith("|>")) or
+            (text.startswith("<\uff5c") and text.endswith("\uff5c>")))
+
+
+def bpe_vocab(tokenizer, config=None, pre=None):
+    """The BpeVocab of a tokenizer.json (dict) with its tokenizer_config.json (dict or None), as
+    convert_hf_to_gguf.py makes it: every id up to the largest (a hole an unused "[PAD<id>]"),
+    model.vocab's tokens normal, added tokens control when special or looks_special, else
+    user-defined (their own text, not byte-level), merges as "LEFT RIGHT". pre: tokenizer.ggml.pre, or None to recognize
+    it from the pre_tokenizer."""
+    model = tokenizer.get("model", {})
+    if model.get("type") != "BPE":
+        raise ExportError(f"the tokenizer model is {model.get('type')}, not BPE")
+    if (tokenizer.get("normalizer") or {}).get("type") not in (None, "NFC"):
+        raise ExportError(f"normalizer {tokenizer['normalizer'].get('type')} is not supported")
+    config = config or {}
+    pre = pre or bpe_pre_name(tokenizer)
+    added = tokenizer.get("added_tokens", [])
+    ids = list(model["vocab"].values()) + [a["id"] for a in added]
+    n = max(ids) + 1
+    tokens, types = [f"[PAD{i}]" for i in range(n)], [TOKEN_UNUSED] * n
+    for text, i in model["vocab"].items():
+        tokens[i], types[i] = text, TOKEN_NORMAL
+    for a in added:
+        tokens[a["id"]] = a["content"]
+        types[a["id"]] = TOKEN_CONTROL if a.get("special") or looks_special(a["content"]) \
+            else TOKEN_USER_DEFINED
+    merges = [m if isinstance(m, str) else " ".join(m) for m in model.get("merges", [])]
+    index = {t: i for i, t in enumerate(tokens) if types[i] != TOKEN_UNUSED}
+
+    def special_id(key):
+        content = _token_content(config.get(key))
+        return index.get(content) if content else None
+
+    eot = next((index[t] for t in EOT_TOKENS if t in index and types[index[t]] == TOKEN_CONTROL),
+               None)
+    add_bos = config.get("add_bos_token", pre == "llama-bpe")  # llama.cpp's default for llama-bpe
+    return BpeVocab(tokens, types, merges, pre, special_id("bos_token"), special_id("eos_token"),
+                    eot, bool(add_bos))
+
+
+def gpt2_tokenizer_json(encoder, merges_text):
+    """GPT-2's tokenizer.json (dict) from its encoder.json (dict) and vocab.bpe (text), as Hugging
+    Face's gpt2 repository has it: <|endoftext|> its one added token, special."""
+    merges = [line for line in merges_text.split("\n")[1:] if line]  # after "#version: 0.2"
+    end = "<|endoftext|>"
+    return {"added_tokens": [{"id": encoder[end], "content": end, "single_word": False,
+                              "lstrip": False, "rstrip": False, "normalized": True,
+                              "special": True}],
+            "normalizer": None,
+            "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
+                              "use_regex": True},
+            "post_processor": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False,
+                               "use_regex": True},
+            "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
+                        "use_regex": True},
+            "model": {"type": "BPE", "dropout": None, "unk_token": None,
+                      "continuing_subword_prefix": "", "end_of_word_suffix": "",
+                      "fuse_unk": False, "byte_fallback": False, "vocab": encoder,
+                      "merges": merges}}
+
+
+def bpe_metadata(vocab, name):
+    """The key/values of a vocabulary-only GGUF: general.*, and tokenizer.ggml.* as bpe.h lists
+    them. llama.cpp loads it with vocab_only (general.architecture llama)."""
+    meta = [
+        ("general.architecture", STRING, "llama"),
+        ("general.name", STRING, name),
+        ("general.alignment", UINT32, ALIGNMENT),
+        ("llama.vocab_size", UINT32, len(vocab.tokens)),
+        ("tokenizer.ggml.model", STRING, "gpt2"),
+        ("tokenizer.ggml.pre", STRING, vocab.pre),
+        ("tokenizer.ggml.tokens", ARRAY, (STRING, vocab.tokens)),
+        ("tokenizer.ggml.token_type", ARRAY, (INT32, vocab.token_types)),
+        ("tokenizer.ggml.merges", ARRAY, (STRING, vocab.merges)),
+    ]
+    for key, value in (("bos", vocab.bos_id), ("eos", vocab.eos_id), ("eot", vocab.eot_id)):
+        if value is not None:
+            meta.append((f"tokenizer.ggml.{key}_token_id", UINT32, value))
+    meta.append(("tokenizer.ggml.add_bos_token", BOOL, vocab.add_bos))
+    meta.append(("tokenizer.ggml.add_eos_token", BOOL, False))
+    return meta
+
+
+def write_bpe_vocab(f, vocab, name="vocab"):
+    """Writes the BpeVocab as a vocabulary-only GGUF (no tensors) to the binary file object f."""
+    write_gguf(f, bpe_metadata(vocab, name), [])

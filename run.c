@@ -166,6 +166,13 @@ int main(int argc, char **argv) {
     char *prompt = read_prompt(&o);
     require_utf8("the prompt", prompt, prompt);
 
+    /* a GGUF's byte-level BPE vocabulary tokenizes alone (vocab.h) */
+    if ((o.tokenize_text || o.tokenize_file) &&
+        run_tokenize_gguf(o.model_path, o.tokenize_text, o.tokenize_file, o.json) == 0) {
+        free(prompt);
+        finish_stdout();
+        return 0;
+    }
     /* the header first: --tokenize and the checks of the tokenizer, the prompt and the --ppl text
      * need no weights, whose load takes seconds for a large model */
     char err[1024];
@@ -185,7 +192,8 @@ int main(int argc, char **argv) {
         die_loading(tokenizer_path, 0, err);
     require_vocab(&tokenizer, tokenizer_path, &header);
     if (o.tokenize_text || o.tokenize_file) {
-        run_tokenize(&tokenizer, o.tokenize_text, o.tokenize_file, o.json);
+        Vocab vocab = vocab_sentencepiece(&tokenizer);
+        run_tokenize(&vocab, o.tokenize_text, o.tokenize_file, o.json);
         tokenizer_free(&tokenizer);
         free(prompt);
         finish_stdout();

@@ -7,6 +7,11 @@
  *       float32 (native byte order) a position, position after position, as run's --logits
  *   llama_logits MODEL.gguf --tokenize TEXT      prints the ids of TEXT one a line, as llama.cpp's
  *       tokenizer gives them (BOS first when the vocabulary adds it)
+ *   llama_logits MODEL.gguf --tokenize-corpus CORPUS [special]   the ids of each line of CORPUS
+ *       (the hex of a string's bytes, "-" for the empty one) on one line, space separated, BOS
+ *       first when the vocabulary adds it; control tokens' text parsed as them with "special"
+ *       (llama_tokenize's parse_special). The tokenizing modes load the vocabulary alone
+ *       (vocab_only), so a vocabulary-only GGUF will do.
  *   llama_logits MODEL.gguf --quantize OUT.gguf TYPE   writes MODEL as llama.cpp's quantizer
  *       does (llama-quantize): TYPE one of F16, BF16, Q8_0, Q4_0, Q4_K_M, Q5_K_M, Q6_K
  *
@@ -39,11 +44,12 @@ static void log_errors_only(enum ggml_log_level level, const char *text, void *u
     if (level == GGML_LOG_LEVEL_ERROR) fputs(text, stderr);
 }
 
-static struct llama_model *load_model(const char *path) {
+static struct llama_model *load_model(const char *path, int vocab_only) {
     /* the CPU back ends (haswell, zen4, ...) are libraries of their own, chosen at run time */
     ggml_backend_load_all_from_path(LLAMA_LIBDIR);
     struct llama_model_params mp = llama_model_default_params();
     mp.n_gpu_layers = 0;
+    mp.vocab_only = vocab_only;
     struct llama_model *model = llama_model_load_from_file(path, mp);
     if (!model) die("llama.cpp cannot load %s", path);
     return model;
@@ -113,6 +119,37 @@ static void print_ids(struct llama_model *model, const char *text) {
     free(ids);
 }
 
+static int hex_value(int c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+static void print_corpus_ids(struct llama_model *model, const char *path, int special) {
+    const struct llama_vocab *vocab = llama_model_get_vocab(model);
+    FILE *f = fopen(path, "r");
+    if (!f) die("cannot open %s: %s", path, strerror(errno));
+    char *line = NULL;
+    size_t cap = 0;
+    for (ssize_t len; (len = getline(&line, &cap, f)) > 0;) {
+        if (line[len - 1] == '\n') len--;
+        if (len == 1 && line[0] == '-') len = 0;
+        if (len % 2) die("%s: a line is not hex", path);
+        for (ssize_t i = 0; i < len / 2; i++) {
+            int hi = hex_value(line[2 * i]), lo = hex_value(line[2 * i + 1]);
+            if (hi < 0 || lo < 0) die("%s: a line is not hex", path);
+            line[i] = (char)(hi * 16 + lo);
+        }
+        int n_max = (int)len / 2 + 2; /* at most one id a byte, BOS and EOS */
+        llama_token *ids = malloc((size_t)n_max * sizeof *ids);
+        int n = llama_tokenize(vocab, line, (int)len / 2, ids, n_max, true, special);
+        if (n < 0) die("llama_tokenize needs %d ids", -n);
+        for (int i = 0; i < n; i++) printf(i ? " %d" : "%d", ids[i]);
+        putchar('\n');
+        free(ids);
+    }
+    free(line);
+    fclose(f);
+}
+
 /* llama_model_quantize's file types (llama.h's llama_ftype), by llama-quantize's names. */
 static const struct {
     const char *name;
@@ -137,18 +174,22 @@ static void quantize(const char *in, const char *out, const char *type) {
 int main(int argc, char **argv) {
     const char *mode = argc >= 3 ? argv[2] : "";
     int is_logits = strcmp(mode, "--logits") == 0, is_quantize = strcmp(mode, "--quantize") == 0;
+    int is_corpus = strcmp(mode, "--tokenize-corpus") == 0;
+    int special = is_corpus && argc == 5 && strcmp(argv[4], "special") == 0;
     if (!((is_logits && argc >= 4) || (strcmp(mode, "--tokenize") == 0 && argc == 4) ||
-          (is_quantize && argc == 5)))
-        die("usage: llama_logits MODEL.gguf --logits OUT ID... | --tokenize TEXT | --quantize "
-            "OUT.gguf TYPE");
+          (is_quantize && argc == 5) || (is_corpus && (argc == 4 || special))))
+        die("usage: llama_logits MODEL.gguf --logits OUT ID... | --tokenize TEXT | "
+            "--tokenize-corpus CORPUS [special] | --quantize OUT.gguf TYPE");
     llama_log_set(log_errors_only, NULL);
     llama_backend_init();
     if (is_quantize) {
         quantize(argv[1], argv[3], argv[4]);
     } else {
-        struct llama_model *model = load_model(argv[1]);
+        struct llama_model *model = load_model(argv[1], !is_logits);
         if (is_logits)
             write_logits(model, argv[3], argv + 4, argc - 4);
+        else if (is_corpus)
+            print_corpus_ids(model, argv[3], special);
         else
             print_ids(model, argv[3]);
         llama_model_free(model);

@@ -5,7 +5,8 @@
 #
 # usage: tools/deps.sh GROUP...
 #        tools/deps.sh --list GROUP   (the group's packages, one line; tools/deps_check.py reads it)
-#   build   the C build of ./run (gcc, make, libc6-dev's headers, libstb-dev; OpenMP comes with gcc)
+#   build   the C build of ./run (gcc, make, libc6-dev's headers, libstb-dev; PCRE2 and utf8proc
+#           for byte-level BPE's regexes and NFC; OpenMP comes with gcc)
 #   fetch   models/fetch.sh's downloads (curl)
 #   run     make run: build and fetch
 #   test    the test suite: build and fetch, Criterion, git (tests/test_fresh_machine.sh copies
@@ -37,7 +38,7 @@ prog=tools/deps.sh
 
 packages_of() { # packages_of GROUP -> the group's Debian package names
     case $1 in
-    build) echo gcc make libc6-dev libstb-dev ;;
+    build) echo gcc make libc6-dev libstb-dev libpcre2-dev libutf8proc-dev ;;
     fetch) echo curl ca-certificates ;;
     run) echo "$(packages_of build) $(packages_of fetch)" ;;
     test) echo "$(packages_of run) libcriterion-dev git $(packages_of train) $(packages_of plot)" ;;
