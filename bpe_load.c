@@ -4,7 +4,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,33 +14,9 @@
 #include "bpe.h"
 #include "bpe_tables.h"
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
-/* A token for a message: at most its first 40 bytes, quotes, backslashes, control and
- * non-ASCII bytes as \xNN. */
-typedef struct {
-    char s[40 * 4 + 4];
-} Shown;
-
-static Shown shown(const char *text, size_t len) {
-    Shown out;
-    size_t o = 0;
-    for (size_t i = 0; i < len && i < 40; i++) {
-        unsigned char c = (unsigned char)text[i];
-        if (c < 0x20 || c >= 0x7F || c == '"' || c == '\\')
-            o += (size_t)snprintf(out.s + o, sizeof out.s - o, "\\x%02X", c);
-        else
-            out.s[o++] = (char)c;
-    }
-    if (len > 40) memcpy(out.s + o, "...", 3), o += 3;
-    out.s[o] = '\0';
-    return out;
+/* A token or merge for a message. */
+static GgufShown shown(const char *text, size_t len) {
+    return gguf_shown((GgufString){text, len});
 }
 
 /* ----------------------------------------------------------------------------
@@ -95,12 +70,13 @@ static int read_types(Bpe *b, const Gguf *g, char *err, size_t errlen) {
     if (gguf_get_array(g, "tokenizer.ggml.token_type", GGUF_INT32, &kv, err, errlen) != 0)
         return -1;
     if (kv->n != (uint64_t)b->vocab_size)
-        return fail(err, errlen, "tokenizer.ggml.token_type has %llu types for %d tokens",
-                    (unsigned long long)kv->n, b->vocab_size);
+        return gguf_fail(err, errlen, "tokenizer.ggml.token_type has %llu types for %d tokens",
+                         (unsigned long long)kv->n, b->vocab_size);
     for (int i = 0; i < b->vocab_size; i++) {
         int32_t t = gguf_array_int32(kv, (uint64_t)i);
         if (t < BPE_TOKEN_NORMAL || t > BPE_TOKEN_BYTE)
-            return fail(err, errlen, "token %d has type %d, not one of llama.cpp's 1..6", i, t);
+            return gguf_fail(err, errlen, "token %d has type %d, not one of llama.cpp's 1..6", i,
+                             t);
         b->type[i] = (unsigned char)t;
     }
     return 0;
@@ -114,18 +90,18 @@ static int copy_tokens(Bpe *b, const GgufString *strings, const int byte_of_code
     for (int i = 0; i < b->vocab_size; i++) {
         const GgufString *s = &strings[i];
         if (s->len > BPE_MAX_TOKEN_BYTES)
-            return fail(err, errlen, "token %d is %llu bytes long, more than %d", i,
-                        (unsigned long long)s->len, BPE_MAX_TOKEN_BYTES);
+            return gguf_fail(err, errlen, "token %d is %llu bytes long, more than %d", i,
+                             (unsigned long long)s->len, BPE_MAX_TOKEN_BYTES);
         if (!utf8_valid(s->s, s->len))
-            return fail(err, errlen, "token %d \"%s\" is not valid UTF-8", i,
-                        shown(s->s, s->len).s);
+            return gguf_fail(err, errlen, "token %d \"%s\" is not valid UTF-8", i,
+                             shown(s->s, s->len).s);
         if (s->len == 0 && (b->type[i] == BPE_TOKEN_NORMAL || b->type[i] == BPE_TOKEN_CONTROL ||
                             b->type[i] == BPE_TOKEN_USER_DEFINED))
-            return fail(err, errlen, "token %d is empty", i);
+            return gguf_fail(err, errlen, "token %d is empty", i);
         total += s->len + 1;
     }
     b->text = malloc(total);
-    if (!b->text) return fail(err, errlen, "out of memory for %zu bytes of tokens", total);
+    if (!b->text) return gguf_fail(err, errlen, "out of memory for %zu bytes of tokens", total);
     size_t at = 0;
     for (int i = 0; i < b->vocab_size; i++) {
         const GgufString *s = &strings[i];
@@ -133,9 +109,10 @@ static int copy_tokens(Bpe *b, const GgufString *strings, const int byte_of_code
         if (b->type[i] == BPE_TOKEN_NORMAL) {
             long n = from_alphabet(byte_of_code, s->s, s->len, b->text + at);
             if (n < 0)
-                return fail(err, errlen,
-                            "normal token %d \"%s\" has a character outside GPT-2's byte alphabet",
-                            i, shown(s->s, s->len).s);
+                return gguf_fail(
+                    err, errlen,
+                    "normal token %d \"%s\" has a character outside GPT-2's byte alphabet", i,
+                    shown(s->s, s->len).s);
             at += (size_t)n;
         } else {
             memcpy(b->text + at, s->s, s->len);
@@ -158,7 +135,7 @@ static int index_tokens(Bpe *b, char *err, size_t errlen) {
     b->normal_index = malloc(slots * sizeof *b->normal_index);
     b->added_index = malloc(slots * sizeof *b->added_index);
     if (!b->normal_index || !b->added_index)
-        return fail(err, errlen, "out of memory for the index");
+        return gguf_fail(err, errlen, "out of memory for the index");
     memset(b->normal_index, 0xFF, slots * sizeof *b->normal_index);
     memset(b->added_index, 0xFF, slots * sizeof *b->added_index);
     int many_lengths = 0;
@@ -168,8 +145,8 @@ static int index_tokens(Bpe *b, char *err, size_t errlen) {
         int32_t *index = added ? b->added_index : b->normal_index;
         size_t slot = index_slot(b, index, token_text(b, i), token_len(b, i));
         if (index[slot] >= 0)
-            return fail(err, errlen, "tokens %d and %d are both \"%s\"", index[slot], i,
-                        shown(token_text(b, i), token_len(b, i)).s);
+            return gguf_fail(err, errlen, "tokens %d and %d are both \"%s\"", index[slot], i,
+                             shown(token_text(b, i), token_len(b, i)).s);
         index[slot] = i;
         if (!added) continue;
         b->added_first[(unsigned char)token_text(b, i)[0]] = 1;
@@ -190,10 +167,10 @@ static int index_tokens(Bpe *b, char *err, size_t errlen) {
         char c = (char)byte;
         b->byte_ids[byte] = b->normal_index[index_slot(b, b->normal_index, &c, 1)];
         if (b->byte_ids[byte] < 0)
-            return fail(err, errlen,
-                        "no normal token is the byte 0x%02X (byte-level BPE needs all "
-                        "256)",
-                        byte);
+            return gguf_fail(err, errlen,
+                             "no normal token is the byte 0x%02X (byte-level BPE needs all "
+                             "256)",
+                             byte);
     }
     return 0;
 }
@@ -214,12 +191,13 @@ static int add_merge(Bpe *b, const int byte_of_code[0x144], GgufString m, int ra
                      size_t errlen) {
     const char *space = m.len > 1 ? memchr(m.s + 1, ' ', m.len - 1) : NULL;
     if (!space || !utf8_valid(m.s, m.len))
-        return fail(err, errlen, "merge %d \"%s\" is not two tokens and a space", rank,
-                    shown(m.s, m.len).s);
+        return gguf_fail(err, errlen, "merge %d \"%s\" is not two tokens and a space", rank,
+                         shown(m.s, m.len).s);
     size_t left_len = (size_t)(space - m.s), right_len = m.len - left_len - 1;
     char buf[2 * BPE_MAX_TOKEN_BYTES];
     if (m.len > sizeof buf)
-        return fail(err, errlen, "merge %d is %llu bytes long", rank, (unsigned long long)m.len);
+        return gguf_fail(err, errlen, "merge %d is %llu bytes long", rank,
+                         (unsigned long long)m.len);
     int left = alphabet_token(b, byte_of_code, m.s, left_len, buf);
     int right = alphabet_token(b, byte_of_code, space + 1, right_len, buf);
     int joined = -1;
@@ -230,15 +208,15 @@ static int add_merge(Bpe *b, const int byte_of_code[0x144], GgufString m, int ra
         joined = b->normal_index[index_slot(b, b->normal_index, buf, l + r)];
     }
     if (left < 0 || right < 0 || joined < 0)
-        return fail(err, errlen, "merge %d \"%s\" names a token the vocabulary lacks (%s)", rank,
-                    shown(m.s, m.len).s,
-                    left < 0    ? "left"
-                    : right < 0 ? "right"
-                                : "the two joined");
+        return gguf_fail(err, errlen, "merge %d \"%s\" names a token the vocabulary lacks (%s)",
+                         rank, shown(m.s, m.len).s,
+                         left < 0    ? "left"
+                         : right < 0 ? "right"
+                                     : "the two joined");
     size_t slot = merge_slot(b, left, right);
     if (b->merges[slot].left >= 0)
-        return fail(err, errlen, "merges %d and %d are both \"%s\"", b->merges[slot].rank, rank,
-                    shown(m.s, m.len).s);
+        return gguf_fail(err, errlen, "merges %d and %d are both \"%s\"", b->merges[slot].rank,
+                         rank, shown(m.s, m.len).s);
     b->merges[slot] = (struct BpeMerge){left, right, rank, joined};
     return 0;
 }
@@ -247,7 +225,8 @@ static int read_merges(Bpe *b, const Gguf *g, const int byte_of_code[0x144], cha
                        size_t errlen) {
     const GgufKV *kv;
     if (gguf_get_array(g, "tokenizer.ggml.merges", GGUF_STRING, &kv, err, errlen) != 0) return -1;
-    if (kv->n >= INT32_MAX) return fail(err, errlen, "tokenizer.ggml.merges has too many merges");
+    if (kv->n >= INT32_MAX)
+        return gguf_fail(err, errlen, "tokenizer.ggml.merges has too many merges");
     b->n_merges = (int)kv->n;
     size_t slots = 16;
     while (slots < 2 * kv->n) slots *= 2;
@@ -256,7 +235,7 @@ static int read_merges(Bpe *b, const Gguf *g, const int byte_of_code[0x144], cha
     GgufString *merges = malloc((kv->n ? kv->n : 1) * sizeof *merges);
     if (!b->merges || !merges) {
         free(merges);
-        return fail(err, errlen, "out of memory for %llu merges", (unsigned long long)kv->n);
+        return gguf_fail(err, errlen, "out of memory for %llu merges", (unsigned long long)kv->n);
     }
     for (size_t i = 0; i < slots; i++) b->merges[i].left = -1;
     gguf_array_strings(kv, merges);
@@ -278,8 +257,8 @@ static int read_id(const Bpe *b, const Gguf *g, const char *key, int *id, char *
     uint64_t v;
     if (gguf_get_uint(g, key, &v, err, errlen) != 0) return -1;
     if (v >= (uint64_t)b->vocab_size)
-        return fail(err, errlen, "%s is %llu, past the %d tokens", key, (unsigned long long)v,
-                    b->vocab_size);
+        return gguf_fail(err, errlen, "%s is %llu, past the %d tokens", key, (unsigned long long)v,
+                         b->vocab_size);
     *id = (int)v;
     return 0;
 }
@@ -291,8 +270,8 @@ static int read_specials(Bpe *b, const Gguf *g, char *err, size_t errlen) {
         return -1;
     const GgufKV *add_bos = gguf_find(g, "tokenizer.ggml.add_bos_token");
     if (add_bos && add_bos->type != GGUF_BOOL)
-        return fail(err, errlen, "tokenizer.ggml.add_bos_token is a %s, not a bool",
-                    gguf_value_type_name(add_bos->type));
+        return gguf_fail(err, errlen, "tokenizer.ggml.add_bos_token is a %s, not a bool",
+                         gguf_value_type_name(add_bos->type));
     b->add_bos = add_bos ? add_bos->value[0] : 0;
     return 0;
 }
@@ -302,8 +281,8 @@ static int read_model(Bpe *b, const Gguf *g, char *err, size_t errlen) {
     GgufString model, pre;
     if (gguf_get_string(g, "tokenizer.ggml.model", &model, err, errlen) != 0) return -1;
     if (model.len != 4 || memcmp(model.s, "gpt2", 4) != 0) {
-        fail(err, errlen, "tokenizer.ggml.model is \"%s\", not gpt2 (byte-level BPE)",
-             shown(model.s, model.len).s);
+        gguf_fail(err, errlen, "tokenizer.ggml.model is \"%s\", not gpt2 (byte-level BPE)",
+                  shown(model.s, model.len).s);
         return 1;
     }
     if (gguf_get_string(g, "tokenizer.ggml.pre", &pre, err, errlen) != 0) return -1;
@@ -315,13 +294,15 @@ static int read_tokens(Bpe *b, const Gguf *g, const int byte_of_code[0x144], cha
                        size_t errlen) {
     const GgufKV *kv;
     if (gguf_get_array(g, "tokenizer.ggml.tokens", GGUF_STRING, &kv, err, errlen) != 0) return -1;
-    if (kv->n == 0) return fail(err, errlen, "tokenizer.ggml.tokens is empty");
-    if (kv->n >= INT32_MAX) return fail(err, errlen, "tokenizer.ggml.tokens has too many tokens");
+    if (kv->n == 0) return gguf_fail(err, errlen, "tokenizer.ggml.tokens is empty");
+    if (kv->n >= INT32_MAX)
+        return gguf_fail(err, errlen, "tokenizer.ggml.tokens has too many tokens");
     b->vocab_size = (int)kv->n;
     b->type = malloc(kv->n);
     b->offsets = malloc((kv->n + 1) * sizeof *b->offsets);
     GgufString *strings = malloc(kv->n * sizeof *strings);
-    int rc = b->type && b->offsets && strings ? 0 : fail(err, errlen, "out of memory for tokens");
+    int rc =
+        b->type && b->offsets && strings ? 0 : gguf_fail(err, errlen, "out of memory for tokens");
     if (rc == 0) {
         gguf_array_strings(kv, strings);
         rc = read_types(b, g, err, errlen);
@@ -349,19 +330,20 @@ int bpe_load_file(Bpe *b, const char *path, char *err, size_t errlen) {
     int fd = open(path, O_RDONLY);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) != 0) {
-        fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        gguf_fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         if (fd >= 0) close(fd);
         return -1;
     }
     if (!S_ISREG(st.st_mode) || st.st_size == 0) {
         close(fd);
-        return fail(err, errlen, "%s: not a GGUF file (%s)", path,
-                    S_ISREG(st.st_mode) ? "empty" : "not a regular file");
+        return gguf_fail(err, errlen, "%s: not a GGUF file (%s)", path,
+                         S_ISREG(st.st_mode) ? "empty" : "not a regular file");
     }
     size_t size = (size_t)st.st_size;
     void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
-    if (map == MAP_FAILED) return fail(err, errlen, "%s: cannot map: %s", path, strerror(errno));
+    if (map == MAP_FAILED)
+        return gguf_fail(err, errlen, "%s: cannot map: %s", path, strerror(errno));
     Gguf g;
     char why[768];
     int rc = gguf_parse(&g, map, size, why, sizeof why);
@@ -370,7 +352,7 @@ int bpe_load_file(Bpe *b, const char *path, char *err, size_t errlen) {
         gguf_free(&g);
     }
     munmap(map, size);
-    if (rc != 0) fail(err, errlen, "%s: %s", path, why);
+    if (rc != 0) gguf_fail(err, errlen, "%s: %s", path, why);
     return rc;
 }
 

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "bpe_pretok.h"
+#include "gguf.h"
 
 /* Hugging Face's \s and \S, as Unicode's White_Space property (see bpe_pretok.h). */
 #define S  "\\p{White_Space}"
@@ -39,19 +40,10 @@ int bpe_pretok_init(BpePretok *p, const char *pre, size_t pre_len, char *err, si
         if (strlen(families[f].pre) == pre_len && memcmp(families[f].pre, pre, pre_len) == 0)
             p->family = &families[f];
     if (!p->family) {
-        char shown[64];
-        size_t n = 0;
-        for (size_t i = 0; i < pre_len && n + 5 < sizeof shown; i++) {
-            unsigned char c = (unsigned char)pre[i];
-            n += (size_t)(c >= 0x20 && c < 0x7F
-                              ? snprintf(shown + n, sizeof shown - n, "%c", c)
-                              : snprintf(shown + n, sizeof shown - n, "\\x%02X", c));
-        }
-        shown[n] = '\0';
         snprintf(err, errlen,
-                 "tokenizer.ggml.pre \"%s%s\" is not a pre-tokenizer run knows (llama-bpe, gpt-2, "
+                 "tokenizer.ggml.pre \"%s\" is not a pre-tokenizer run knows (llama-bpe, gpt-2, "
                  "qwen2, smollm)",
-                 shown, n < pre_len ? "..." : "");
+                 gguf_shown((GgufString){pre, pre_len}).s);
         return -1;
     }
     for (int r = 0; r < BPE_MAX_REGEXES && p->family->regex[r]; r++) {
