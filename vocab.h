@@ -25,9 +25,10 @@ typedef struct {
 } Vocab;
 
 /* vocab_encode's flags */
-#define VOCAB_ADD_BOS       1 /* BOS first (a BPE vocabulary's if its add_bos_token says so) */
-#define VOCAB_PARSE_SPECIAL 2 /* BPE: control tokens' text is those tokens (SentencePiece: none)   \
-                               */
+#define VOCAB_ADD_BOS 1 /* BOS first (a BPE vocabulary's if its add_bos_token says so) */
+#define VOCAB_PARSE_SPECIAL                                                                        \
+    2 /* BPE: control tokens' text is those tokens (SentencePiece: none)                           \
+       */
 
 /* Loads the byte-level BPE vocabulary of the GGUF file at path. Returns 0 (v holds it), 1 when
  * the file is not a GGUF or its tokenizer.ggml.model is not gpt2 (not this kind: v empty), or -1
