@@ -43,7 +43,9 @@ GROUPS_OF = [
     ("tools/bench_norm.py", ["bench"]),  # make bench-norm
     ("tools/bench_tokenizer.py", ["test"]),  # make bench-tokenizer asks for the test group
     ("tools/deps_check.py", ["test"]),  # make test
+    ("tools/bpe_vocab.py", ["train", "fuzz"]),  # a user's converter; make fuzz's BPE vocabularies
     ("tools/*.c", ["build"]),  # make bench's and the tools' C programs
+    ("tools/*.h", ["build"]),
     ("*.py", ["train", "test"]),  # export.py, train.py and their modules; tests run both
     ("*.c", ["build"]),
     ("*.h", ["build"]),
