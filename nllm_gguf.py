@@ -348,8 +348,8 @@ def bpe_vocab(tokenizer, config=None, pre=None):
     """The BpeVocab of a tokenizer.json (dict) with its tokenizer_config.json (dict or None), as
     convert_hf_to_gguf.py makes it: every id up to the largest (a hole an unused "[PAD<id>]"),
     model.vocab's tokens normal, added tokens control when special or looks_special, else
-    user-defined (their own text, not byte-level), merges as "LEFT RIGHT". pre: tokenizer.ggml.pre, or None to recognize
-    it from the pre_tokenizer."""
+    user-defined (their own text, not byte-level), merges as "LEFT RIGHT". pre:
+    tokenizer.ggml.pre, or None to recognize it from the pre_tokenizer."""
     model = tokenizer.get("model", {})
     if model.get("type") != "BPE":
         raise ExportError(f"the tokenizer model is {model.get('type')}, not BPE")
@@ -392,8 +392,8 @@ def gpt2_tokenizer_json(encoder, merges_text):
             "normalizer": None,
             "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
                               "use_regex": True},
-            "post_processor": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False,
-                               "use_regex": True},
+            "post_processor": {"type": "ByteLevel", "add_prefix_space": False,
+                               "trim_offsets": False, "use_regex": True},
             "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
                         "use_regex": True},
             "model": {"type": "BPE", "dropout": None, "unk_token": None,

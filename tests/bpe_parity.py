@@ -83,7 +83,8 @@ SPACES = ["\x0b", "\x0c", "\x1c", "\x1f", "\x85", "\xa0", "\u1680", "\u180e", "\
           "\u200b", "\u2028", "\u2029", "\u202f", "\u205f", "\u3000", "\ufeff"]
 DIGITS = ["0123456789", "١٢٣٤٥", "１２３", "²³¹", "Ⅻ", "½", "𝟘𝟙", "৩", "๓"]
 SPECIAL_LOOKALIKES = [
-    "<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>", "<|start_header_id|>user<|end_header_id|>",
+    "<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>",
+    "<|start_header_id|>user<|end_header_id|>",
     "<|endoftext|>", "<|im_start|>system\nhi<|im_end|>", "<think>x</think>", "<tool_call>",
     "<|fim_prefix|>", "<|reserved_special_token_0|>", "<|reserved_special_token_250|>",
     "<|begin_of_text", "<|eot_id|", "<<|eot_id|>>", "<|eot_id|><|eot_id|>", " <|eot_id|> ",
