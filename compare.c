@@ -152,7 +152,7 @@ static void generate_under_both(Model *m, Sampler *sampler, const GenerateReques
         for (int k = 0; k < 2; k++) {
             NormRun *r = &runs[k];
             m->norm = r->norm;
-            sampler->rng_state = seed;
+            sampler_reset(sampler, seed);
             double start = now_seconds();
             GenerateResult result = {.tokens = r->tokens};
             generate(m, sampler, request, &result);
@@ -190,8 +190,8 @@ static void compare_norms(Comparison *cmp, Model *m, Sampler *sampler, const Com
     const Config *c = &m->config;
     memset(cmp, 0, sizeof(*cmp));
     cmp->seed = sampler->rng_state;
-    cmp->temperature = sampler->temperature;
-    cmp->topp = sampler->topp;
+    cmp->temperature = sampler->set.temperature;
+    cmp->topp = sampler->set.topp;
     cmp->steps = req->steps;
     cmp->n_prompt = req->n_prompt;
     cmp->n_layers = c->n_layers;

@@ -14,6 +14,19 @@
 #include "norm.h"
 #include "profile.h"
 
+const char *stop_reason_name(StopReason r) {
+    static const char *names[] = {
+        [STOP_LENGTH] = "-n reached",
+        [STOP_CONTEXT] = "context full",
+        [STOP_EOS] = "EOS",
+        [STOP_BOS] = "BOS",
+        [STOP_INTERRUPTED] = "interrupted",
+        [STOP_END_OF_INPUT] = "end of input",
+        [STOP_STDOUT_CLOSED] = "stdout closed",
+    };
+    return names[r];
+}
+
 void print_summary(const Summary *s) {
     int prompt_forward = s->n_forward < s->n_prompt ? s->n_forward : s->n_prompt;
     fprintf(stderr, "prompt tokens %d, generated tokens %d, prompt %.1f tokens/s, ", s->n_prompt,
@@ -25,7 +38,8 @@ void print_summary(const Summary *s) {
         fprintf(stderr, "generation - tokens/s, ");
     int threads = omp_get_max_threads(); /* a region's team, OMP_THREAD_LIMIT applied */
     if (omp_get_thread_limit() < threads) threads = omp_get_thread_limit();
-    fprintf(stderr, "norm %s, threads %d, seed %llu\n", s->norm, threads, s->seed);
+    fprintf(stderr, "norm %s, threads %d, seed %llu, stop %s\n", s->norm, threads, s->seed,
+            stop_reason_name(s->stop));
 }
 
 void require_finite(const float *logits, int vocab_size, int pos) {
@@ -49,7 +63,13 @@ void generate(Model *m, Sampler *sampler, const GenerateRequest *req, GenerateRe
     int n = 0;
     int token = tokens[n++] = prompt[0];
     int pos = 0;
+    out->stop = steps == m->config.seq_len ? STOP_CONTEXT : STOP_LENGTH; /* unless one below */
     while (pos < steps) {
+        if (interrupted()) {
+            out->stop = STOP_INTERRUPTED;
+            break;
+        }
+        sampler_accept(sampler, token); /* the penalty's window: every token of the context */
         float *logits = pos >= n_prefill ? model_forward(m, token, pos)
                         : prefill_logits ? prefill_logits + (size_t)pos * vocab_size
                                          : NULL; /* not needed: the next token is forced */
@@ -67,10 +87,16 @@ void generate(Model *m, Sampler *sampler, const GenerateRequest *req, GenerateRe
             if (m->profile) profile_lap(m->profile, OP_SAMPLING);
         }
         pos++;
-        if (ends_text(sampler, next)) break;
+        if (ends_text(sampler, next)) {
+            out->stop = next == TOKEN_EOS ? STOP_EOS : STOP_BOS;
+            break;
+        }
         if (req->print) {
             tokenizer_print_piece(tokenizer_decode(req->t, token, next));
-            if (stdout_reader_gone()) break; /* as if the text ended here */
+            if (stdout_reader_gone()) { /* as if the text ended here */
+                out->stop = STOP_STDOUT_CLOSED;
+                break;
+            }
         }
         token = tokens[n++] = next;
     }
@@ -86,6 +112,7 @@ void run_generation(Model *m, Sampler *sampler, const GenerateRequest *req, int 
     GenerateResult result = {.tokens = malloc((req->steps + 1) * sizeof(int))};
     if (!result.tokens) die("out of memory for the tokens");
     double start = now_seconds();
+    catch_interrupt(1); /* Ctrl-C ends the text, and the summary says so */
     generate(m, sampler, req, &result);
     const LogitsOut *logits_out = req->logits_out;
     if (logits_out && fclose(logits_out->file) != 0)
@@ -100,7 +127,8 @@ void run_generation(Model *m, Sampler *sampler, const GenerateRequest *req, int 
                        .prompt_seconds = result.prompt_done - start,
                        .generation_seconds = end - result.prompt_done,
                        .norm = norm_name(m->norm),
-                       .seed = sampler->seed};
+                       .seed = sampler->seed,
+                       .stop = result.stop};
     print_summary(&summary);
     if (profile) print_profile(stderr, &times, elapsed);
     m->profile = NULL; /* the profile ends with this function */

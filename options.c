@@ -4,6 +4,7 @@
  * states as refusals ("not in these modes", "not with that option", each with its message).
  */
 #include <errno.h>
+#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stddef.h>
@@ -54,6 +55,9 @@ typedef enum {
     RULE_CHAT_BATCH,
     RULE_CHAT_PREFILL,
     RULE_CHAT_PROFILE,
+    RULE_N_PREDICT_STEPS,
+    RULE_CHAT_N_PREDICT,
+    RULE_CTX_TOKENIZE,
     N_RULES
 } Rule;
 
@@ -85,8 +89,14 @@ typedef enum {
     OPT_TOKENIZER,
     OPT_TEMPERATURE,
     OPT_TOPP,
+    OPT_TOP_K,
+    OPT_MIN_P,
+    OPT_REPEAT_PENALTY,
+    OPT_REPEAT_LAST_N,
     OPT_SEED,
     OPT_STEPS,
+    OPT_N_PREDICT,
+    OPT_CTX_SIZE,
     OPT_IGNORE_EOS,
     OPT_NORM,
     OPT_LOGITS,
@@ -135,7 +145,8 @@ typedef struct {
 #define MAX_REFUSALS 3
 
 typedef struct {
-    /* short first, then long; MODEL and PROMPT, names without a '-', are the plain arguments */
+    /* MODEL and PROMPT, names without a '-', are the plain arguments; the last name is the one
+     * errors give (an alias from llama.cpp comes before it); --help lists the short names first */
     const char *names[MAX_NAMES];
     Kind kind;
     const char *value;   /* the value as --help spells it after the names, separator included */
@@ -143,7 +154,8 @@ typedef struct {
     const char *heading; /* the line --help prints above the row */
     const char *help;    /* --help's lines, '\n' between them: printf formats given norm_names() */
     Range range;         /* ARG_FLOAT, ARG_INT, ARG_LONG */
-    const char *choices[2]; /* ARG_CHOICE */
+    const char *choices[2];   /* ARG_CHOICE */
+    const char *not_a_number; /* ARG_FLOAT: said after "needs a number" (what was meant) */
     Refusal refusals[MAX_REFUSALS];
 } Option;
 
@@ -188,7 +200,7 @@ static const Option options[N_OPTIONS] = {
                   .value = " TEXT",
                   .heading = "options:",
                   .help = "the prompt; -i - reads it from stdin"},
-    [OPT_FILE] = {.names = {"-f"},
+    [OPT_FILE] = {.names = {"--file", "-f"},
                   .kind = ARG_PROMPT_FILE,
                   .value = " FILE",
                   .help = "the prompt from FILE (- : stdin), one final newline\n"
@@ -219,7 +231,7 @@ static const Option options[N_OPTIONS] = {
                        .field = FIELD(tokenizer_path),
                        .help = "tokenizer file (default: tok<vocab_size>.bin beside the\n"
                                "model, else tokenizer.bin beside it)"},
-    [OPT_TEMPERATURE] = {.names = {"-t"},
+    [OPT_TEMPERATURE] = {.names = {"--temp", "-t"},
                          .kind = ARG_FLOAT,
                          .value = " FLOAT",
                          .field = FIELD(temperature),
@@ -227,15 +239,49 @@ static const Option options[N_OPTIONS] = {
                          .range = {0, HUGE_VAL, "-t (temperature)", ">= 0"},
                          .refusals = {SAMPLER_ONLY}},
     /* the value as typed: %g rounds 1.0000001, just past 1, to "1" */
-    [OPT_TOPP] = {.names = {"-p"},
+    [OPT_TOPP] = {.names = {"--top-p", "-p"},
                   .kind = ARG_FLOAT,
                   .value = " FLOAT",
                   .field = FIELD(topp),
                   .help = "top-p (nucleus) mass in [0, 1]; 0 or 1 disables it\n"
                           "(default 0.9)",
                   .range = {0, 1, "-p (top-p)", "in [0, 1]", .as_typed = 1},
+                  .not_a_number = "-p is top-p here, as in llama2.c; the prompt is -i TEXT, "
+                                  "-f FILE or the argument after MODEL",
                   .refusals = {SAMPLER_ONLY}},
-    [OPT_SEED] = {.names = {"-s"},
+    [OPT_TOP_K] = {.names = {"--top-k"},
+                   .kind = ARG_INT,
+                   .value = " INT",
+                   .field = FIELD(top_k),
+                   .help = "keep the INT most likely tokens; 0 disables it (default 0)",
+                   .range = {0, INT_MAX, "--top-k", ">= 0"},
+                   .refusals = {SAMPLER_ONLY}},
+    [OPT_MIN_P] = {.names = {"--min-p"},
+                   .kind = ARG_FLOAT,
+                   .value = " FLOAT",
+                   .field = FIELD(min_p),
+                   .help = "keep the tokens at least FLOAT times as likely as the\n"
+                           "most likely one, in [0, 1]; 0 disables it (default 0)",
+                   .range = {0, 1, "--min-p", "in [0, 1]", .as_typed = 1},
+                   .refusals = {SAMPLER_ONLY}},
+    [OPT_REPEAT_PENALTY] = {.names = {"--repeat-penalty"},
+                            .kind = ARG_FLOAT,
+                            .value = " FLOAT",
+                            .field = FIELD(repeat_penalty),
+                            .help = "divide the logits (> 0) of the tokens of the window by\n"
+                                    "FLOAT, multiply those < 0 (CTRL's penalty), > 0; 1\n"
+                                    "disables it (default 1)",
+                            .range = {FLT_MIN, HUGE_VAL, "--repeat-penalty", "> 0"},
+                            .refusals = {SAMPLER_ONLY}},
+    [OPT_REPEAT_LAST_N] = {.names = {"--repeat-last-n"},
+                           .kind = ARG_INT,
+                           .value = " INT",
+                           .field = FIELD(repeat_last_n),
+                           .help = "the penalty's window: the last INT tokens of the context,\n"
+                                   "prompt included; -1 the whole context (default 64)",
+                           .range = {-1, INT_MAX, "--repeat-last-n", ">= -1"},
+                           .refusals = {SAMPLER_ONLY}},
+    [OPT_SEED] = {.names = {"--seed", "-s"},
                   .kind = ARG_LONG,
                   .value = " INT",
                   .field = FIELD(seed),
@@ -251,6 +297,28 @@ static const Option options[N_OPTIONS] = {
                            "seq_len, for all turns together)",
                    .range = {1, INT_MAX, "-n (steps)"},
                    .refusals = {SAMPLER_ONLY}},
+    [OPT_N_PREDICT] = {.names = {"--n-predict"},
+                       .kind = ARG_INT,
+                       .value = " INT",
+                       .field = FIELD(n_predict),
+                       .help = "tokens to generate after the prompt, as llama.cpp's -n;\n"
+                               "-1 until the context is full",
+                       .range = {-1, INT_MAX, "--n-predict", ">= -1"},
+                       .refusals = {SAMPLER_ONLY,
+                                    {RULE_N_PREDICT_STEPS, WITH, .other = OPT_STEPS,
+                                     .message = "give -n (positions, the prompt's included) or "
+                                                "%s (generated tokens), not both"},
+                                    {RULE_CHAT_N_PREDICT, IN_MODES, CHAT, .message = NOT_CHAT}}},
+    [OPT_CTX_SIZE] = {.names = {"-c", "--ctx-size"},
+                      .kind = ARG_INT,
+                      .value = " INT",
+                      .field = FIELD(ctx_size),
+                      .help = "positions the kv cache holds, at most the model's seq_len\n"
+                              "(0, the default: seq_len); --ppl's chunks are as long",
+                      .range = {0, INT_MAX, "--ctx-size", ">= 0"},
+                      .refusals = {{RULE_CTX_TOKENIZE, IN_MODES, TOKENIZE_ANY,
+                                    .message = "%s sizes the kv cache, which --tokenize uses "
+                                               "none of"}}},
     [OPT_IGNORE_EOS] = {.names = {"--ignore-eos"},
                         .kind = ARG_SWITCH,
                         .field = FIELD(ignore_eos),
@@ -427,11 +495,14 @@ static void check_range(const Option *opt, double v, const char *shown) {
     die("%s must be %s, got %s", r->label, r->text ? r->text : text, shown);
 }
 
-static float parse_float(const char *flag, const char *s) {
+static float parse_float(const Option *opt, const char *flag, const char *s) {
     char *end;
     errno = 0;
     float v = strtof(s, &end);
-    if (end == s || *end != '\0' || v != v) die("%s needs a number, got '%s'", flag, s);
+    if (end == s || *end != '\0' || v != v) {
+        if (opt->not_a_number) die("%s needs a number, got '%s' (%s)", flag, s, opt->not_a_number);
+        die("%s needs a number, got '%s'", flag, s);
+    }
     if (errno == ERANGE || isinf(v)) die("%s is out of range, got '%s'", flag, s);
     return v;
 }
@@ -446,7 +517,7 @@ static long long parse_int(const char *flag, const char *s) {
 }
 
 static void set_float(Parse *p, const Option *opt, const Given *g) {
-    float v = parse_float(g->flag, g->value);
+    float v = parse_float(opt, g->flag, g->value);
     char shown[32];
     snprintf(shown, sizeof(shown), "%g", v);
     check_range(opt, v, opt->range.as_typed ? g->value : shown);
@@ -579,9 +650,11 @@ static const struct {
 /* One row: its names and value in the left column, its help lines from HELP_COLUMN. */
 static void usage_row(FILE *f, const Option *opt) {
     if (opt->heading) fprintf(f, "%s\n", opt->heading);
-    int col = fprintf(f, "  ");
-    for (int k = 0; k < MAX_NAMES && opt->names[k]; k++)
-        col += fprintf(f, "%s%s", k > 0 ? ", " : "", opt->names[k]);
+    int col = fprintf(f, "  "), shown = 0;
+    for (int is_long = 0; is_long < 2; is_long++) /* "-t, --temp": the short names first */
+        for (int k = 0; k < MAX_NAMES && opt->names[k]; k++)
+            if ((opt->names[k][0] == '-' && opt->names[k][1] == '-') == is_long)
+                col += fprintf(f, "%s%s", shown++ ? ", " : "", opt->names[k]);
     if (opt->value) col += fprintf(f, "%s", opt->value);
     for (const char *line = opt->help; line;) {
         const char *end = strchr(line, '\n');
@@ -606,11 +679,15 @@ static void usage(FILE *f) {
                "a pipe or file is echoed after its marker); a reply ends at EOS (or BOS), and\n"
                "the kv cache keeps the whole conversation. The chat ends with status 0 at\n"
                "the end of stdin or when the context (-n, seq_len) is full, saying which.\n"
-               "The summary line on stderr gives the seed used; -s with it repeats a text.\n"
+               "A Ctrl-C stops a reply; at the User: prompt it ends the chat.\n"
+               "The summary line on stderr gives the seed used (-s with it repeats a text)\n"
+               "and why the text stopped (EOS, BOS, -n reached, context full, ...).\n"
+               "sampling: repetition penalty, temperature, top-k, top-p, min-p, one draw.\n"
                "examples:\n"
                "  run models/stories260K.bin \"Once upon a time\"\n"
                "  run models/stories260K.bin -t 0 -n 64 -f prompt.txt\n"
                "  run models/stories260K.bin -s 42 --norm=layernorm \"Lily saw a cat\"\n"
+               "  run models/stories260K.bin --top-k 40 --min-p 0.05 --repeat-penalty 1.1\n"
                "  run models/stories260K.bin -m chat -y \"You tell stories.\"\n"
                "  run models/stories260K.bin --ppl data/stories.txt\n");
 }
@@ -629,6 +706,45 @@ static const Option *find_option(const char *arg, size_t len, const char **name)
     return NULL;
 }
 
+/* The Levenshtein distance between a[0..la) and b (at most 63 bytes each; longer ones are far). */
+static int edit_distance(const char *a, size_t la, const char *b) {
+    size_t lb = strlen(b);
+    if (la > 63 || lb > 63) return INT_MAX;
+    int row[64]; /* row[j]: the distance between a's first i bytes and b's first j */
+    for (size_t j = 0; j <= lb; j++) row[j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        int diagonal = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= lb; j++) {
+            int substitute = diagonal + (a[i - 1] != b[j - 1]);
+            int best = row[j] + 1 < row[j - 1] + 1 ? row[j] + 1 : row[j - 1] + 1;
+            diagonal = row[j];
+            row[j] = substitute < best ? substitute : best;
+        }
+    }
+    return row[lb];
+}
+
+/* The known name nearest to the unknown option a[0..len): the one fewest edits away, if at most a
+ * third of its letters ("--top_k": --top-k), or one that a starts with or that starts with a
+ * ("--temperature": --temp, "--ctx": --ctx-size, three letters at least); NULL if none. */
+static const char *nearest_name(const char *a, size_t len) {
+    size_t letters = len - strspn(a, "-");
+    const char *nearest = NULL;
+    int best = (int)(letters / 3) + 1;
+    for (int id = 0; id < N_OPTIONS; id++) {
+        for (int k = 0; k < MAX_NAMES && options[id].names[k]; k++) {
+            const char *name = options[id].names[k];
+            size_t n = strlen(name), shorter = n < len ? n : len;
+            if (name[0] != '-') continue;
+            int d = edit_distance(a, len, name);
+            if (shorter >= 5 && strncmp(a, name, shorter) == 0 && d > 0) d = 1;
+            if (d > 0 && d < best) best = d, nearest = name;
+        }
+    }
+    return nearest;
+}
+
 /* Reads the option at argv[*i] (it starts with '-'), moving *i past a separate value. */
 static void parse_option(Parse *p, int argc, char **argv, int *i) {
     const char *a = argv[*i];
@@ -636,8 +752,11 @@ static void parse_option(Parse *p, int argc, char **argv, int *i) {
     const char *name = NULL;
     const Option *opt = find_option(a, name_len, &name);
     int equals = a[name_len] == '=';
-    if (!opt || (equals && kinds[opt->kind].arity == NO_VALUE))
+    if (!opt || (equals && kinds[opt->kind].arity == NO_VALUE)) {
+        const char *nearest = opt ? NULL : nearest_name(a, name_len);
+        if (nearest) die("unknown option '%s' (did you mean %s? see run --help)", a, nearest);
         die("unknown option '%s' (see run --help)", a);
+    }
     Given g = {.flag = name, .next = *i + 1 < argc ? argv[*i + 1] : NULL};
     if (equals) {
         g.value = a + name_len + 1;
@@ -705,7 +824,11 @@ static void check_options(const Parse *p) {
 }
 
 Options options_parse(int argc, char **argv) {
-    Parse p = {.o = {.temperature = 1.0f, .topp = 0.9f}};
+    Parse p = {.o = {.temperature = 1.0f,
+                     .topp = 0.9f,
+                     .repeat_penalty = 1.0f,
+                     .repeat_last_n = 64,
+                     .n_predict = NO_N_PREDICT}};
     for (int i = 1; i < argc; i++) {
         if (argv[i][0] == '-' && argv[i][1] != '\0')
             parse_option(&p, argc, argv, &i);

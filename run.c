@@ -172,8 +172,15 @@ int main(int argc, char **argv) {
     Config header;
     if (model_read_config(&header, o.model_path, err, sizeof(err)) != 0)
         die_loading(o.model_path, 1, err);
+    /* -c: the positions the kv cache holds (the context), at most seq_len */
+    int seq_len = header.seq_len, ctx = o.ctx_size && o.ctx_size < seq_len ? o.ctx_size : seq_len;
+    if (o.ctx_size > seq_len)
+        fprintf(stderr, "run: -c %d is more than seq_len %d; the context is %d positions\n",
+                o.ctx_size, seq_len, seq_len);
+    header.seq_len = ctx;
     int steps_given = o.steps != 0; /* -n given: clamping it to seq_len is worth a notice */
-    if (!o.steps) o.steps = o.chat ? header.seq_len : 256; /* no -n: 256, a chat the context */
+    if (!o.steps) o.steps = o.chat ? ctx : 256;     /* no -n: 256, a chat the context */
+    if (o.n_predict != NO_N_PREDICT) o.steps = ctx; /* counted from the prompt's end below */
     char found[1024];
     const char *tokenizer_path = o.tokenizer_path;
     if (!tokenizer_path) {
@@ -205,8 +212,9 @@ int main(int argc, char **argv) {
     Model model;
     if (model_load(&model, o.model_path, err, sizeof(err)) != 0) die("%s", err);
     const Config *c = &model.config;
-    if (c->vocab_size != header.vocab_size || c->seq_len != header.seq_len) /* the checks above */
+    if (c->vocab_size != header.vocab_size || c->seq_len != seq_len) /* the checks above */
         die("%s: the file changed while it was read", o.model_path);
+    model.config.seq_len = ctx; /* the kv cache's layout (model.h) takes the stride from it */
     if (o.norm) model.norm = o.norm;
     if (o.reference) model.forward = reference_forward;
     if (o.batch && model_set_batch(&model, o.batch, err, sizeof(err)) != 0) die("--batch: %s", err);
@@ -227,23 +235,30 @@ int main(int argc, char **argv) {
         model_free(&model);
         return 0;
     }
+    if (o.n_predict != NO_N_PREDICT) /* the prompt's last position predicts the first token */
+        o.steps = o.n_predict < 0 || o.n_predict > ctx - (n_prompt - 1)
+                      ? ctx
+                      : n_prompt - 1 + o.n_predict;
     if (o.steps > c->seq_len) {
         if (steps_given)
-            fprintf(stderr, "run: -n %d is more than seq_len %d; running %d position%s\n", o.steps,
-                    c->seq_len, c->seq_len, plural(c->seq_len));
+            fprintf(stderr, "run: -n %d is more than %s %d; running %d position%s\n", o.steps,
+                    ctx < seq_len ? "-c" : "seq_len", c->seq_len, c->seq_len, plural(c->seq_len));
         o.steps = c->seq_len;
     }
 
-    Sampler sampler = {
-        .vocab_size = c->vocab_size,
+    SamplerSettings settings = {
         .temperature = o.temperature,
         .topp = o.topp,
-        .rng_state = o.seed ? (unsigned long long)o.seed : clock_seed(),
-        .candidates = malloc(c->vocab_size * sizeof(ProbIndex)),
+        .top_k = o.top_k,
+        .min_p = o.min_p,
+        .repeat_penalty = o.repeat_penalty,
+        .repeat_last_n = o.repeat_last_n < 0 || o.repeat_last_n > ctx ? ctx : o.repeat_last_n,
         .stop_at_eos = !o.ignore_eos,
     };
-    sampler.seed = sampler.rng_state;
-    if (!sampler.candidates) die("out of memory for the sampler");
+    Sampler sampler;
+    if (sampler_init(&sampler, c->vocab_size, &settings,
+                     o.seed ? (unsigned long long)o.seed : clock_seed()) != 0)
+        die("out of memory for the sampler");
 
     if (o.compare) {
         CompareRequest request = {.prompt = prompt_tokens,
@@ -268,7 +283,7 @@ int main(int argc, char **argv) {
         run_generation(&model, &sampler, &request, o.profile);
     }
 
-    free(sampler.candidates);
+    sampler_free(&sampler);
     free(prompt_tokens);
     free(prompt);
     tokenizer_free(&tokenizer);

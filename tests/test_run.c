@@ -374,6 +374,58 @@ Test(bad_input, options) {
                  "--logits goes with generation");
 }
 
+/* An unknown option names the nearest known one (a third of its letters edited, or one starting
+ * the other); -p's text that is not a number says what -p is here. */
+Test(bad_input, unknown_options_suggest_the_nearest) {
+    expect_error((const char *[]){MODEL, "--temperature", "0.5", NULL},
+                 "unknown option '--temperature' (did you mean --temp? see run --help)");
+    expect_error((const char *[]){MODEL, "--top_k", "5", NULL}, "(did you mean --top-k?");
+    expect_error((const char *[]){MODEL, "--seeds", "5", NULL}, "(did you mean --seed?");
+    expect_error((const char *[]){MODEL, "--ctx", "5", NULL}, "(did you mean --ctx-size?");
+    expect_error((const char *[]){MODEL, "--n_predict=5", NULL}, "(did you mean --n-predict?");
+    expect_error((const char *[]){MODEL, "-p", "Once upon a time", NULL},
+                 "-p needs a number, got 'Once upon a time' (-p is top-p here, as in llama2.c; "
+                 "the prompt is -i TEXT, -f FILE or the argument after MODEL)");
+    expect_error((const char *[]){MODEL, "--top-k", "-1", NULL}, "--top-k must be >= 0, got -1");
+    expect_error((const char *[]){MODEL, "--min-p", "1.5", NULL}, "--min-p must be in [0, 1]");
+    expect_error((const char *[]){MODEL, "--repeat-penalty", "0", NULL},
+                 "--repeat-penalty must be > 0, got 0");
+    expect_error((const char *[]){MODEL, "--repeat-last-n", "-2", NULL},
+                 "--repeat-last-n must be >= -1, got -2");
+    expect_error((const char *[]){MODEL, "--top-k", "4", "--ppl", "data/stories.txt", NULL},
+                 "--top-k goes with generation and --compare, not with --ppl");
+    expect_error((const char *[]){MODEL, "-n", "9", "--n-predict", "4", NULL},
+                 "give -n (positions, the prompt's included) or --n-predict (generated tokens), "
+                 "not both");
+    expect_error((const char *[]){MODEL, "-m", "chat", "--n-predict", "4", NULL},
+                 "--n-predict goes with -m generate, not with -m chat");
+    expect_error((const char *[]){MODEL, "-c", "8", "--tokenize", "x", NULL},
+                 "--ctx-size sizes the kv cache, which --tokenize uses none of");
+}
+
+/* --n-predict counts generated tokens as llama.cpp's -n does; -c ends the text at its context. */
+Test(run, n_predict_counts_generated_tokens_and_ctx_size_limits_the_context) {
+    RunResult r = run_program(
+        (const char *[]){MODEL, "-t", "0", "--n-predict", "7", "Once upon a time", NULL});
+    cr_assert_eq(r.exit_code, 0, "%s", r.err);
+    cr_assert(strstr(r.err, "prompt tokens 5, generated tokens 7,"), "%s", r.err);
+    RunResult c = run_program((const char *[]){MODEL, "-t", "0", "-c", "20", "Once upon a time",
+                                               NULL}); /* 20 positions: 4 fed, 16 sampled */
+    cr_assert_eq(c.exit_code, 0, "%s", c.err);
+    cr_assert(strstr(c.err, "prompt tokens 5, generated tokens 16,"), "%s", c.err);
+    RunResult all = run_program(
+        (const char *[]){MODEL, "-t", "0", "--ctx-size", "20", "--n-predict", "-1", "Once", NULL});
+    cr_assert(strstr(all.err, "prompt tokens 2, generated tokens 19,"), "%s", all.err);
+    RunResult big = run_program((const char *[]){MODEL, "-t", "0", "-c", "600", "-n", "3", NULL});
+    cr_assert(strstr(big.err, "run: -c 600 is more than seq_len 512; the context is 512 "
+                              "positions\n"),
+              "%s", big.err);
+    result_free(&r);
+    result_free(&c);
+    result_free(&all);
+    result_free(&big);
+}
+
 Test(bad_input, batch_values) {
     const struct {
         const char *args[4]; /* after MODEL, up to the first NULL */
