@@ -23,8 +23,8 @@ LIB_SRC = model.c reference.c matmul.c attention.c load.c format.c state.c norm.
 HEADERS = model.h reference.h matmul.h attention.h load.h format.h state.h norm.h simd.h \
           $(TOKENIZER_HEADERS) eval.h profile.h sampler.h threads.h gguf.h
 # the program's own files, one a mode or concern of the command line (run.c holds main)
-RUN_SRC = run.c options.c io.c generate.c chat.c compare.c tokenize.c
-RUN_HEADERS = options.h io.h generate.h chat.h compare.h tokenize.h
+RUN_SRC = run.c options.c io.c generate.c chat.c compare.c tokenize.c info.c
+RUN_HEADERS = options.h io.h generate.h chat.h compare.h tokenize.h info.h
 TEST_SRC = $(wildcard tests/test_*.c) tests/helpers.c
 
 BENCH_REPEATS ?= 11

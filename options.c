@@ -25,6 +25,7 @@ enum {
     TOKENIZE = 1 << 3,
     TOKENIZE_FILE = 1 << 4,
     TOKENIZE_ANY = TOKENIZE | TOKENIZE_FILE,
+    INFO = 1 << 5, /* refused with every option but those of the rows marked .info */
     NOT_GENERATION = COMPARE | PPL | TOKENIZE_ANY, /* -m chat generates */
 };
 
@@ -109,6 +110,7 @@ typedef enum {
     OPT_REFERENCE,
     OPT_PPL,
     OPT_COMPARE,
+    OPT_INFO,
     OPT_JSON,
     OPT_HELP,
     OPT_VERSION,
@@ -156,6 +158,7 @@ typedef struct {
     Range range;         /* ARG_FLOAT, ARG_INT, ARG_LONG */
     const char *choices[2];   /* ARG_CHOICE */
     const char *not_a_number; /* ARG_FLOAT: said after "needs a number" (what was meant) */
+    int info;                 /* 1: goes with --info */
     Refusal refusals[MAX_REFUSALS];
 } Option;
 
@@ -177,6 +180,7 @@ static const char REFERENCE_ALONE[] = "--reference runs the plain pass one posit
 
 static const Option options[N_OPTIONS] = {
     [OPT_MODEL] = {.names = {"MODEL"},
+                   .info = 1,
                    .kind = ARG_TEXT,
                    .field = FIELD(model_path),
                    .help = "checkpoint: normllama's format (export.py writes it) or\n"
@@ -226,6 +230,7 @@ static const Option options[N_OPTIONS] = {
                            .refusals = {{RULE_SYSTEM_PROMPT, NEEDS_MODE, CHAT,
                                          .message = "-y (the system prompt) goes with -m chat"}}},
     [OPT_TOKENIZER] = {.names = {"-z"},
+                       .info = 1,
                        .kind = ARG_TEXT,
                        .value = " FILE",
                        .field = FIELD(tokenizer_path),
@@ -310,6 +315,7 @@ static const Option options[N_OPTIONS] = {
                                                 "%s (generated tokens), not both"},
                                     {RULE_CHAT_N_PREDICT, IN_MODES, CHAT, .message = NOT_CHAT}}},
     [OPT_CTX_SIZE] = {.names = {"-c", "--ctx-size"},
+                      .info = 1,
                       .kind = ARG_INT,
                       .value = " INT",
                       .field = FIELD(ctx_size),
@@ -355,6 +361,7 @@ static const Option options[N_OPTIONS] = {
                                              "--ppl or --tokenize"},
                                  {RULE_CHAT_LOGITS, IN_MODES, CHAT, .message = NOT_CHAT}}},
     [OPT_THREADS] = {.names = {"--threads"},
+                     .info = 1,
                      .kind = ARG_INT,
                      .value = "=N",
                      .field = FIELD(threads),
@@ -443,13 +450,21 @@ static const Option options[N_OPTIONS] = {
                              "on A's, statistics of every norm site's input, speed",
                      .refusals = {{RULE_ONE_MODE, IN_MODES, PPL | TOKENIZE_ANY,
                                    .message = ONE_MODE}}},
+    [OPT_INFO] = {.names = {"--info"},
+                  .kind = ARG_SWITCH,
+                  .field = FIELD(info),
+                  .help = "what the model file holds (format, shape, dtypes, norm, RoPE,\n"
+                          "vocabulary, seq_len) and the memory the weights and the kv\n"
+                          "cache take; with -z, -c, --json and --threads alone",
+                  .info = 1},
     [OPT_JSON] = {.names = {"--json"},
                   .kind = ARG_SWITCH,
                   .field = FIELD(json),
                   .help = "with --tokenize: print {\"ids\": [...], \"pieces\": [...]};\n"
-                          "with --compare: the same numbers as JSON on stdout",
-                  .refusals = {{RULE_JSON, NEEDS_MODE, TOKENIZE | COMPARE,
-                                .message = "--json goes with --tokenize or --compare"}}},
+                          "with --compare or --info: the same numbers as JSON on stdout",
+                  .refusals = {{RULE_JSON, NEEDS_MODE, TOKENIZE | COMPARE | INFO,
+                                .message = "--json goes with --tokenize, --compare or --info"}},
+                  .info = 1},
     [OPT_HELP] = {.names = {"-h", "--help"}, .kind = ARG_HELP, .help = "this text"},
     [OPT_VERSION] = {.names = {"--version"}, .kind = ARG_VERSION, .help = "print the version"},
 };
@@ -786,7 +801,8 @@ static void parse_plain(Parse *p, const char *a) {
 
 static unsigned modes_of(const Options *o) {
     return (o->chat ? CHAT : 0) | (o->compare ? COMPARE : 0) | (o->ppl_path ? PPL : 0) |
-           (o->tokenize_text ? TOKENIZE : 0) | (o->tokenize_file ? TOKENIZE_FILE : 0);
+           (o->tokenize_text ? TOKENIZE : 0) | (o->tokenize_file ? TOKENIZE_FILE : 0) |
+           (o->info ? INFO : 0);
 }
 
 /* Whether option id, in the parse p whose modes are `modes`, breaks refusal r. */
@@ -821,6 +837,10 @@ static void check_options(const Parse *p) {
                     die(r->message, last_name(opt));
         }
     }
+    for (int k = 0; k < p->n_given && (modes & INFO); k++) /* after the rules: -m chat --info */
+        if (!options[order[k]].info)
+            die("%s does not go with --info, which describes the model file",
+                last_name(&options[order[k]]));
 }
 
 Options options_parse(int argc, char **argv) {

@@ -4,8 +4,8 @@
  * the parser and the checks across options, as llama.cpp's common_arg rows give its --help, its
  * parser and the examples each option is used by.
  *
- * The modes: plain generation (none of the below), -m chat, --compare, --ppl, --tokenize and
- * --tokenize-file; an option states where it may not be used by refusing those modes.
+ * The modes: plain generation (none of the below), -m chat, --compare, --ppl, --tokenize,
+ * --tokenize-file and --info; an option states where it may not be used by refusing those modes.
  */
 #ifndef OPTIONS_H
 #define OPTIONS_H
@@ -42,6 +42,7 @@ typedef struct {
     int reference;             /* --reference: the plain forward pass, reference.c */
     const char *ppl_path;      /* --ppl FILE: perplexity mode */
     int compare;               /* --compare[=A,B]: compare mode */
+    int info;                  /* --info: describe the model file */
     NormFn compare_with[2];
     int serial_prompt; /* --prefill=serial: the prompt one position at a time, not in batches */
     int batch;         /* --batch: positions per prefill batch; 0: the model's default */

@@ -14,7 +14,7 @@
  * before the weights load) and main, which runs one mode. It leaves the command line (the
  * options, their help and their checks) to options.c, and each mode to its own file: generation
  * to generate.c, -m chat to chat.c, --ppl and --compare to compare.c, --tokenize to tokenize.c;
- * the sampler to sampler.c, and the error exit, stdout's checks, escaping and text reading to
+ * --info to info.c, the sampler to sampler.c, and the error exit, stdout's checks, escaping and text reading to
  * io.c.
  */
 #include <errno.h>
@@ -30,6 +30,7 @@
 #include "chat.h"
 #include "compare.h"
 #include "generate.h"
+#include "info.h"
 #include "io.h"
 #include "load.h"
 #include "model.h"
@@ -214,6 +215,16 @@ int main(int argc, char **argv) {
     const Config *c = &model.config;
     if (c->vocab_size != header.vocab_size || c->seq_len != seq_len) /* the checks above */
         die("%s: the file changed while it was read", o.model_path);
+    if (o.info) {
+        InfoRequest request = {o.model_path, tokenizer_path, ctx, o.json};
+        print_info(&model, &tokenizer, &request);
+        finish_stdout();
+        free(prompt_tokens);
+        free(prompt);
+        tokenizer_free(&tokenizer);
+        model_free(&model);
+        return 0;
+    }
     model.config.seq_len = ctx; /* the kv cache's layout (model.h) takes the stride from it */
     if (o.norm) model.norm = o.norm;
     if (o.reference) model.forward = reference_forward;

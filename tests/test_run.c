@@ -426,6 +426,49 @@ Test(run, n_predict_counts_generated_tokens_and_ctx_size_limits_the_context) {
     result_free(&big);
 }
 
+/* --info against the shapes of llama2.c's stories260K (dim 64, hidden_dim 172, 5 layers, 8 heads, 4
+ * kv heads, 512 tokens and positions) and the bytes they make, by hand: f32 weights, the
+ * embedding 512 x 64, per layer wq and wo 64 x 64, wk and wv 32 x 64, w1, w2, w3 172 x 64, the
+ * norms 11 x 64, (32768 + 5 x 45312 + 704) x 4 = 1040128; the kv cache 2 x 5 x 512 x 32 x 4 =
+ * 655360. The llama2.c version 2 file holds q8_0 in groups of 64 (a row: 64 bytes and a 4-byte
+ * scale) but for w2, dequantized to f32 at load (its groups straddle rows): 512 x 68 + 5 x
+ * (4352 + 2 x 2176 + 4352 + 2 x 11696 + 172 x 64 x 4) + 2816 = 440032. */
+Test(run, info_describes_the_model_file) {
+    RunResult r = run_program((const char *[]){MODEL, "--info", "--json", NULL});
+    cr_assert_eq(r.exit_code, 0, "%s", r.err);
+    const char *want[] = {"\"format\": \"llama2.c legacy\"",
+                          "\"dim\": 64, \"hidden_dim\": 172, \"n_layers\": 5, \"n_heads\": 8, "
+                          "\"n_kv_heads\": 4, \"head_size\": 8, \"vocab_size\": 512, "
+                          "\"seq_len\": 512",
+                          "\"wq\": \"f32\"",
+                          "\"norm\": \"rmsnorm\", \"norm_eps\": 1e-05, \"norm_bias\": false",
+                          "\"rope_theta\": 10000",
+                          "\"bos\": {\"id\": 1, \"piece\": \"\\u000a<s>\\u000a\"}",
+                          "\"weight_bytes\": 1040128",
+                          "\"kv_cache_bytes\": 655360"};
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+        cr_assert(strstr(r.out, want[i]), "'%s' not in %s", want[i], r.out);
+    RunResult c = run_program((const char *[]){MODEL, "--info", "-c", "100", NULL});
+    cr_assert(strstr(c.out, "kv cache 128000 bytes (0.12 MiB) at 100 positions"), "%s", c.out);
+    RunResult v2 = run_program(
+        (const char *[]){"models/stories260K_ak42_v2_q8.bin", "-z", TOKENIZER, "--info", NULL});
+    if (access("models/stories260K_ak42_v2_q8.bin", R_OK) != 0) {
+        cr_log_warn("skipped run::info_describes_the_model_file's llama2.c version 2 part: "
+                    "models/stories260K_ak42_v2_q8.bin is not there (mirror only)");
+    } else {
+        cr_assert_eq(v2.exit_code, 0, "%s", v2.err);
+        cr_assert(strstr(v2.out, "dtype         token_embedding q8_0, wq q8_0, wk q8_0, wv q8_0, "
+                                 "wo q8_0, w1 q8_0, w2 f32, w3 q8_0, wcls q8_0 (groups of 64)"),
+                  "%s", v2.out);
+        cr_assert(strstr(v2.out, "weights 440032 bytes"), "%s", v2.out);
+    }
+    expect_error((const char *[]){MODEL, "--info", "-t", "0", NULL},
+                 "-t does not go with --info, which describes the model file");
+    result_free(&r);
+    result_free(&c);
+    result_free(&v2);
+}
+
 Test(bad_input, batch_values) {
     const struct {
         const char *args[4]; /* after MODEL, up to the first NULL */
@@ -559,7 +602,7 @@ Test(bad_input, tokenize) {
                  "--tokenize text: not valid UTF-8 (byte 0xFF at offset 1)");
     expect_error((const char *[]){MODEL, "--tokenize", NULL}, "--tokenize needs a value");
     expect_error((const char *[]){MODEL, "--json", NULL},
-                 "--json goes with --tokenize or --compare");
+                 "--json goes with --tokenize, --compare or --info");
     expect_error((const char *[]){MODEL, "--tokenize", "a", "--tokenize-file", bad, NULL},
                  "not both");
     expect_error((const char *[]){MODEL, "Once", "--tokenize", "a", NULL}, "take no prompt");
