@@ -106,11 +106,32 @@ void generate(Model *m, Sampler *sampler, const GenerateRequest *req, GenerateRe
     if (pos < n_prompt) out->prompt_done = now_seconds();
 }
 
-void run_generation(Model *m, Sampler *sampler, const GenerateRequest *req, int profile) {
-    Profile times = {0};
-    m->profile = profile ? &times : NULL;
+/* The runs of --profile --repeat after the first: the same text (the sampler restarted from its
+ * seed), not printed, each timed into times[i] and elapsed[i]; fewer after a Ctrl-C. Returns the
+ * runs made, the first included. */
+static int repeat_generation(Model *m, Sampler *sampler, const GenerateRequest *req,
+                             GenerateResult *result, Profile *times, double *elapsed) {
+    GenerateRequest quiet = *req;
+    quiet.print = 0;
+    quiet.logits_out = NULL;
+    int runs = 1;
+    for (; runs < req->profile_runs && !interrupted(); runs++) {
+        sampler_reset(sampler, sampler->seed);
+        m->profile = &times[runs];
+        double start = now_seconds();
+        generate(m, sampler, &quiet, result);
+        elapsed[runs] = now_seconds() - start;
+    }
+    return runs;
+}
+
+void run_generation(Model *m, Sampler *sampler, const GenerateRequest *req) {
+    int n_runs = req->profile_runs > 1 ? req->profile_runs : 1;
+    Profile *times = calloc(n_runs, sizeof(Profile));
+    double *elapsed = calloc(n_runs, sizeof(double));
     GenerateResult result = {.tokens = malloc((req->steps + 1) * sizeof(int))};
-    if (!result.tokens) die("out of memory for the tokens");
+    if (!result.tokens || !times || !elapsed) die("out of memory for the tokens");
+    m->profile = req->profile_runs ? &times[0] : NULL;
     double start = now_seconds();
     catch_interrupt(1); /* Ctrl-C ends the text, and the summary says so */
     generate(m, sampler, req, &result);
@@ -120,7 +141,8 @@ void run_generation(Model *m, Sampler *sampler, const GenerateRequest *req, int 
     remove_on_error(NULL, NULL); /* the file is complete */
     printf("\n");
     finish_stdout(); /* the summary on stderr comes after the text, also in a shared log */
-    double end = now_seconds(), elapsed = end - start;
+    double end = now_seconds();
+    elapsed[0] = end - start;
     Summary summary = {.n_prompt = req->n_prompt,
                        .n_generated = result.n_tokens - req->n_prompt,
                        .n_forward = result.n_forward,
@@ -130,7 +152,13 @@ void run_generation(Model *m, Sampler *sampler, const GenerateRequest *req, int 
                        .seed = sampler->seed,
                        .stop = result.stop};
     print_summary(&summary);
-    if (profile) print_profile(stderr, &times, elapsed);
+    if (req->profile_runs == 1) print_profile(stderr, &times[0], elapsed[0]);
+    if (req->profile_runs > 1) {
+        int runs = repeat_generation(m, sampler, req, &result, times, elapsed);
+        print_profile_runs(stderr, times, elapsed, runs);
+    }
     m->profile = NULL; /* the profile ends with this function */
     free(result.tokens);
+    free(times);
+    free(elapsed);
 }

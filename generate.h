@@ -32,6 +32,8 @@ typedef struct {
     const Tokenizer *t;          /* with print: decodes the text */
     int print;                   /* 1: stream the text to stdout as it is made */
     const LogitsOut *logits_out; /* NULL, or every position's logits, vocab_size float32 each */
+    int profile_runs; /* run_generation: 0 no --profile; else runs to time (--repeat), the first
+                       * printed, the others the same text unprinted */
 } GenerateRequest;
 
 /* Why a text (or a chat) ended: the summary line names it. */
@@ -68,9 +70,10 @@ typedef struct {
 void generate(Model *m, Sampler *sampler, const GenerateRequest *req, GenerateResult *out);
 
 /* Generation, the default mode: runs req and streams the text to stdout, closes the --logits
- * file (req->logits_out, dying if that fails), then prints the summary line and, with profile
- * set, the time per operation class (profile.h) on stderr. */
-void run_generation(Model *m, Sampler *sampler, const GenerateRequest *req, int profile);
+ * file (req->logits_out, dying if that fails), then prints the summary line and, with
+ * req->profile_runs set, the time per operation class (profile.h) on stderr: of the one run, or
+ * the medians and ranges over profile_runs runs of the same text (the first the one printed). */
+void run_generation(Model *m, Sampler *sampler, const GenerateRequest *req);
 
 /* What a run's summary line reports. */
 typedef struct {

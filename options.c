@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compare.h"
 #include "io.h"
 #include "options.h"
 
@@ -59,15 +60,18 @@ typedef enum {
     RULE_N_PREDICT_STEPS,
     RULE_CHAT_N_PREDICT,
     RULE_CTX_TOKENIZE,
+    RULE_REPEAT,
+    RULE_SUMMARY,
     N_RULES
 } Rule;
 
 /* When a given option breaks a rule. */
 typedef enum {
-    IN_MODES,   /* it is given in one of the refusal's modes */
-    NEEDS_MODE, /* it is given in none of them: what it modifies is missing */
-    WITH,       /* it is given with the option `other` */
-    MISSING,    /* it is not given */
+    IN_MODES,            /* it is given in one of the refusal's modes */
+    NEEDS_MODE,          /* it is given in none of them: what it modifies is missing */
+    NEEDS_MODE_OR_OTHER, /* it is given in none of them and without the option `other` */
+    WITH,                /* it is given with the option `other` */
+    MISSING,             /* it is not given */
 } When;
 
 typedef struct {
@@ -111,6 +115,8 @@ typedef enum {
     OPT_PPL,
     OPT_COMPARE,
     OPT_INFO,
+    OPT_REPEAT,
+    OPT_SUMMARY,
     OPT_JSON,
     OPT_HELP,
     OPT_VERSION,
@@ -438,7 +444,8 @@ static const Option options[N_OPTIONS] = {
                  .field = FIELD(ppl_path),
                  .heading = "modes:",
                  .help = "mean negative log-likelihood and perplexity of the text in\n"
-                         "FILE (no PROMPT; chunks of seq_len tokens, each from BOS)",
+                         "FILE (no PROMPT; chunks of seq_len tokens, each from BOS),\n"
+                         "the standard error over the chunks and a 95% interval",
                  .refusals = {{RULE_ONE_MODE, IN_MODES, COMPARE | TOKENIZE_ANY,
                                .message = ONE_MODE}}},
     [OPT_COMPARE] = {.names = {"--compare"},
@@ -457,13 +464,34 @@ static const Option options[N_OPTIONS] = {
                           "vocabulary, seq_len) and the memory the weights and the kv\n"
                           "cache take; with -z, -c, --json and --threads alone",
                   .info = 1},
+    [OPT_REPEAT] = {.names = {"--repeat"},
+                    .kind = ARG_INT,
+                    .value = " N",
+                    .field = FIELD(repeat),
+                    .help = "with --compare: timed rounds per norm (default 5); with\n"
+                            "--profile: runs of the generation (default 1); the speed\n"
+                            "as medians and ranges over them, 1..100",
+                    .range = {1, MAX_ROUNDS, "--repeat"},
+                    .refusals = {{RULE_REPEAT, NEEDS_MODE_OR_OTHER, COMPARE, .other = OPT_PROFILE,
+                                  .message = "--repeat goes with --compare or --profile"}}},
+    [OPT_SUMMARY] = {.names = {"--summary"},
+                     .kind = ARG_SWITCH,
+                     .field = FIELD(summary_only),
+                     .help = "with --compare: where the texts part, the KL summary and the\n"
+                             "speed, without the texts and the tables by position and site",
+                     .refusals = {{RULE_SUMMARY, NEEDS_MODE, COMPARE,
+                                   .message = "--summary goes with --compare"},
+                                  {RULE_SUMMARY, WITH, .other = OPT_JSON,
+                                   .message = "--summary shortens --compare's text; --json has "
+                                              "every number"}}},
     [OPT_JSON] = {.names = {"--json"},
                   .kind = ARG_SWITCH,
                   .field = FIELD(json),
                   .help = "with --tokenize: print {\"ids\": [...], \"pieces\": [...]};\n"
-                          "with --compare or --info: the same numbers as JSON on stdout",
-                  .refusals = {{RULE_JSON, NEEDS_MODE, TOKENIZE | COMPARE | INFO,
-                                .message = "--json goes with --tokenize, --compare or --info"}},
+                          "with --compare, --ppl or --info: the same numbers as JSON",
+                  .refusals = {{RULE_JSON, NEEDS_MODE, TOKENIZE | COMPARE | PPL | INFO,
+                                .message = "--json goes with --tokenize, --compare, --ppl or "
+                                           "--info"}},
                   .info = 1},
     [OPT_HELP] = {.names = {"-h", "--help"}, .kind = ARG_HELP, .help = "this text"},
     [OPT_VERSION] = {.names = {"--version"}, .kind = ARG_VERSION, .help = "print the version"},
@@ -811,6 +839,7 @@ static int breaks(const Parse *p, int id, const Refusal *r, unsigned modes) {
     if (!p->given[id] || (r->value && strcmp(p->values[id], r->value) != 0)) return 0;
     if (r->when == IN_MODES) return (modes & r->modes) != 0;
     if (r->when == NEEDS_MODE) return (modes & r->modes) == 0;
+    if (r->when == NEEDS_MODE_OR_OTHER) return (modes & r->modes) == 0 && !p->given[r->other];
     return p->given[r->other];
 }
 

@@ -43,6 +43,8 @@ typedef struct {
     const char *ppl_path;      /* --ppl FILE: perplexity mode */
     int compare;               /* --compare[=A,B]: compare mode */
     int info;                  /* --info: describe the model file */
+    int repeat;       /* --repeat: timed rounds (--compare) or runs (--profile); 0: default */
+    int summary_only; /* --summary: --compare's summary alone */
     NormFn compare_with[2];
     int serial_prompt; /* --prefill=serial: the prompt one position at a time, not in batches */
     int batch;         /* --batch: positions per prefill batch; 0: the model's default */

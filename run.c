@@ -14,8 +14,8 @@
  * before the weights load) and main, which runs one mode. It leaves the command line (the
  * options, their help and their checks) to options.c, and each mode to its own file: generation
  * to generate.c, -m chat to chat.c, --ppl and --compare to compare.c, --tokenize to tokenize.c;
- * --info to info.c, the sampler to sampler.c, and the error exit, stdout's checks, escaping and text reading to
- * io.c.
+ * --info to info.c, the sampler to sampler.c, and the error exit, stdout's checks, escaping and
+ * text reading to io.c.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -239,7 +239,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "run: the model was trained with %s; %s ignores its norm biases\n",
                 norm_name(c->trained_norm), norm_name(model.norm));
     if (o.ppl_path) {
-        run_perplexity(&model, text_tokens, n_text, o.ppl_path, o.profile);
+        PerplexityRequest request = {o.ppl_path, o.profile, o.json};
+        run_perplexity(&model, text_tokens, n_text, &request);
         free(text_tokens);
         free(prompt);
         tokenizer_free(&tokenizer);
@@ -277,6 +278,8 @@ int main(int argc, char **argv) {
                                   .steps = o.steps,
                                   .norms = {o.compare_with[0], o.compare_with[1]},
                                   .json = o.json,
+                                  .rounds = o.repeat,
+                                  .summary_only = o.summary_only,
                                   .model_path = o.model_path};
         run_compare(&model, &tokenizer, &sampler, &request);
     } else if (o.chat) {
@@ -290,8 +293,9 @@ int main(int argc, char **argv) {
                                    .batch_prompt = !o.serial_prompt,
                                    .t = &tokenizer,
                                    .print = 1,
-                                   .logits_out = o.logits_path ? &logits_out : NULL};
-        run_generation(&model, &sampler, &request, o.profile);
+                                   .logits_out = o.logits_path ? &logits_out : NULL,
+                                   .profile_runs = o.profile ? (o.repeat ? o.repeat : 1) : 0};
+        run_generation(&model, &sampler, &request);
     }
 
     sampler_free(&sampler);

@@ -602,7 +602,7 @@ Test(bad_input, tokenize) {
                  "--tokenize text: not valid UTF-8 (byte 0xFF at offset 1)");
     expect_error((const char *[]){MODEL, "--tokenize", NULL}, "--tokenize needs a value");
     expect_error((const char *[]){MODEL, "--json", NULL},
-                 "--json goes with --tokenize, --compare or --info");
+                 "--json goes with --tokenize, --compare, --ppl or --info");
     expect_error((const char *[]){MODEL, "--tokenize", "a", "--tokenize-file", bad, NULL},
                  "not both");
     expect_error((const char *[]){MODEL, "Once", "--tokenize", "a", NULL}, "take no prompt");
@@ -689,6 +689,60 @@ Test(run, compare_shows_both_greedy_texts) {
     result_free(&a);
     result_free(&b);
     result_free(&c);
+}
+
+/* The number after key in s (asserting it is there). */
+static double value_after(const char *s, const char *key) {
+    const char *p = strstr(s, key);
+    cr_assert_not_null(p, "'%s' not in %s", key, s);
+    return strtod(p + strlen(key), NULL);
+}
+
+/* --repeat N: the speed as the median and range over N rounds (compare) or runs (profile), each
+ * median inside its range; --summary leaves out the texts and the tables by position and site. */
+Test(run, repeat_reports_medians_and_ranges_and_summary_shortens_compare) {
+    RunResult r = run_program((const char *[]){MODEL, "-t", "0", "-n", "40", "--compare",
+                                               "--summary", "--repeat", "3", "Once", NULL});
+    cr_assert_eq(r.exit_code, 0, "%s", r.err);
+    cr_assert(strstr(r.out, "speed over 3 rounds taking turns"), "%s", r.out);
+    cr_assert(strstr(r.out, "summary: mean KL "), "%s", r.out);
+    cr_assert_null(strstr(r.out, "input token"), "no table by position: %s", r.out);
+    cr_assert_null(strstr(r.out, "layer 0 attention"), "no table by site: %s", r.out);
+    cr_assert_null(strstr(r.out, "\nA rmsnorm"), "no texts: %s", r.out);
+    cr_assert(strstr(r.out, "B faster in "), "%s", r.out);
+    cr_assert(strstr(r.out, " of 3\n"), "%s", r.out);
+    const char *row = strstr(r.out, "\nrmsnorm ");
+    cr_assert_not_null(row, "%s", r.out);
+    double median, lo, hi;
+    cr_assert_eq(sscanf(row, "\nrmsnorm %lf %lf %lf", &median, &lo, &hi), 3, "%s", row);
+    cr_assert(lo <= median && median <= hi, "%g not in %g..%g", median, lo, hi);
+    RunResult j = run_program((const char *[]){MODEL, "-t", "0", "-n", "20", "--compare", "--json",
+                                               "--repeat", "2", "Once", NULL});
+    cr_assert_eq(value_after(j.out, "\"rounds\": "), 2, "%s", j.out);
+    cr_assert_leq(value_after(j.out, "\"tokens_per_s_min\": "),
+                  value_after(j.out, "\"tokens_per_s\": "));
+    cr_assert(strstr(j.out, "\"speed_ratio_b_over_a\": {\"median\": "), "%s", j.out);
+    RunResult p = run_program(
+        (const char *[]){MODEL, "-t", "0", "-n", "30", "--profile", "--repeat", "3", "Once", NULL});
+    cr_assert_eq(p.exit_code, 0, "%s", p.err);
+    cr_assert(strstr(p.err, "the median of 3 runs of the same text"), "%s", p.err);
+    const char *ffn = strstr(p.err, "  ffn ");
+    cr_assert_not_null(ffn, "%s", p.err);
+    long calls;
+    cr_assert_eq(sscanf(ffn, "  ffn %lf %lf %lf %*f%% %ld", &median, &lo, &hi, &calls), 4, "%s",
+                 ffn);
+    cr_assert(lo <= median && median <= hi, "%g not in %g..%g", median, lo, hi);
+    cr_assert_eq(calls, 30 * 5, "one run's calls: 30 positions x 5 layers"); /* 1 + 29 */
+    expect_error((const char *[]){MODEL, "--repeat", "3", "x", NULL},
+                 "--repeat goes with --compare or --profile");
+    expect_error((const char *[]){MODEL, "--summary", "x", NULL}, "--summary goes with --compare");
+    expect_error((const char *[]){MODEL, "--compare", "--summary", "--json", "x", NULL},
+                 "--summary shortens --compare's text; --json has every number");
+    expect_error((const char *[]){MODEL, "--compare", "--repeat", "101", "x", NULL},
+                 "--repeat must be in 1..100, got 101");
+    result_free(&r);
+    result_free(&j);
+    result_free(&p);
 }
 
 Test(run, compare_texts_keep_characters_spelled_in_byte_tokens) {
