@@ -26,7 +26,8 @@ enum {
     TOKENIZE = 1 << 3,
     TOKENIZE_FILE = 1 << 4,
     TOKENIZE_ANY = TOKENIZE | TOKENIZE_FILE,
-    INFO = 1 << 5, /* refused with every option but those of the rows marked .info */
+    INFO = 1 << 5,  /* refused with every option but those whose rows' goes_with has INFO */
+    TRACE = 1 << 6, /* likewise */
     NOT_GENERATION = COMPARE | PPL | TOKENIZE_ANY, /* -m chat generates */
 };
 
@@ -115,6 +116,7 @@ typedef enum {
     OPT_PPL,
     OPT_COMPARE,
     OPT_INFO,
+    OPT_TRACE,
     OPT_REPEAT,
     OPT_SUMMARY,
     OPT_JSON,
@@ -164,7 +166,7 @@ typedef struct {
     Range range;         /* ARG_FLOAT, ARG_INT, ARG_LONG */
     const char *choices[2];   /* ARG_CHOICE */
     const char *not_a_number; /* ARG_FLOAT: said after "needs a number" (what was meant) */
-    int info;                 /* 1: goes with --info */
+    unsigned goes_with;       /* INFO, TRACE: the modes of their own it goes with */
     Refusal refusals[MAX_REFUSALS];
 } Option;
 
@@ -186,7 +188,7 @@ static const char REFERENCE_ALONE[] = "--reference runs the plain pass one posit
 
 static const Option options[N_OPTIONS] = {
     [OPT_MODEL] = {.names = {"MODEL"},
-                   .info = 1,
+                   .goes_with = INFO | TRACE,
                    .kind = ARG_TEXT,
                    .field = FIELD(model_path),
                    .help = "checkpoint: normllama's format (export.py writes it) or\n"
@@ -196,6 +198,7 @@ static const Option options[N_OPTIONS] = {
                                  .message = "no model given (usage: run MODEL [PROMPT] [options]; "
                                             "see run --help)"}}},
     [OPT_PROMPT] = {.names = {"PROMPT"},
+                    .goes_with = TRACE,
                     .kind = ARG_PROMPT,
                     .help = "text to continue; may also be given with -i",
                     .refusals = {{RULE_TOKENIZE_PROMPT, IN_MODES, TOKENIZE_ANY,
@@ -206,11 +209,13 @@ static const Option options[N_OPTIONS] = {
                                   .message = "-m chat reads its turns from stdin; give the first "
                                              "one with -i TEXT or -f FILE"}}},
     [OPT_TEXT] = {.names = {"-i"},
+                  .goes_with = TRACE,
                   .kind = ARG_PROMPT,
                   .value = " TEXT",
                   .heading = "options:",
                   .help = "the prompt; -i - reads it from stdin"},
     [OPT_FILE] = {.names = {"--file", "-f"},
+                  .goes_with = TRACE,
                   .kind = ARG_PROMPT_FILE,
                   .value = " FILE",
                   .help = "the prompt from FILE (- : stdin), one final newline\n"
@@ -236,7 +241,7 @@ static const Option options[N_OPTIONS] = {
                            .refusals = {{RULE_SYSTEM_PROMPT, NEEDS_MODE, CHAT,
                                          .message = "-y (the system prompt) goes with -m chat"}}},
     [OPT_TOKENIZER] = {.names = {"-z"},
-                       .info = 1,
+                       .goes_with = INFO | TRACE,
                        .kind = ARG_TEXT,
                        .value = " FILE",
                        .field = FIELD(tokenizer_path),
@@ -321,7 +326,7 @@ static const Option options[N_OPTIONS] = {
                                                 "%s (generated tokens), not both"},
                                     {RULE_CHAT_N_PREDICT, IN_MODES, CHAT, .message = NOT_CHAT}}},
     [OPT_CTX_SIZE] = {.names = {"-c", "--ctx-size"},
-                      .info = 1,
+                      .goes_with = INFO | TRACE,
                       .kind = ARG_INT,
                       .value = " INT",
                       .field = FIELD(ctx_size),
@@ -341,6 +346,7 @@ static const Option options[N_OPTIONS] = {
                                                  "not with -m chat (a reply ends at EOS), --ppl or "
                                                  "--tokenize"}}},
     [OPT_NORM] = {.names = {"--norm"},
+                  .goes_with = TRACE,
                   .kind = ARG_NORM,
                   .value = "=NAME",
                   .field = FIELD(norm),
@@ -367,7 +373,7 @@ static const Option options[N_OPTIONS] = {
                                              "--ppl or --tokenize"},
                                  {RULE_CHAT_LOGITS, IN_MODES, CHAT, .message = NOT_CHAT}}},
     [OPT_THREADS] = {.names = {"--threads"},
-                     .info = 1,
+                     .goes_with = INFO | TRACE,
                      .kind = ARG_INT,
                      .value = "=N",
                      .field = FIELD(threads),
@@ -463,7 +469,16 @@ static const Option options[N_OPTIONS] = {
                   .help = "what the model file holds (format, shape, dtypes, norm, RoPE,\n"
                           "vocabulary, seq_len) and the memory the weights and the kv\n"
                           "cache take; with -z, -c, --json and --threads alone",
-                  .info = 1},
+                  .goes_with = INFO},
+    [OPT_TRACE] = {.names = {"--trace"},
+                   .kind = ARG_INT,
+                   .value = " POS",
+                   .field = FIELD(trace_pos),
+                   .help = "the prompt's token at position POS through the forward pass\n"
+                           "(the plain one), step by step with shapes and numbers; with\n"
+                           "-z, -c, --norm, --json and --threads alone",
+                   .range = {0, INT_MAX, "--trace", ">= 0"},
+                   .goes_with = TRACE},
     [OPT_REPEAT] = {.names = {"--repeat"},
                     .kind = ARG_INT,
                     .value = " N",
@@ -488,11 +503,11 @@ static const Option options[N_OPTIONS] = {
                   .kind = ARG_SWITCH,
                   .field = FIELD(json),
                   .help = "with --tokenize: print {\"ids\": [...], \"pieces\": [...]};\n"
-                          "with --compare, --ppl or --info: the same numbers as JSON",
-                  .refusals = {{RULE_JSON, NEEDS_MODE, TOKENIZE | COMPARE | PPL | INFO,
-                                .message = "--json goes with --tokenize, --compare, --ppl or "
-                                           "--info"}},
-                  .info = 1},
+                          "with --compare, --ppl, --info or --trace: the same as JSON",
+                  .refusals = {{RULE_JSON, NEEDS_MODE, TOKENIZE | COMPARE | PPL | INFO | TRACE,
+                                .message = "--json goes with --tokenize, --compare, --ppl, --info "
+                                           "or --trace"}},
+                  .goes_with = INFO | TRACE},
     [OPT_HELP] = {.names = {"-h", "--help"}, .kind = ARG_HELP, .help = "this text"},
     [OPT_VERSION] = {.names = {"--version"}, .kind = ARG_VERSION, .help = "print the version"},
 };
@@ -830,7 +845,7 @@ static void parse_plain(Parse *p, const char *a) {
 static unsigned modes_of(const Options *o) {
     return (o->chat ? CHAT : 0) | (o->compare ? COMPARE : 0) | (o->ppl_path ? PPL : 0) |
            (o->tokenize_text ? TOKENIZE : 0) | (o->tokenize_file ? TOKENIZE_FILE : 0) |
-           (o->info ? INFO : 0);
+           (o->info ? INFO : 0) | (o->trace_pos >= 0 ? TRACE : 0);
 }
 
 /* Whether option id, in the parse p whose modes are `modes`, breaks refusal r. */
@@ -866,10 +881,15 @@ static void check_options(const Parse *p) {
                     die(r->message, last_name(opt));
         }
     }
-    for (int k = 0; k < p->n_given && (modes & INFO); k++) /* after the rules: -m chat --info */
-        if (!options[order[k]].info)
-            die("%s does not go with --info, which describes the model file",
-                last_name(&options[order[k]]));
+    static const struct {
+        unsigned mode;
+        const char *message;
+    } own[] = {{INFO, "%s does not go with --info, which describes the model file"},
+               {TRACE, "%s does not go with --trace, which traces a position of the prompt"}};
+    for (int i = 0; i < 2; i++) /* after the rules: -m chat --info */
+        for (int k = 0; k < p->n_given && (modes & own[i].mode); k++)
+            if (!(options[order[k]].goes_with & own[i].mode))
+                die(own[i].message, last_name(&options[order[k]]));
 }
 
 Options options_parse(int argc, char **argv) {
@@ -877,6 +897,7 @@ Options options_parse(int argc, char **argv) {
                      .topp = 0.9f,
                      .repeat_penalty = 1.0f,
                      .repeat_last_n = 64,
+                     .trace_pos = -1,
                      .n_predict = NO_N_PREDICT}};
     for (int i = 1; i < argc; i++) {
         if (argv[i][0] == '-' && argv[i][1] != '\0')

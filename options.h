@@ -5,7 +5,8 @@
  * parser and the examples each option is used by.
  *
  * The modes: plain generation (none of the below), -m chat, --compare, --ppl, --tokenize,
- * --tokenize-file and --info; an option states where it may not be used by refusing those modes.
+ * --tokenize-file, --info and --trace; an option states where it may not be used by refusing those
+ * modes.
  */
 #ifndef OPTIONS_H
 #define OPTIONS_H
@@ -43,6 +44,7 @@ typedef struct {
     const char *ppl_path;      /* --ppl FILE: perplexity mode */
     int compare;               /* --compare[=A,B]: compare mode */
     int info;                  /* --info: describe the model file */
+    int trace_pos;             /* --trace POS: the position traced; -1: none */
     int repeat;       /* --repeat: timed rounds (--compare) or runs (--profile); 0: default */
     int summary_only; /* --summary: --compare's summary alone */
     NormFn compare_with[2];

@@ -14,8 +14,8 @@
  * before the weights load) and main, which runs one mode. It leaves the command line (the
  * options, their help and their checks) to options.c, and each mode to its own file: generation
  * to generate.c, -m chat to chat.c, --ppl and --compare to compare.c, --tokenize to tokenize.c;
- * --info to info.c, the sampler to sampler.c, and the error exit, stdout's checks, escaping and
- * text reading to io.c.
+ * --info to info.c, --trace to trace.c, the sampler to sampler.c, and the error exit, stdout's
+ * checks, escaping and text reading to io.c.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -42,6 +42,7 @@
 #include "threads.h"
 #include "tokenize.h"
 #include "tokenizer.h"
+#include "trace.h"
 
 /* ----------------------------------------------------------------------------
  * Set-up: the thread count, then the input files found and checked before the weights load */
@@ -227,6 +228,19 @@ int main(int argc, char **argv) {
     }
     model.config.seq_len = ctx; /* the kv cache's layout (model.h) takes the stride from it */
     if (o.norm) model.norm = o.norm;
+    if (o.trace_pos >= 0) {
+        if (o.trace_pos >= n_prompt)
+            die("--trace %d: the prompt has %d token%s, positions 0..%d (BOS is position 0)",
+                o.trace_pos, n_prompt, plural(n_prompt), n_prompt - 1);
+        TraceRequest request = {prompt_tokens, n_prompt, o.trace_pos, o.json};
+        run_trace(&model, &tokenizer, &request);
+        finish_stdout();
+        free(prompt_tokens);
+        free(prompt);
+        tokenizer_free(&tokenizer);
+        model_free(&model);
+        return 0;
+    }
     if (o.reference) model.forward = reference_forward;
     if (o.batch && model_set_batch(&model, o.batch, err, sizeof(err)) != 0) die("--batch: %s", err);
     LogitsOut logits_out = {NULL, o.logits_path};
