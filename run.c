@@ -150,6 +150,17 @@ static void require_vocab(const Tokenizer *t, const char *path, const Config *c)
             c->vocab_size);
 }
 
+/* The end of a mode: what main allocated freed, everything written to stdout checked. Returns
+ * main's status, 0. */
+static int finish(char *prompt, int *prompt_tokens, Tokenizer *t, Model *m) {
+    free(prompt_tokens);
+    free(prompt);
+    tokenizer_free(t);
+    model_free(m);
+    finish_stdout();
+    return 0;
+}
+
 /* ----------------------------------------------------------------------------
  * main: every check, then one mode */
 
@@ -219,12 +230,7 @@ int main(int argc, char **argv) {
     if (o.info) {
         InfoRequest request = {o.model_path, tokenizer_path, ctx, o.json};
         print_info(&model, &tokenizer, &request);
-        finish_stdout();
-        free(prompt_tokens);
-        free(prompt);
-        tokenizer_free(&tokenizer);
-        model_free(&model);
-        return 0;
+        return finish(prompt, prompt_tokens, &tokenizer, &model);
     }
     model.config.seq_len = ctx; /* the kv cache's layout (model.h) takes the stride from it */
     if (o.norm) model.norm = o.norm;
@@ -234,12 +240,7 @@ int main(int argc, char **argv) {
                 o.trace_pos, n_prompt, plural(n_prompt), n_prompt - 1);
         TraceRequest request = {prompt_tokens, n_prompt, o.trace_pos, o.json};
         run_trace(&model, &tokenizer, &request);
-        finish_stdout();
-        free(prompt_tokens);
-        free(prompt);
-        tokenizer_free(&tokenizer);
-        model_free(&model);
-        return 0;
+        return finish(prompt, prompt_tokens, &tokenizer, &model);
     }
     if (o.reference) model.forward = reference_forward;
     if (o.batch && model_set_batch(&model, o.batch, err, sizeof(err)) != 0) die("--batch: %s", err);
@@ -256,10 +257,7 @@ int main(int argc, char **argv) {
         PerplexityRequest request = {o.ppl_path, o.profile, o.json};
         run_perplexity(&model, text_tokens, n_text, &request);
         free(text_tokens);
-        free(prompt);
-        tokenizer_free(&tokenizer);
-        model_free(&model);
-        return 0;
+        return finish(prompt, prompt_tokens, &tokenizer, &model);
     }
     if (o.n_predict != NO_N_PREDICT) /* the prompt's last position predicts the first token */
         o.steps = o.n_predict < 0 || o.n_predict > ctx - (n_prompt - 1)
@@ -313,10 +311,5 @@ int main(int argc, char **argv) {
     }
 
     sampler_free(&sampler);
-    free(prompt_tokens);
-    free(prompt);
-    tokenizer_free(&tokenizer);
-    model_free(&model);
-    finish_stdout();
-    return 0;
+    return finish(prompt, prompt_tokens, &tokenizer, &model);
 }
