@@ -451,7 +451,7 @@ static const Option options[N_OPTIONS] = {
                  .heading = "modes:",
                  .help = "mean negative log-likelihood and perplexity of the text in\n"
                          "FILE (no PROMPT; chunks of seq_len tokens, each from BOS),\n"
-                         "the standard error over the chunks and a 95% interval",
+                         "the standard error over the chunks and a 95%% interval",
                  .refusals = {{RULE_ONE_MODE, IN_MODES, COMPARE | TOKENIZE_ANY,
                                .message = ONE_MODE}}},
     [OPT_COMPARE] = {.names = {"--compare"},
@@ -466,9 +466,9 @@ static const Option options[N_OPTIONS] = {
     [OPT_INFO] = {.names = {"--info"},
                   .kind = ARG_SWITCH,
                   .field = FIELD(info),
-                  .help = "what the model file holds (format, shape, dtypes, norm, RoPE,\n"
-                          "vocabulary, seq_len) and the memory the weights and the kv\n"
-                          "cache take; with -z, -c, --json and --threads alone",
+                  .help = "what the model file holds (format, shape, dtypes, norm,\n"
+                          "RoPE, vocabulary, seq_len) and the memory the weights and\n"
+                          "the kv cache take; with -z, -c, --json and --threads alone",
                   .goes_with = INFO},
     [OPT_TRACE] = {.names = {"--trace"},
                    .kind = ARG_INT,
@@ -740,12 +740,12 @@ static void usage(FILE *f) {
                "A Ctrl-C stops a reply; at the User: prompt it ends the chat.\n"
                "The summary line on stderr gives the seed used (-s with it repeats a text)\n"
                "and why the text stopped (EOS, BOS, -n reached, context full, ...).\n"
-               "sampling: repetition penalty, temperature, top-k, top-p, min-p, one draw.\n"
+               "sampling: repetition penalty, temperature, top-k, top-p, min-p, one draw\n"
+               "(e.g. --top-k 40 --min-p 0.05 --repeat-penalty 1.1; see docs/USAGE.md).\n"
                "examples:\n"
                "  run models/stories260K.bin \"Once upon a time\"\n"
                "  run models/stories260K.bin -t 0 -n 64 -f prompt.txt\n"
                "  run models/stories260K.bin -s 42 --norm=layernorm \"Lily saw a cat\"\n"
-               "  run models/stories260K.bin --top-k 40 --min-p 0.05 --repeat-penalty 1.1\n"
                "  run models/stories260K.bin -m chat -y \"You tell stories.\"\n"
                "  run models/stories260K.bin --ppl data/stories.txt\n");
 }

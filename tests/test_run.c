@@ -602,7 +602,7 @@ Test(bad_input, tokenize) {
                  "--tokenize text: not valid UTF-8 (byte 0xFF at offset 1)");
     expect_error((const char *[]){MODEL, "--tokenize", NULL}, "--tokenize needs a value");
     expect_error((const char *[]){MODEL, "--json", NULL},
-                 "--json goes with --tokenize, --compare, --ppl or --info");
+                 "--json goes with --tokenize, --compare, --ppl, --info or --trace");
     expect_error((const char *[]){MODEL, "--tokenize", "a", "--tokenize-file", bad, NULL},
                  "not both");
     expect_error((const char *[]){MODEL, "Once", "--tokenize", "a", NULL}, "take no prompt");
