@@ -250,6 +250,7 @@ sanitize: deps-test run-sanitize build/tests-sanitize build/tokenize_corpus-sani
 	$(FETCH_TEST_MODELS)
 	NORMLLAMA_RUN=./run-sanitize build/tests-sanitize
 	NORMLLAMA_RUN=./run-sanitize $(PYTHON) tests/test_export.py
+	NORMLLAMA_RUN=./run-sanitize $(PYTHON) tests/test_trace.py
 	NORMLLAMA_RUN=./run-sanitize TOKENIZE_CORPUS=build/tokenize_corpus-sanitize \
 		$(PYTHON) tests/tokenizer_parity.py
 
