@@ -1321,10 +1321,10 @@ def plot_compare_draws_tiny_kl_where_it_is_and_names_the_norms_compared():
     gives it in 3 digits, a KL of 0 is drawn on the axis's floor and counted, the middle title
     names the two norms and not LayerNorm, and the norms' share of time is written on the chart."""
     import importlib.util
-    import matplotlib.pyplot as plt
     spec = importlib.util.spec_from_file_location("plot_compare", "tools/plot_compare.py")
     plot_compare = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(plot_compare)
+    plt = plot_compare.plt
     code, out, err = run(LEGACY, "-t", "0", "-n", "30", "--compare=rmsnorm,rmsnorm_eps_outside",
                          "--json", "Once")
     assert code == 0, err
