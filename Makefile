@@ -28,8 +28,8 @@ LIB_SRC = model.c reference.c matmul.c attention.c load.c format.c state.c norm.
 HEADERS = model.h reference.h matmul.h attention.h load.h format.h state.h norm.h simd.h \
           $(TOKENIZER_HEADERS) eval.h profile.h sampler.h threads.h gguf.h $(BPE_HEADERS)
 # the program's own files, one a mode or concern of the command line (run.c holds main)
-RUN_SRC = run.c options.c io.c generate.c chat.c compare.c tokenize.c vocab.c
-RUN_HEADERS = options.h io.h generate.h chat.h compare.h tokenize.h vocab.h
+RUN_SRC = run.c options.c io.c generate.c chat.c compare.c tokenize.c vocab.c info.c trace.c
+RUN_HEADERS = options.h io.h generate.h chat.h compare.h tokenize.h vocab.h info.h trace.h
 TEST_SRC = $(wildcard tests/test_*.c) tests/helpers.c
 
 BENCH_REPEATS ?= 11
@@ -120,6 +120,7 @@ test: deps-test run build/tests build/tokenize_corpus build/gguf_dump build/bpe_
 	CC="$(CC)" MAKE="$(MAKE)" NATIVE_CFLAGS="$(CFLAGS)" tests/test_isas.sh
 	$(MAKE) --no-print-directory run-portable
 	NORMLLAMA_RUN=./run NORMLLAMA_RUN_PORTABLE=./run-portable $(PYTHON) tests/test_paths.py
+	NORMLLAMA_RUN=./run $(PYTHON) tests/test_trace.py
 	NORMLLAMA_RUN=./run TOKENIZE_CORPUS=build/tokenize_corpus $(PYTHON) tests/tokenizer_parity.py
 	NORMLLAMA_RUN=./run $(PYTHON) tests/bpe_parity.py
 	models/fetch.sh --data --mirror-only-optional tinystories_valid.txt
@@ -302,6 +303,7 @@ sanitize: deps-test run-sanitize build/tests-sanitize build/tokenize_corpus-sani
 	$(FETCH_TEST_MODELS)
 	NORMLLAMA_RUN=./run-sanitize build/tests-sanitize
 	NORMLLAMA_RUN=./run-sanitize $(PYTHON) tests/test_export.py
+	NORMLLAMA_RUN=./run-sanitize $(PYTHON) tests/test_trace.py
 	NORMLLAMA_RUN=./run-sanitize TOKENIZE_CORPUS=build/tokenize_corpus-sanitize \
 		$(PYTHON) tests/tokenizer_parity.py
 

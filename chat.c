@@ -42,17 +42,25 @@ static char *chat_turn_text(const char *system, const char *user) {
 }
 
 /* Reads one line of stdin into *line (getline's buffer, *cap bytes) without its "\n" or "\r\n",
- * after showing `marker` on a terminal. Returns 0 at the end of stdin. Dies on a read error, or a
- * line with a NUL byte or not valid UTF-8 (named by its number). */
+ * after showing `marker` on a terminal. Returns 0 at the end of stdin, or at a Ctrl-C (before or
+ * during the read), which ends the chat (summary.stop says which). Dies on a read error, or a line
+ * with a NUL byte or not valid UTF-8 (named by its number). */
 static int read_line(Chat *c, const char *marker, char **line, size_t *cap) {
     if (c->interactive) {
         fputs(marker, stdout);
         finish_stdout();
     }
     errno = 0;
-    ssize_t n = getline(line, cap, stdin);
+    catch_interrupt(0); /* a Ctrl-C now ends the wait for a line */
+    ssize_t n = interrupted() ? -1 : getline(line, cap, stdin);
+    catch_interrupt(1);
     if (n < 0) {
-        if (ferror(stdin)) die("stdin: cannot read: %s", strerror(errno));
+        if (interrupted()) {
+            clearerr(stdin);
+            c->summary.stop = STOP_INTERRUPTED;
+        } else if (ferror(stdin)) {
+            die("stdin: cannot read: %s", strerror(errno));
+        }
         if (c->interactive) putchar('\n'); /* the shell's prompt on a line of its own */
         return 0;
     }
@@ -77,8 +85,9 @@ static int read_turn(Chat *c, char **line, size_t *cap) {
 }
 
 /* The one line that ends a full conversation: stdout's text first, then the notice on stderr. */
-static void say_context_full(const Chat *c, const char *what) {
+static void say_context_full(Chat *c, const char *what) {
     int seq_len = c->m->config.seq_len;
+    c->summary.stop = STOP_CONTEXT;
     finish_stdout();
     fprintf(stderr, "run: the context is full: %s (%d positions: %s %d); the chat ends\n", what,
             c->steps, c->steps < seq_len ? "-n" : "seq_len",
@@ -105,7 +114,10 @@ static float *feed_turn(Chat *c, const char *system, const char *user) {
         say_context_full(c, what);
     } else {
         double start = now_seconds();
-        for (int i = 0; i < n; i++, c->pos++) logits = model_forward(c->m, ids[i], c->pos);
+        for (int i = 0; i < n; i++, c->pos++) {
+            sampler_accept(c->sampler, ids[i]);
+            logits = model_forward(c->m, ids[i], c->pos);
+        }
         c->summary.prompt_seconds += now_seconds() - start;
         c->summary.n_prompt += n;
         require_finite(logits, c->m->config.vocab_size, c->pos - 1);
@@ -115,7 +127,8 @@ static float *feed_turn(Chat *c, const char *system, const char *user) {
 }
 
 /* Samples the reply from `logits` (those of the turn's last position) and streams it after
- * "Assistant: " (its leading spaces dropped) until a token that ends_text, which is not fed.
+ * "Assistant: " (its leading spaces dropped) until a token that ends_text, which is not fed, or a
+ * Ctrl-C, after which the next turn starts with EOS as after a reply that ended there.
  * Returns 1, or 0, saying so, when the reply fills the last position: that token is shown, as
  * generation shows the one predicted at its last position. */
 static int chat_reply(Chat *c, float *logits) {
@@ -137,15 +150,22 @@ static int chat_reply(Chat *c, float *logits) {
         }
         tokenizer_print_piece(piece);
         finish_stdout();
+        if (interrupted()) { /* the reply stops; the chat goes on */
+            clear_interrupt();
+            c->ended_by_eos = 1;
+            break;
+        }
         if (c->pos == c->steps) {
             done = 0;
             break;
         }
+        sampler_accept(c->sampler, next);
         logits = model_forward(c->m, next, c->pos);
         require_finite(logits, vocab_size, c->pos++);
         prev = next;
     }
     putchar('\n');
+    finish_stdout(); /* the reply whole before the next turn is waited for */
     c->summary.generation_seconds += now_seconds() - start;
     if (!done) say_context_full(c, "the reply reached the last position");
     return done;
@@ -157,6 +177,8 @@ void run_chat(Model *m, const Tokenizer *t, Sampler *sampler, const ChatRequest 
     c.interactive = isatty(STDIN_FILENO);
     c.summary.norm = norm_name(m->norm);
     c.summary.seed = sampler->seed;
+    c.summary.stop = STOP_END_OF_INPUT;
+    catch_interrupt(1);
     char *line = NULL, *system = NULL;
     size_t cap = 0;
     int more = 1;

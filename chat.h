@@ -25,9 +25,11 @@ typedef struct {
  * the EOS that ended the reply before it, as Meta's reference code and llama2.c write them; a
  * reply ends at a token that ends_text. stdout gets the transcript: "User: " and "Assistant: "
  * mark the turns, and a turn read from a pipe or file is echoed after its marker (on a terminal
- * the markers are prompts). Ends with the summary line on stderr at the end of stdin, or when a
- * turn or reply does not fit in the positions left, saying so in one line on stderr. Dies on a
- * stdin read error, a line with a NUL byte or not valid UTF-8 (named by its number), a
+ * the markers are prompts). A Ctrl-C stops a reply and the next turn is read, as in llama.cpp; a
+ * Ctrl-C while waiting for a turn ends the chat. Ends with the summary line on stderr (its stop
+ * reason "end of input", "interrupted" or "context full") at the end of stdin, at that Ctrl-C,
+ * or when a turn or reply does not fit in the positions left, saying so in one line on stderr. Dies
+ * on a stdin read error, a line with a NUL byte or not valid UTF-8 (named by its number), a
  * non-finite logit. */
 void run_chat(Model *m, const Tokenizer *t, Sampler *sampler, const ChatRequest *req);
 

@@ -27,25 +27,56 @@ int *encode_ppl_text(const Tokenizer *t, const char *path, int *n_tokens) {
     return tokens;
 }
 
-void run_perplexity(Model *m, const int *tokens, int n_tokens, const char *path, int profile) {
+/* --ppl's numbers as one JSON object on stdout. */
+static void print_perplexity_json(const char *path, const Model *m, int n_predicted, int n_chunks,
+                                  const NllSummary *s) {
+    printf("{\n  \"file\": ");
+    print_json_string(path);
+    printf(",\n  \"norm\": \"%s\", \"tokens\": %d, \"chunks\": %d, \"chunk_len\": %d,\n",
+           norm_name(m->norm), n_predicted, n_chunks, m->config.seq_len);
+    printf("  \"mean_nll\": %.6g, \"standard_error\": %.6g, \"ci95_nll\": [%.6g, %.6g],\n", s->mean,
+           s->standard_error, s->low, s->high);
+    printf("  \"perplexity\": %.6g, \"ci95_perplexity\": [%.6g, %.6g]\n}\n", exp(s->mean),
+           exp(s->low), exp(s->high));
+}
+
+void run_perplexity(Model *m, const int *tokens, int n_tokens, const PerplexityRequest *req) {
     Profile times = {0};
-    m->profile = profile ? &times : NULL;
+    m->profile = req->profile ? &times : NULL;
     int n_predicted, n_chunks;
+    double *nlls = malloc((size_t)(n_tokens - 1) * sizeof(double));
+    if (!nlls) die("out of memory for the tokens' NLLs");
     double start = now_seconds();
-    double nll = text_nll(m, tokens, n_tokens, &n_predicted, &n_chunks);
+    double nll = text_nll(m, tokens, n_tokens, &n_predicted, &n_chunks, nlls);
     double elapsed = now_seconds() - start;
     double mean = nll / n_predicted;
     if (!isfinite(mean)) /* a NaN or infinite logit, as generation refuses them */
-        die("the model computed a non-finite log-likelihood of %s (corrupt weights?)", path);
-    write_escaped(stdout, path, 0);
-    printf(": %d token%s predicted in %d chunk%s of up to %d, norm %s: mean NLL %.4f nats/token, "
-           "perplexity %.4f\n",
-           n_predicted, plural(n_predicted), n_chunks, plural(n_chunks), m->config.seq_len,
-           norm_name(m->norm), mean, exp(mean));
+        die("the model computed a non-finite log-likelihood of %s (corrupt weights?)", req->path);
+    /* the standard error over the chunks, the units of context (docs/USAGE.md) */
+    NllSummary s = nll_summary(nlls, n_predicted, m->config.seq_len);
+    free(nlls);
+    if (req->json) {
+        print_perplexity_json(req->path, m, n_predicted, n_chunks, &s);
+    } else {
+        write_escaped(stdout, req->path, 0);
+        printf(": %d token%s predicted in %d chunk%s of up to %d, norm %s: mean NLL %.4f "
+               "nats/token, perplexity %.4f\n",
+               n_predicted, plural(n_predicted), n_chunks, plural(n_chunks), m->config.seq_len,
+               norm_name(m->norm), mean, exp(mean));
+        if (n_chunks > 1)
+            printf("  standard error %.4f nats/token over the %d chunks; 95%% interval (Student's "
+                   "t, %d degrees of freedom): mean NLL %.4f to %.4f, perplexity %.4f to %.4f\n",
+                   s.standard_error, n_chunks, n_chunks - 1, s.low, s.high, exp(s.low),
+                   exp(s.high));
+        else
+            printf("  no standard error: one chunk (the chunks are its units; a text longer than "
+                   "%d tokens has more)\n",
+                   m->config.seq_len);
+    }
     finish_stdout(); /* before the speed line, so that an error is the only line */
     fprintf(stderr, "scored %d token%s, %.1f tokens/s\n", n_predicted, plural(n_predicted),
             elapsed > 0 ? n_predicted / elapsed : 0.0);
-    if (profile) print_profile(stderr, &times, elapsed);
+    if (req->profile) print_profile(stderr, &times, elapsed);
     m->profile = NULL; /* the profile ends with this function */
 }
 
@@ -79,18 +110,20 @@ static char *printed_text(const Tokenizer *t, const int *tokens, int n) {
     return text;
 }
 
-/* Timed rounds per norm, of generation and of teacher-forced passes; medians over them resist the
- * shared machine's hiccups. */
-enum { TIMING_PASSES = 5 };
+/* Timed rounds per norm (--repeat, 5 by default), of generation and of teacher-forced passes;
+ * medians over them resist the shared machine's hiccups, and their range shows the noise. */
+enum { DEFAULT_ROUNDS = 5 };
 
 /* What one norm did in --compare. */
 typedef struct {
     NormFn norm;
     int *tokens; /* generated: prompt and continuation */
     int n_tokens;
-    double tokens_per_s;           /* generation, forward passes (prompt included) per second */
-    SiteStats *sites;              /* (n_sites) inputs of each norm call site, teacher-forced */
-    Profile passes[TIMING_PASSES]; /* teacher-forced, one profile per pass */
+    double tokens_per_s;       /* generation, forward passes (prompt included) per second: median */
+    double speeds[MAX_ROUNDS]; /* each round's, in the order run */
+    int rounds;
+    SiteStats *sites;           /* (n_sites) inputs of each norm call site, teacher-forced */
+    Profile passes[MAX_ROUNDS]; /* teacher-forced, one profile per round */
 } NormRun;
 
 /* Feeds tokens[0..n) from position 0; logits (n, vocab_size) receives each position's logits
@@ -114,9 +147,9 @@ static void site_name(char *out, size_t len, int site, int n_layers) {
 
 /* Median over the timing passes of one class's seconds, the clock's cost per lap taken out. */
 static double op_seconds(const NormRun *r, OpClass op, double lap_cost) {
-    double t[TIMING_PASSES];
-    for (int i = 0; i < TIMING_PASSES; i++) t[i] = profile_op_seconds(&r->passes[i], op, lap_cost);
-    return median(t, TIMING_PASSES);
+    double t[MAX_ROUNDS];
+    for (int i = 0; i < r->rounds; i++) t[i] = profile_op_seconds(&r->passes[i], op, lap_cost);
+    return median(t, r->rounds);
 }
 
 /* The norms' share of the forward time (sum of the classes' medians). */
@@ -131,6 +164,7 @@ typedef struct {
     NormRun runs[2];
     unsigned long long seed; /* the sampler's at the start of each generation */
     float temperature, topp; /* the sampler's */
+    SamplerSettings sampler; /* its other stages, named when on */
     int steps;               /* positions each generation runs */
     int n_prompt;
     int first_difference; /* the first position where the two texts differ */
@@ -143,25 +177,53 @@ typedef struct {
 } Comparison;
 
 /* Generates from the prompt under each norm, into r->tokens and r->tokens_per_s. The norms take
- * turns, TIMING_PASSES rounds, so that neither gets the cold caches; each round makes the same
+ * turns, r->rounds rounds, so that neither gets the cold caches; each round makes the same
  * texts, as both norms draw the same random numbers (the sampler restarts from `seed`). */
 static void generate_under_both(Model *m, Sampler *sampler, const GenerateRequest *request,
                                 unsigned long long seed, NormRun runs[2]) {
-    double speed[2][TIMING_PASSES];
-    for (int i = 0; i < TIMING_PASSES; i++) {
+    for (int i = 0; i < runs[0].rounds; i++) {
         for (int k = 0; k < 2; k++) {
             NormRun *r = &runs[k];
             model_set_norm(m, r->norm);
-            sampler->rng_state = seed;
+            sampler_reset(sampler, seed);
             double start = now_seconds();
             GenerateResult result = {.tokens = r->tokens};
             generate(m, sampler, request, &result);
             double elapsed = now_seconds() - start;
             r->n_tokens = result.n_tokens;
-            speed[k][i] = elapsed > 0 ? result.n_forward / elapsed : 0.0;
+            r->speeds[i] = elapsed > 0 ? result.n_forward / elapsed : 0.0;
         }
     }
-    for (int k = 0; k < 2; k++) runs[k].tokens_per_s = median(speed[k], TIMING_PASSES);
+    for (int k = 0; k < 2; k++) {
+        double sorted[MAX_ROUNDS];
+        memcpy(sorted, runs[k].speeds, runs[k].rounds * sizeof(double));
+        runs[k].tokens_per_s = median(sorted, runs[k].rounds);
+    }
+}
+
+/* The spread of x (n >= 1): its least and greatest values. */
+static void range_of(const double *x, int n, double *lo, double *hi) {
+    *lo = *hi = x[0];
+    for (int i = 1; i < n; i++) *lo = x[i] < *lo ? x[i] : *lo, *hi = x[i] > *hi ? x[i] : *hi;
+}
+
+/* B's generation speed over A's, round by round (each round runs both, in turn): the median,
+ * the range and the rounds where B was faster. */
+typedef struct {
+    double median, lo, hi;
+    int b_faster;
+} SpeedRatio;
+
+static SpeedRatio speed_ratio(const NormRun runs[2]) {
+    double ratio[MAX_ROUNDS] = {0};
+    SpeedRatio s = {0};
+    for (int i = 0; i < runs[0].rounds; i++) {
+        ratio[i] = runs[0].speeds[i] > 0 ? runs[1].speeds[i] / runs[0].speeds[i] : 0.0;
+        s.b_faster += ratio[i] > 1.0;
+    }
+    range_of(ratio, runs[0].rounds, &s.lo, &s.hi);
+    s.median = median(ratio, runs[0].rounds);
+    return s;
 }
 
 /* Teacher-forces tokens[0..n) under A's norm, then B's, comparing B's logits with A's position by
@@ -185,13 +247,14 @@ static void teacher_force_both(Model *m, const int *tokens, int n, NormRun runs[
 
 /* Runs req's prompt under its two norms into cmp: both texts and their speed,
  * A's text teacher-forced under both (next-token distributions, norm inputs), and
- * TIMING_PASSES profiled teacher-forced passes per norm, without the observer. */
+ * req->rounds profiled teacher-forced passes per norm, without the observer. */
 static void compare_norms(Comparison *cmp, Model *m, Sampler *sampler, const CompareRequest *req) {
     const Config *c = &m->config;
     memset(cmp, 0, sizeof(*cmp));
     cmp->seed = sampler->rng_state;
-    cmp->temperature = sampler->temperature;
-    cmp->topp = sampler->topp;
+    cmp->temperature = sampler->set.temperature;
+    cmp->topp = sampler->set.topp;
+    cmp->sampler = sampler->set;
     cmp->steps = req->steps;
     cmp->n_prompt = req->n_prompt;
     cmp->n_layers = c->n_layers;
@@ -199,6 +262,7 @@ static void compare_norms(Comparison *cmp, Model *m, Sampler *sampler, const Com
     for (int k = 0; k < 2; k++) {
         NormRun *r = &cmp->runs[k];
         r->norm = req->norms[k];
+        r->rounds = req->rounds ? req->rounds : DEFAULT_ROUNDS;
         r->tokens = malloc((req->steps + 1) * sizeof(int));
         r->sites = calloc(cmp->n_sites, sizeof(SiteStats));
         if (!r->tokens || !r->sites) die("out of memory for --compare");
@@ -222,7 +286,7 @@ static void compare_norms(Comparison *cmp, Model *m, Sampler *sampler, const Com
     /* the timing passes, without the observer's cost */
     for (int k = 0; k < 2; k++) {
         model_set_norm(m, cmp->runs[k].norm);
-        for (int i = 0; i < TIMING_PASSES; i++) {
+        for (int i = 0; i < cmp->runs[k].rounds; i++) {
             m->profile = &cmp->runs[k].passes[i];
             teacher_force(m, a->tokens, cmp->n, NULL);
         }
@@ -237,6 +301,16 @@ static void free_comparison(Comparison *cmp) {
         free(cmp->runs[k].sites);
     }
     free(cmp->diffs);
+}
+
+/* The sampler's stages beyond -t and -p that are on, as options (json 0) or JSON keys. */
+static void print_sampler_extras(const SamplerSettings *set, int json) {
+    if (set->top_k > 0) printf(json ? " \"top_k\": %d," : " --top-k %d", set->top_k);
+    if (set->min_p > 0) printf(json ? " \"min_p\": %g," : " --min-p %g", set->min_p);
+    if (set->repeat_penalty != 1.0f)
+        printf(json ? " \"repeat_penalty\": %g, \"repeat_last_n\": %d,"
+                    : " --repeat-penalty %g --repeat-last-n %d",
+               set->repeat_penalty, set->repeat_last_n);
 }
 
 /* Sums and maxima of the per-position differences, for the summary line. */
@@ -268,8 +342,10 @@ static void print_comparison_json(const Comparison *cmp, const Tokenizer *t,
     printf("{\n  \"model\": ");
     print_json_string(model_path);
     printf(",\n  \"norms\": [\"%s\", \"%s\"],\n", norm_name(runs[0].norm), norm_name(runs[1].norm));
-    printf("  \"temperature\": %g, \"topp\": %g, \"seed\": %llu, \"steps\": %d,\n",
-           cmp->temperature, cmp->topp, cmp->seed, cmp->steps);
+    printf("  \"temperature\": %g, \"topp\": %g, \"seed\": %llu, \"steps\": %d,", cmp->temperature,
+           cmp->topp, cmp->seed, cmp->steps);
+    print_sampler_extras(&cmp->sampler, 1);
+    printf("\n");
     printf("  \"n_prompt\": %d,\n  \"texts\": [", cmp->n_prompt);
     for (int k = 0; k < 2; k++) {
         char *text = printed_text(t, runs[k].tokens, runs[k].n_tokens);
@@ -304,27 +380,55 @@ static void print_comparison_json(const Comparison *cmp, const Tokenizer *t,
     }
     printf("  ],\n  \"speed\": [\n");
     for (int k = 0; k < 2; k++) {
-        printf("    {\"norm\": \"%s\", \"tokens_per_s\": %.6g, \"norm_share\": %.6g, "
-               "\"op_seconds\": {",
-               norm_name(runs[k].norm), runs[k].tokens_per_s, norm_share(&runs[k], cmp->lap_cost));
+        double lo, hi;
+        range_of(runs[k].speeds, runs[k].rounds, &lo, &hi);
+        printf("    {\"norm\": \"%s\", \"tokens_per_s\": %.6g, \"tokens_per_s_min\": %.6g, "
+               "\"tokens_per_s_max\": %.6g, \"norm_share\": %.6g, \"op_seconds\": {",
+               norm_name(runs[k].norm), runs[k].tokens_per_s, lo, hi,
+               norm_share(&runs[k], cmp->lap_cost));
         for (int op = 0; op < OP_SAMPLING; op++)
             printf("%s\"%s\": %.6g", op ? ", " : "", op_name(op),
                    op_seconds(&runs[k], op, cmp->lap_cost));
         printf("}}%s\n", k ? "" : ",");
     }
-    printf("  ],\n  \"lap_cost_s\": %.6g\n}\n", cmp->lap_cost);
+    SpeedRatio r = speed_ratio(runs);
+    printf("  ],\n  \"rounds\": %d,\n  \"speed_ratio_b_over_a\": {\"median\": %.6g, \"min\": %.6g, "
+           "\"max\": %.6g, \"b_faster_rounds\": %d},\n",
+           runs[0].rounds, r.median, r.lo, r.hi, r.b_faster);
+    printf("  \"lap_cost_s\": %.6g\n}\n", cmp->lap_cost);
+}
+
+/* The speed: each norm's generation tokens/s, median and range over the rounds, its norms' share
+ * of the teacher-forced time (median), and B's speed over A's round by round. */
+static void print_speed(const Comparison *cmp) {
+    const NormRun *runs = cmp->runs;
+    printf("\nspeed over %d round%s taking turns (tokens/s: generation, the median and the range; "
+           "norm share: teacher-forced, the median; clock cost %.0f ns per lap taken out)\n",
+           runs[0].rounds, plural(runs[0].rounds), cmp->lap_cost * 1e9);
+    printf("%-22s %12s %12s %12s %12s\n", "norm", "tokens/s", "min", "max", "norm share");
+    for (int k = 0; k < 2; k++) {
+        double lo, hi;
+        range_of(runs[k].speeds, runs[k].rounds, &lo, &hi);
+        printf("%-22s %12.1f %12.1f %12.1f %11.2f%%\n", norm_name(runs[k].norm),
+               runs[k].tokens_per_s, lo, hi, 100.0 * norm_share(&runs[k], cmp->lap_cost));
+    }
+    SpeedRatio r = speed_ratio(runs);
+    printf("B / A tokens/s, round by round: median %.3f, %.3f to %.3f; B faster in %d of %d\n",
+           r.median, r.lo, r.hi, r.b_faster, runs[0].rounds);
 }
 
 /* The comparison as tables on stdout: both texts and where they part, the next-token
  * distributions position by position, the norm inputs per call site, and the speed. */
-static void print_comparison_text(const Comparison *cmp, const Tokenizer *t) {
+static void print_comparison_text(const Comparison *cmp, const Tokenizer *t, int summary_only) {
     const NormRun *runs = cmp->runs;
     const int *seq = runs[0].tokens;
     int n = cmp->n, split = cmp->first_difference;
     DiffSummary s = summarize_diffs(cmp->diffs, n);
-    printf("compare %s (A) and %s (B): -t %g -p %g -s %llu -n %d\n\n", norm_name(runs[0].norm),
+    printf("compare %s (A) and %s (B): -t %g -p %g -s %llu -n %d", norm_name(runs[0].norm),
            norm_name(runs[1].norm), cmp->temperature, cmp->topp, cmp->seed, cmp->steps);
-    for (int k = 0; k < 2; k++) {
+    print_sampler_extras(&cmp->sampler, 0);
+    printf("\n%s", summary_only ? "" : "\n");
+    for (int k = 0; k < 2 && !summary_only; k++) {
         printf("%c %-10s ", "AB"[k], norm_name(runs[k].norm));
         write_text(stdout, t, runs[k].tokens, runs[k].n_tokens);
         printf("\n");
@@ -344,8 +448,10 @@ static void print_comparison_text(const Comparison *cmp, const Tokenizer *t) {
 
     printf("\nteacher-forced along A's text (%d position%s): next-token distributions\n", n,
            plural(n));
-    printf("%5s  %-14s %12s %5s %12s\n", "pos", "input token", "KL(A||B)", "top1", "max|dlogit|");
-    for (int pos = 0; pos < n; pos++) {
+    if (!summary_only)
+        printf("%5s  %-14s %12s %5s %12s\n", "pos", "input token", "KL(A||B)", "top1",
+               "max|dlogit|");
+    for (int pos = 0; pos < n && !summary_only; pos++) {
         printf("%5d  '", pos);
         int width = write_piece(stdout, shown_piece(t, seq[pos]));
         printf("'%*s %12.4g %5s %12.4g\n", width < 12 ? 12 - width : 0, "", cmp->diffs[pos].kl,
@@ -356,6 +462,10 @@ static void print_comparison_text(const Comparison *cmp, const Tokenizer *t) {
            s.kl_sum / n, s.kl_max, s.kl_max_pos, s.agree, n, 100.0 * s.agree / n, s.diff_sum / n,
            s.diff_max);
 
+    if (summary_only) {
+        print_speed(cmp);
+        return;
+    }
     printf("\nnorm inputs per call site (averages over the %d position%s of each vector's "
            "statistic)\n",
            n, plural(n));
@@ -368,13 +478,7 @@ static void print_comparison_text(const Comparison *cmp, const Tokenizer *t) {
                a->mean_over_rms / a->count, b->mean_over_rms / b->count);
     }
 
-    printf("\nspeed, medians of %d runs (tokens/s: generation; norm share: teacher-forced, "
-           "clock cost %.0f ns per lap taken out)\n",
-           TIMING_PASSES, cmp->lap_cost * 1e9);
-    printf("%-22s %12s %12s\n", "norm", "tokens/s", "norm share");
-    for (int k = 0; k < 2; k++)
-        printf("%-22s %12.1f %11.2f%%\n", norm_name(runs[k].norm), runs[k].tokens_per_s,
-               100.0 * norm_share(&runs[k], cmp->lap_cost));
+    print_speed(cmp);
 }
 
 void run_compare(Model *m, const Tokenizer *t, Sampler *sampler, const CompareRequest *req) {
@@ -383,6 +487,6 @@ void run_compare(Model *m, const Tokenizer *t, Sampler *sampler, const CompareRe
     if (req->json)
         print_comparison_json(&cmp, t, req->model_path);
     else
-        print_comparison_text(&cmp, t);
+        print_comparison_text(&cmp, t, req->summary_only);
     free_comparison(&cmp);
 }

@@ -20,11 +20,24 @@
  * shorter than 2 tokens (nothing to predict). */
 int *encode_ppl_text(const Tokenizer *t, const char *path, int *n_tokens);
 
-/* --ppl: scores tokens (n_tokens >= 2, BOS first, from the file at path) under m in chunks of up
- * to seq_len positions, each from BOS (eval.h's text_nll), and prints one line on stdout: tokens
- * predicted, chunks, norm, mean NLL in nats per token and perplexity exp(mean NLL). The speed,
- * and with profile set the time per operation class, go to stderr. Dies on a non-finite NLL. */
-void run_perplexity(Model *m, const int *tokens, int n_tokens, const char *path, int profile);
+/* What --ppl runs. */
+typedef struct {
+    const char *path; /* the text's file, named in the output */
+    int profile;      /* 1: the time per operation class on stderr */
+    int json;         /* 1: one JSON object */
+} PerplexityRequest;
+
+/* --ppl: scores tokens (n_tokens >= 2, BOS first, from the file at req->path) under m in chunks of
+ * up to seq_len positions, each from BOS (eval.h's text_nll), and prints on stdout the tokens
+ * predicted, chunks, norm, mean NLL in nats per token and perplexity exp(mean NLL), then the
+ * standard error of the mean NLL over the chunks (eval.h's nll_summary) and the 95% interval of
+ * the mean NLL and of the perplexity (exp of its ends); or with req->json the same as JSON. The
+ * speed, and with profile set the time per operation class, go to stderr. Dies on a non-finite
+ * NLL. */
+void run_perplexity(Model *m, const int *tokens, int n_tokens, const PerplexityRequest *req);
+
+/* The most timed rounds --compare and --profile take (--repeat). */
+enum { MAX_ROUNDS = 100 };
 
 /* What --compare runs. */
 typedef struct {
@@ -33,16 +46,18 @@ typedef struct {
     int steps;              /* positions each generation runs, prompt included, at most seq_len */
     NormFn norms[2];        /* A and B, different, each one model_check_norm accepts */
     int json;               /* 1: print JSON */
+    int rounds;             /* timed rounds per norm, at most MAX_ROUNDS; 0: 5 */
+    int summary_only;       /* 1: the text without the texts and the tables by position and site */
     const char *model_path; /* named in the JSON */
 } CompareRequest;
 
 /* --compare: generates from req's prompt under norm A and under norm B, each restarting the
- * sampler from its present state (equal draws), five rounds taking turns for the speed (median
- * of tokens/s); teacher-forces A's text under both, comparing B's next-token distribution with
- * A's at every position (KL(A || B), top-1 agreement, max |dlogit|) and observing the inputs of
- * every norm call site (mean, RMS, |mean|/RMS); times five profiled teacher-forced passes per
- * norm for the norms' share of the time. Prints it all on stdout, as tables or as JSON. Leaves
- * m->norm at B's. */
+ * sampler from its present state (equal draws), req->rounds rounds taking turns for the speed
+ * (tokens/s: the median, the range, B's over A's round by round); teacher-forces A's text under
+ * both, comparing B's next-token distribution with A's at every position (KL(A || B), top-1
+ * agreement, max |dlogit|) and observing the inputs of every norm call site (mean, RMS,
+ * |mean|/RMS); times req->rounds profiled teacher-forced passes per norm for the norms' share of
+ * the time (median). Prints it all on stdout, as tables or as JSON. Leaves m->norm at B's. */
 void run_compare(Model *m, const Tokenizer *t, Sampler *sampler, const CompareRequest *req);
 
 #endif

@@ -33,7 +33,8 @@ LogitsDiff logits_diff(const float *logits_p, const float *logits_q, int n) {
     return d;
 }
 
-double text_nll(Model *m, const int *tokens, int n_tokens, int *n_predicted, int *n_chunks) {
+double text_nll(Model *m, const int *tokens, int n_tokens, int *n_predicted, int *n_chunks,
+                double *nlls) {
     int seq_len = m->config.seq_len, vocab_size = m->config.vocab_size;
     double nll = 0.0;
     *n_chunks = 0;
@@ -43,12 +44,46 @@ double text_nll(Model *m, const int *tokens, int n_tokens, int *n_predicted, int
         for (int pos = 0; pos < end - start; pos++) {
             int input = pos == 0 ? tokens[0] : tokens[start + pos - 1];
             const float *logits = model_forward(m, input, pos);
-            nll += token_nll(logits, vocab_size, tokens[start + pos]);
+            double token = token_nll(logits, vocab_size, tokens[start + pos]);
+            if (nlls) nlls[start + pos - 1] = token;
+            nll += token;
         }
         (*n_chunks)++;
     }
     *n_predicted = n_tokens - 1;
     return nll;
+}
+
+double student_t_975(int df) {
+    static const double table[31] = {0,     12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365,
+                                     2.306, 2.262,  2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+                                     2.120, 2.110,  2.101, 2.093, 2.086, 2.080, 2.074, 2.069,
+                                     2.064, 2.060,  2.056, 2.052, 2.048, 2.045, 2.042};
+    if (df <= 30) return table[df];
+    double z = 1.959964, v = df, z2 = z * z;
+    return z + z * (z2 + 1) / (4 * v) + z * ((5 * z2 + 16) * z2 + 3) / (96 * v * v) +
+           z * (((3 * z2 + 19) * z2 + 17) * z2 - 15) / (384 * v * v * v);
+}
+
+NllSummary nll_summary(const double *nll, int n, int block) {
+    NllSummary s = {0};
+    double sum = 0.0;
+    for (int i = 0; i < n; i++) sum += nll[i];
+    s.mean = sum / n;
+    s.n_blocks = (n + block - 1) / block;
+    double squares = 0.0; /* sum_i n_i (m_i - mean)^2 */
+    for (int b = 0; b < s.n_blocks; b++) {
+        int start = b * block, end = start + block < n ? start + block : n;
+        double block_sum = 0.0;
+        for (int i = start; i < end; i++) block_sum += nll[i];
+        double d = block_sum / (end - start) - s.mean;
+        squares += (end - start) * d * d;
+    }
+    if (s.n_blocks > 1) s.standard_error = sqrt(squares / ((s.n_blocks - 1.0) * n));
+    double half = s.n_blocks > 1 ? student_t_975(s.n_blocks - 1) * s.standard_error : 0.0;
+    s.low = s.mean - half;
+    s.high = s.mean + half;
+    return s;
 }
 
 void site_stats_add(SiteStats *s, const float *x, int dim) {

@@ -23,7 +23,8 @@ typedef struct {
  * by a softmax in double. */
 LogitsDiff logits_diff(const float *logits_p, const float *logits_q, int n);
 
-/* The summed NLL (nats) of every text token of `tokens` under `m`, teacher-forced.
+/* The summed NLL (nats) of every text token of `tokens` under `m`, teacher-forced; with nlls not
+ * NULL, each token's into nlls (n_tokens - 1, in the text's order).
  * tokens: (n_tokens), tokens[0] = BOS, n_tokens >= 2, every id below vocab_size (not checked);
  * the text tokens are tokens[1..]. They are cut into chunks of at most seq_len tokens; each chunk
  * is fed from position 0 starting with BOS (BOS, then the chunk's tokens but its last), so every
@@ -31,7 +32,30 @@ LogitsDiff logits_diff(const float *logits_p, const float *logits_q, int n);
  * (= n_tokens - 1) and *n_chunks.
  * Perplexity is exp(result / *n_predicted), as llama.cpp's perplexity tool reports it; llama.cpp
  * differs in scoring only the second half of each chunk. */
-double text_nll(Model *m, const int *tokens, int n_tokens, int *n_predicted, int *n_chunks);
+double text_nll(Model *m, const int *tokens, int n_tokens, int *n_predicted, int *n_chunks,
+                double *nlls);
+
+/* The mean of per-token NLLs and its uncertainty. Neighbouring tokens' NLLs are not independent
+ * (a hard passage makes several hard tokens), so the standard error is taken over blocks: the
+ * tokens in order cut into blocks of `block` (the last one shorter), whose means are nearly
+ * independent when the blocks are longer than the dependence (batch means; run --ppl's blocks
+ * are its chunks, docs/USAGE.md says why): se^2 = sum_i n_i (m_i - mean)^2 / ((B - 1) N) over
+ * the B blocks of n_i tokens and mean m_i, N tokens in all (sd(m_i) / sqrt(B) for equal blocks).
+ * The 95% interval is mean +- t * se with Student's t at B - 1 degrees of freedom. */
+typedef struct {
+    double mean;           /* nats per token */
+    double standard_error; /* of the mean; 0 with one block */
+    int n_blocks;
+    double low, high; /* the 95% interval of the mean (the mean itself with one block) */
+} NllSummary;
+
+/* The summary of nll (n >= 1 values) in blocks of `block` (>= 1) tokens. */
+NllSummary nll_summary(const double *nll, int n, int block);
+
+/* Student's t distribution's 0.975 quantile at df >= 1 degrees of freedom: a table to 30, then
+ * the Cornish-Fisher expansion about the normal's 1.959964 (within 2e-5 of the exact value from
+ * df 31 on). */
+double student_t_975(int df);
 
 /* Running sums over the input vectors of one norm call site. */
 typedef struct {

@@ -14,6 +14,19 @@
 #include "norm.h"
 #include "profile.h"
 
+const char *stop_reason_name(StopReason r) {
+    static const char *names[] = {
+        [STOP_LENGTH] = "-n reached",
+        [STOP_CONTEXT] = "context full",
+        [STOP_EOS] = "EOS",
+        [STOP_BOS] = "BOS",
+        [STOP_INTERRUPTED] = "interrupted",
+        [STOP_END_OF_INPUT] = "end of input",
+        [STOP_STDOUT_CLOSED] = "stdout closed",
+    };
+    return names[r];
+}
+
 void print_summary(const Summary *s) {
     int prompt_forward = s->n_forward < s->n_prompt ? s->n_forward : s->n_prompt;
     fprintf(stderr, "prompt tokens %d, generated tokens %d, prompt %.1f tokens/s, ", s->n_prompt,
@@ -25,7 +38,8 @@ void print_summary(const Summary *s) {
         fprintf(stderr, "generation - tokens/s, ");
     int threads = omp_get_max_threads(); /* a region's team, OMP_THREAD_LIMIT applied */
     if (omp_get_thread_limit() < threads) threads = omp_get_thread_limit();
-    fprintf(stderr, "norm %s, threads %d, seed %llu\n", s->norm, threads, s->seed);
+    fprintf(stderr, "norm %s, threads %d, seed %llu, stop %s\n", s->norm, threads, s->seed,
+            stop_reason_name(s->stop));
 }
 
 void require_finite(const float *logits, int vocab_size, int pos) {
@@ -49,7 +63,13 @@ void generate(Model *m, Sampler *sampler, const GenerateRequest *req, GenerateRe
     int n = 0;
     int token = tokens[n++] = prompt[0];
     int pos = 0;
+    out->stop = steps == m->config.seq_len ? STOP_CONTEXT : STOP_LENGTH; /* unless one below */
     while (pos < steps) {
+        if (interrupted()) {
+            out->stop = STOP_INTERRUPTED;
+            break;
+        }
+        sampler_accept(sampler, token); /* the penalty's window: every token of the context */
         float *logits = pos >= n_prefill ? model_forward(m, token, pos)
                         : prefill_logits ? prefill_logits + (size_t)pos * vocab_size
                                          : NULL; /* not needed: the next token is forced */
@@ -67,10 +87,16 @@ void generate(Model *m, Sampler *sampler, const GenerateRequest *req, GenerateRe
             if (m->profile) profile_lap(m->profile, OP_SAMPLING);
         }
         pos++;
-        if (ends_text(sampler, next)) break;
+        if (ends_text(sampler, next)) {
+            out->stop = next == TOKEN_EOS ? STOP_EOS : STOP_BOS;
+            break;
+        }
         if (req->print) {
             tokenizer_print_piece(tokenizer_decode(req->t, token, next));
-            if (stdout_reader_gone()) break; /* as if the text ended here */
+            if (stdout_reader_gone()) { /* as if the text ended here */
+                out->stop = STOP_STDOUT_CLOSED;
+                break;
+            }
         }
         token = tokens[n++] = next;
     }
@@ -80,12 +106,34 @@ void generate(Model *m, Sampler *sampler, const GenerateRequest *req, GenerateRe
     if (pos < n_prompt) out->prompt_done = now_seconds();
 }
 
-void run_generation(Model *m, Sampler *sampler, const GenerateRequest *req, int profile) {
-    Profile times = {0};
-    m->profile = profile ? &times : NULL;
+/* The runs of --profile --repeat after the first: the same text (the sampler restarted from its
+ * seed), not printed, each timed into times[i] and elapsed[i]; fewer after a Ctrl-C. Returns the
+ * runs made, the first included. */
+static int repeat_generation(Model *m, Sampler *sampler, const GenerateRequest *req,
+                             GenerateResult *result, Profile *times, double *elapsed) {
+    GenerateRequest quiet = *req;
+    quiet.print = 0;
+    quiet.logits_out = NULL;
+    int runs = 1;
+    for (; runs < req->profile_runs && !interrupted(); runs++) {
+        sampler_reset(sampler, sampler->seed);
+        m->profile = &times[runs];
+        double start = now_seconds();
+        generate(m, sampler, &quiet, result);
+        elapsed[runs] = now_seconds() - start;
+    }
+    return runs;
+}
+
+void run_generation(Model *m, Sampler *sampler, const GenerateRequest *req) {
+    int n_runs = req->profile_runs > 1 ? req->profile_runs : 1;
+    Profile *times = calloc(n_runs, sizeof(Profile));
+    double *elapsed = calloc(n_runs, sizeof(double));
     GenerateResult result = {.tokens = malloc((req->steps + 1) * sizeof(int))};
-    if (!result.tokens) die("out of memory for the tokens");
+    if (!result.tokens || !times || !elapsed) die("out of memory for the tokens");
+    m->profile = req->profile_runs ? &times[0] : NULL;
     double start = now_seconds();
+    catch_interrupt(1); /* Ctrl-C ends the text, and the summary says so */
     generate(m, sampler, req, &result);
     const LogitsOut *logits_out = req->logits_out;
     if (logits_out && fclose(logits_out->file) != 0)
@@ -93,16 +141,24 @@ void run_generation(Model *m, Sampler *sampler, const GenerateRequest *req, int 
     remove_on_error(NULL, NULL); /* the file is complete */
     printf("\n");
     finish_stdout(); /* the summary on stderr comes after the text, also in a shared log */
-    double end = now_seconds(), elapsed = end - start;
+    double end = now_seconds();
+    elapsed[0] = end - start;
     Summary summary = {.n_prompt = req->n_prompt,
                        .n_generated = result.n_tokens - req->n_prompt,
                        .n_forward = result.n_forward,
                        .prompt_seconds = result.prompt_done - start,
                        .generation_seconds = end - result.prompt_done,
                        .norm = norm_name(m->norm),
-                       .seed = sampler->seed};
+                       .seed = sampler->seed,
+                       .stop = result.stop};
     print_summary(&summary);
-    if (profile) print_profile(stderr, &times, elapsed);
+    if (req->profile_runs == 1) print_profile(stderr, &times[0], elapsed[0]);
+    if (req->profile_runs > 1) {
+        int runs = repeat_generation(m, sampler, req, &result, times, elapsed);
+        print_profile_runs(stderr, times, elapsed, runs);
+    }
     m->profile = NULL; /* the profile ends with this function */
     free(result.tokens);
+    free(times);
+    free(elapsed);
 }

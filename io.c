@@ -4,6 +4,7 @@
 #include "io.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,6 +70,27 @@ void die(const char *fmt, ...) {
     /* _exit rather than exit: nothing is freed on the way out of an error, and exit would have
      * LeakSanitizer call whatever a register no longer points to a leak */
     _exit(1);
+}
+
+static volatile sig_atomic_t interrupt_flag;
+
+static void on_interrupt(int signal) {
+    (void)signal;
+    interrupt_flag = 1;
+}
+
+void catch_interrupt(int restart) {
+    struct sigaction action = {.sa_handler = on_interrupt, .sa_flags = restart ? SA_RESTART : 0};
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGINT, &action, NULL);
+}
+
+int interrupted(void) {
+    return interrupt_flag;
+}
+
+void clear_interrupt(void) {
+    interrupt_flag = 0;
 }
 
 int stdout_reader_gone(void) {

@@ -1,6 +1,7 @@
 /* run's input and output: its one way to fail (die, a one-line message and status 1), the checks
  * of what it wrote to stdout, the escaping that keeps a user's names and the model's pieces on
- * one line of plain text (or a JSON string), and text files read whole and checked for UTF-8.
+ * one line of plain text (or a JSON string), text files read whole and checked for UTF-8, and
+ * Ctrl-C caught.
  *
  * It leaves what is printed to the modes (generate.c, chat.c, compare.c, tokenize.c) and the
  * command line to run.c.
@@ -35,6 +36,17 @@ int stdout_reader_gone(void);
 /* Checks everything written to stdout at the end of a mode: a reader gone ends the run quietly
  * with status 0, as Unix tools in a pipeline into `head` do; other failures die. */
 void finish_stdout(void);
+
+/* Ctrl-C (SIGINT): catch_interrupt has it set a flag, which interrupted() reads, instead of
+ * ending the process, so that generation and a chat reply stop where they are and the summary
+ * still comes. restart 1: a read or write under way when it comes goes on (a reply's output);
+ * 0: it fails with EINTR (chat waiting for the next turn on stdin, which the signal ends). */
+void catch_interrupt(int restart);
+
+/* 1 if a Ctrl-C came since the last clear_interrupt (or catch_interrupt's first call). */
+int interrupted(void);
+
+void clear_interrupt(void);
 
 /* Writes s to f on one line: a newline as \n, other control bytes (below 0x20, and 0x7F) as \xNN,
  * and, unless raw_high is set, each byte that does not start well-formed UTF-8 as \xNN (raw_high:

@@ -4,6 +4,7 @@
  * states as refusals ("not in these modes", "not with that option", each with its message).
  */
 #include <errno.h>
+#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stddef.h>
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compare.h"
 #include "io.h"
 #include "options.h"
 
@@ -24,6 +26,8 @@ enum {
     TOKENIZE = 1 << 3,
     TOKENIZE_FILE = 1 << 4,
     TOKENIZE_ANY = TOKENIZE | TOKENIZE_FILE,
+    INFO = 1 << 5,  /* refused with every option but those whose rows' goes_with has INFO */
+    TRACE = 1 << 6, /* likewise */
     NOT_GENERATION = COMPARE | PPL | TOKENIZE_ANY, /* -m chat generates */
 };
 
@@ -54,15 +58,21 @@ typedef enum {
     RULE_CHAT_BATCH,
     RULE_CHAT_PREFILL,
     RULE_CHAT_PROFILE,
+    RULE_N_PREDICT_STEPS,
+    RULE_CHAT_N_PREDICT,
+    RULE_CTX_TOKENIZE,
+    RULE_REPEAT,
+    RULE_SUMMARY,
     N_RULES
 } Rule;
 
 /* When a given option breaks a rule. */
 typedef enum {
-    IN_MODES,   /* it is given in one of the refusal's modes */
-    NEEDS_MODE, /* it is given in none of them: what it modifies is missing */
-    WITH,       /* it is given with the option `other` */
-    MISSING,    /* it is not given */
+    IN_MODES,            /* it is given in one of the refusal's modes */
+    NEEDS_MODE,          /* it is given in none of them: what it modifies is missing */
+    NEEDS_MODE_OR_OTHER, /* it is given in none of them and without the option `other` */
+    WITH,                /* it is given with the option `other` */
+    MISSING,             /* it is not given */
 } When;
 
 typedef struct {
@@ -85,8 +95,14 @@ typedef enum {
     OPT_TOKENIZER,
     OPT_TEMPERATURE,
     OPT_TOPP,
+    OPT_TOP_K,
+    OPT_MIN_P,
+    OPT_REPEAT_PENALTY,
+    OPT_REPEAT_LAST_N,
     OPT_SEED,
     OPT_STEPS,
+    OPT_N_PREDICT,
+    OPT_CTX_SIZE,
     OPT_IGNORE_EOS,
     OPT_NORM,
     OPT_LOGITS,
@@ -99,6 +115,10 @@ typedef enum {
     OPT_REFERENCE,
     OPT_PPL,
     OPT_COMPARE,
+    OPT_INFO,
+    OPT_TRACE,
+    OPT_REPEAT,
+    OPT_SUMMARY,
     OPT_JSON,
     OPT_HELP,
     OPT_VERSION,
@@ -135,7 +155,8 @@ typedef struct {
 #define MAX_REFUSALS 3
 
 typedef struct {
-    /* short first, then long; MODEL and PROMPT, names without a '-', are the plain arguments */
+    /* MODEL and PROMPT, names without a '-', are the plain arguments; the last name is the one
+     * errors give (an alias from llama.cpp comes before it); --help lists the short names first */
     const char *names[MAX_NAMES];
     Kind kind;
     const char *value;   /* the value as --help spells it after the names, separator included */
@@ -143,7 +164,9 @@ typedef struct {
     const char *heading; /* the line --help prints above the row */
     const char *help;    /* --help's lines, '\n' between them: printf formats of the norms' list */
     Range range;         /* ARG_FLOAT, ARG_INT, ARG_LONG */
-    const char *choices[2]; /* ARG_CHOICE */
+    const char *choices[2];   /* ARG_CHOICE */
+    const char *not_a_number; /* ARG_FLOAT: said after "needs a number" (what was meant) */
+    unsigned goes_with;       /* INFO, TRACE: the modes of their own it goes with */
     Refusal refusals[MAX_REFUSALS];
 } Option;
 
@@ -165,6 +188,7 @@ static const char REFERENCE_ALONE[] = "--reference runs the plain pass one posit
 
 static const Option options[N_OPTIONS] = {
     [OPT_MODEL] = {.names = {"MODEL"},
+                   .goes_with = INFO | TRACE,
                    .kind = ARG_TEXT,
                    .field = FIELD(model_path),
                    .help = "checkpoint: normllama's format (export.py writes it) or\n"
@@ -174,6 +198,7 @@ static const Option options[N_OPTIONS] = {
                                  .message = "no model given (usage: run MODEL [PROMPT] [options]; "
                                             "see run --help)"}}},
     [OPT_PROMPT] = {.names = {"PROMPT"},
+                    .goes_with = TRACE,
                     .kind = ARG_PROMPT,
                     .help = "text to continue; may also be given with -i",
                     .refusals = {{RULE_TOKENIZE_PROMPT, IN_MODES, TOKENIZE_ANY,
@@ -184,11 +209,13 @@ static const Option options[N_OPTIONS] = {
                                   .message = "-m chat reads its turns from stdin; give the first "
                                              "one with -i TEXT or -f FILE"}}},
     [OPT_TEXT] = {.names = {"-i"},
+                  .goes_with = TRACE,
                   .kind = ARG_PROMPT,
                   .value = " TEXT",
                   .heading = "options:",
                   .help = "the prompt; -i - reads it from stdin"},
-    [OPT_FILE] = {.names = {"-f"},
+    [OPT_FILE] = {.names = {"--file", "-f"},
+                  .goes_with = TRACE,
                   .kind = ARG_PROMPT_FILE,
                   .value = " FILE",
                   .help = "the prompt from FILE (- : stdin), one final newline\n"
@@ -214,12 +241,13 @@ static const Option options[N_OPTIONS] = {
                            .refusals = {{RULE_SYSTEM_PROMPT, NEEDS_MODE, CHAT,
                                          .message = "-y (the system prompt) goes with -m chat"}}},
     [OPT_TOKENIZER] = {.names = {"-z"},
+                       .goes_with = INFO | TRACE,
                        .kind = ARG_TEXT,
                        .value = " FILE",
                        .field = FIELD(tokenizer_path),
                        .help = "tokenizer file (default: tok<vocab_size>.bin beside the\n"
                                "model, else tokenizer.bin beside it)"},
-    [OPT_TEMPERATURE] = {.names = {"-t"},
+    [OPT_TEMPERATURE] = {.names = {"--temp", "-t"},
                          .kind = ARG_FLOAT,
                          .value = " FLOAT",
                          .field = FIELD(temperature),
@@ -227,15 +255,49 @@ static const Option options[N_OPTIONS] = {
                          .range = {0, HUGE_VAL, "-t (temperature)", ">= 0"},
                          .refusals = {SAMPLER_ONLY}},
     /* the value as typed: %g rounds 1.0000001, just past 1, to "1" */
-    [OPT_TOPP] = {.names = {"-p"},
+    [OPT_TOPP] = {.names = {"--top-p", "-p"},
                   .kind = ARG_FLOAT,
                   .value = " FLOAT",
                   .field = FIELD(topp),
                   .help = "top-p (nucleus) mass in [0, 1]; 0 or 1 disables it\n"
                           "(default 0.9)",
                   .range = {0, 1, "-p (top-p)", "in [0, 1]", .as_typed = 1},
+                  .not_a_number = "-p is top-p here, as in llama2.c; the prompt is -i TEXT, "
+                                  "-f FILE or the argument after MODEL",
                   .refusals = {SAMPLER_ONLY}},
-    [OPT_SEED] = {.names = {"-s"},
+    [OPT_TOP_K] = {.names = {"--top-k"},
+                   .kind = ARG_INT,
+                   .value = " INT",
+                   .field = FIELD(top_k),
+                   .help = "keep the INT most likely tokens; 0 disables it (default 0)",
+                   .range = {0, INT_MAX, "--top-k", ">= 0"},
+                   .refusals = {SAMPLER_ONLY}},
+    [OPT_MIN_P] = {.names = {"--min-p"},
+                   .kind = ARG_FLOAT,
+                   .value = " FLOAT",
+                   .field = FIELD(min_p),
+                   .help = "keep the tokens at least FLOAT times as likely as the\n"
+                           "most likely one, in [0, 1]; 0 disables it (default 0)",
+                   .range = {0, 1, "--min-p", "in [0, 1]", .as_typed = 1},
+                   .refusals = {SAMPLER_ONLY}},
+    [OPT_REPEAT_PENALTY] = {.names = {"--repeat-penalty"},
+                            .kind = ARG_FLOAT,
+                            .value = " FLOAT",
+                            .field = FIELD(repeat_penalty),
+                            .help = "divide the logits (> 0) of the tokens of the window by\n"
+                                    "FLOAT, multiply those < 0 (CTRL's penalty), > 0; 1\n"
+                                    "disables it (default 1)",
+                            .range = {FLT_MIN, HUGE_VAL, "--repeat-penalty", "> 0"},
+                            .refusals = {SAMPLER_ONLY}},
+    [OPT_REPEAT_LAST_N] = {.names = {"--repeat-last-n"},
+                           .kind = ARG_INT,
+                           .value = " INT",
+                           .field = FIELD(repeat_last_n),
+                           .help = "the penalty's window: the last INT tokens of the context,\n"
+                                   "prompt included; -1 the whole context (default 64)",
+                           .range = {-1, INT_MAX, "--repeat-last-n", ">= -1"},
+                           .refusals = {SAMPLER_ONLY}},
+    [OPT_SEED] = {.names = {"--seed", "-s"},
                   .kind = ARG_LONG,
                   .value = " INT",
                   .field = FIELD(seed),
@@ -251,6 +313,29 @@ static const Option options[N_OPTIONS] = {
                            "seq_len, for all turns together)",
                    .range = {1, INT_MAX, "-n (steps)"},
                    .refusals = {SAMPLER_ONLY}},
+    [OPT_N_PREDICT] = {.names = {"--n-predict"},
+                       .kind = ARG_INT,
+                       .value = " INT",
+                       .field = FIELD(n_predict),
+                       .help = "tokens to generate after the prompt, as llama.cpp's -n;\n"
+                               "-1 until the context is full",
+                       .range = {-1, INT_MAX, "--n-predict", ">= -1"},
+                       .refusals = {SAMPLER_ONLY,
+                                    {RULE_N_PREDICT_STEPS, WITH, .other = OPT_STEPS,
+                                     .message = "give -n (positions, the prompt's included) or "
+                                                "%s (generated tokens), not both"},
+                                    {RULE_CHAT_N_PREDICT, IN_MODES, CHAT, .message = NOT_CHAT}}},
+    [OPT_CTX_SIZE] = {.names = {"-c", "--ctx-size"},
+                      .goes_with = INFO | TRACE,
+                      .kind = ARG_INT,
+                      .value = " INT",
+                      .field = FIELD(ctx_size),
+                      .help = "positions the kv cache holds, at most the model's seq_len\n"
+                              "(0, the default: seq_len); --ppl's chunks are as long",
+                      .range = {0, INT_MAX, "--ctx-size", ">= 0"},
+                      .refusals = {{RULE_CTX_TOKENIZE, IN_MODES, TOKENIZE_ANY,
+                                    .message = "%s sizes the kv cache, which --tokenize uses "
+                                               "none of"}}},
     [OPT_IGNORE_EOS] = {.names = {"--ignore-eos"},
                         .kind = ARG_SWITCH,
                         .field = FIELD(ignore_eos),
@@ -261,6 +346,7 @@ static const Option options[N_OPTIONS] = {
                                                  "not with -m chat (a reply ends at EOS), --ppl or "
                                                  "--tokenize"}}},
     [OPT_NORM] = {.names = {"--norm"},
+                  .goes_with = TRACE,
                   .kind = ARG_NORM,
                   .value = "=NAME",
                   .field = FIELD(norm),
@@ -287,6 +373,7 @@ static const Option options[N_OPTIONS] = {
                                              "--ppl or --tokenize"},
                                  {RULE_CHAT_LOGITS, IN_MODES, CHAT, .message = NOT_CHAT}}},
     [OPT_THREADS] = {.names = {"--threads"},
+                     .goes_with = INFO | TRACE,
                      .kind = ARG_INT,
                      .value = "=N",
                      .field = FIELD(threads),
@@ -363,7 +450,8 @@ static const Option options[N_OPTIONS] = {
                  .field = FIELD(ppl_path),
                  .heading = "modes:",
                  .help = "mean negative log-likelihood and perplexity of the text in\n"
-                         "FILE (no PROMPT; chunks of seq_len tokens, each from BOS)",
+                         "FILE (no PROMPT; chunks of seq_len tokens, each from BOS),\n"
+                         "the standard error over the chunks and a 95%% interval",
                  .refusals = {{RULE_ONE_MODE, IN_MODES, COMPARE | TOKENIZE_ANY,
                                .message = ONE_MODE}}},
     [OPT_COMPARE] = {.names = {"--compare"},
@@ -375,13 +463,51 @@ static const Option options[N_OPTIONS] = {
                              "on A's, statistics of every norm site's input, speed",
                      .refusals = {{RULE_ONE_MODE, IN_MODES, PPL | TOKENIZE_ANY,
                                    .message = ONE_MODE}}},
+    [OPT_INFO] = {.names = {"--info"},
+                  .kind = ARG_SWITCH,
+                  .field = FIELD(info),
+                  .help = "what the model file holds (format, shape, dtypes, norm,\n"
+                          "RoPE, vocabulary, seq_len) and the memory the weights and\n"
+                          "the kv cache take; with -z, -c, --json and --threads alone",
+                  .goes_with = INFO},
+    [OPT_TRACE] = {.names = {"--trace"},
+                   .kind = ARG_INT,
+                   .value = " POS",
+                   .field = FIELD(trace_pos),
+                   .help = "the prompt's token at position POS through the forward pass\n"
+                           "(the plain one), step by step with shapes and numbers; with\n"
+                           "-z, -c, --norm, --json and --threads alone",
+                   .range = {0, INT_MAX, "--trace", ">= 0"},
+                   .goes_with = TRACE},
+    [OPT_REPEAT] = {.names = {"--repeat"},
+                    .kind = ARG_INT,
+                    .value = " N",
+                    .field = FIELD(repeat),
+                    .help = "with --compare: timed rounds per norm (default 5); with\n"
+                            "--profile: runs of the generation (default 1); the speed\n"
+                            "as medians and ranges over them, 1..100",
+                    .range = {1, MAX_ROUNDS, "--repeat"},
+                    .refusals = {{RULE_REPEAT, NEEDS_MODE_OR_OTHER, COMPARE, .other = OPT_PROFILE,
+                                  .message = "--repeat goes with --compare or --profile"}}},
+    [OPT_SUMMARY] = {.names = {"--summary"},
+                     .kind = ARG_SWITCH,
+                     .field = FIELD(summary_only),
+                     .help = "with --compare: where the texts part, the KL summary and the\n"
+                             "speed, without the texts and the tables by position and site",
+                     .refusals = {{RULE_SUMMARY, NEEDS_MODE, COMPARE,
+                                   .message = "--summary goes with --compare"},
+                                  {RULE_SUMMARY, WITH, .other = OPT_JSON,
+                                   .message = "--summary shortens --compare's text; --json has "
+                                              "every number"}}},
     [OPT_JSON] = {.names = {"--json"},
                   .kind = ARG_SWITCH,
                   .field = FIELD(json),
                   .help = "with --tokenize: print {\"ids\": [...], \"pieces\": [...]};\n"
-                          "with --compare: the same numbers as JSON on stdout",
-                  .refusals = {{RULE_JSON, NEEDS_MODE, TOKENIZE | COMPARE,
-                                .message = "--json goes with --tokenize or --compare"}}},
+                          "with --compare, --ppl, --info or --trace: the same as JSON",
+                  .refusals = {{RULE_JSON, NEEDS_MODE, TOKENIZE | COMPARE | PPL | INFO | TRACE,
+                                .message = "--json goes with --tokenize, --compare, --ppl, --info "
+                                           "or --trace"}},
+                  .goes_with = INFO | TRACE},
     [OPT_HELP] = {.names = {"-h", "--help"}, .kind = ARG_HELP, .help = "this text"},
     [OPT_VERSION] = {.names = {"--version"}, .kind = ARG_VERSION, .help = "print the version"},
 };
@@ -427,11 +553,14 @@ static void check_range(const Option *opt, double v, const char *shown) {
     die("%s must be %s, got %s", r->label, r->text ? r->text : text, shown);
 }
 
-static float parse_float(const char *flag, const char *s) {
+static float parse_float(const Option *opt, const char *flag, const char *s) {
     char *end;
     errno = 0;
     float v = strtof(s, &end);
-    if (end == s || *end != '\0' || v != v) die("%s needs a number, got '%s'", flag, s);
+    if (end == s || *end != '\0' || v != v) {
+        if (opt->not_a_number) die("%s needs a number, got '%s' (%s)", flag, s, opt->not_a_number);
+        die("%s needs a number, got '%s'", flag, s);
+    }
     if (errno == ERANGE || isinf(v)) die("%s is out of range, got '%s'", flag, s);
     return v;
 }
@@ -446,7 +575,7 @@ static long long parse_int(const char *flag, const char *s) {
 }
 
 static void set_float(Parse *p, const Option *opt, const Given *g) {
-    float v = parse_float(g->flag, g->value);
+    float v = parse_float(opt, g->flag, g->value);
     char shown[32];
     snprintf(shown, sizeof(shown), "%g", v);
     check_range(opt, v, opt->range.as_typed ? g->value : shown);
@@ -579,9 +708,11 @@ static const struct {
 /* One row: its names and value in the left column, its help lines from HELP_COLUMN. */
 static void usage_row(FILE *f, const Option *opt) {
     if (opt->heading) fprintf(f, "%s\n", opt->heading);
-    int col = fprintf(f, "  ");
-    for (int k = 0; k < MAX_NAMES && opt->names[k]; k++)
-        col += fprintf(f, "%s%s", k > 0 ? ", " : "", opt->names[k]);
+    int col = fprintf(f, "  "), shown = 0;
+    for (int is_long = 0; is_long < 2; is_long++) /* "-t, --temp": the short names first */
+        for (int k = 0; k < MAX_NAMES && opt->names[k]; k++)
+            if ((opt->names[k][0] == '-' && opt->names[k][1] == '-') == is_long)
+                col += fprintf(f, "%s%s", shown++ ? ", " : "", opt->names[k]);
     if (opt->value) col += fprintf(f, "%s", opt->value);
     for (const char *line = opt->help; line;) {
         const char *end = strchr(line, '\n');
@@ -606,7 +737,11 @@ static void usage(FILE *f) {
                "a pipe or file is echoed after its marker); a reply ends at EOS (or BOS), and\n"
                "the kv cache keeps the whole conversation. The chat ends with status 0 at\n"
                "the end of stdin or when the context (-n, seq_len) is full, saying which.\n"
-               "The summary line on stderr gives the seed used; -s with it repeats a text.\n"
+               "A Ctrl-C stops a reply; at the User: prompt it ends the chat.\n"
+               "The summary line on stderr gives the seed used (-s with it repeats a text)\n"
+               "and why the text stopped (EOS, BOS, -n reached, context full, ...).\n"
+               "sampling: repetition penalty, temperature, top-k, top-p, min-p, one draw\n"
+               "(e.g. --top-k 40 --min-p 0.05 --repeat-penalty 1.1; see docs/USAGE.md).\n"
                "examples:\n"
                "  run models/stories260K.bin \"Once upon a time\"\n"
                "  run models/stories260K.bin -t 0 -n 64 -f prompt.txt\n"
@@ -629,6 +764,45 @@ static const Option *find_option(const char *arg, size_t len, const char **name)
     return NULL;
 }
 
+/* The Levenshtein distance between a[0..la) and b (at most 63 bytes each; longer ones are far). */
+static int edit_distance(const char *a, size_t la, const char *b) {
+    size_t lb = strlen(b);
+    if (la > 63 || lb > 63) return INT_MAX;
+    int row[64]; /* row[j]: the distance between a's first i bytes and b's first j */
+    for (size_t j = 0; j <= lb; j++) row[j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        int diagonal = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= lb; j++) {
+            int substitute = diagonal + (a[i - 1] != b[j - 1]);
+            int best = row[j] + 1 < row[j - 1] + 1 ? row[j] + 1 : row[j - 1] + 1;
+            diagonal = row[j];
+            row[j] = substitute < best ? substitute : best;
+        }
+    }
+    return row[lb];
+}
+
+/* The known name nearest to the unknown option a[0..len): the one fewest edits away, if at most a
+ * third of its letters ("--top_k": --top-k), or one that a starts with or that starts with a
+ * ("--temperature": --temp, "--ctx": --ctx-size, three letters at least); NULL if none. */
+static const char *nearest_name(const char *a, size_t len) {
+    size_t letters = len - strspn(a, "-");
+    const char *nearest = NULL;
+    int best = (int)(letters / 3) + 1;
+    for (int id = 0; id < N_OPTIONS; id++) {
+        for (int k = 0; k < MAX_NAMES && options[id].names[k]; k++) {
+            const char *name = options[id].names[k];
+            size_t n = strlen(name), shorter = n < len ? n : len;
+            if (name[0] != '-') continue;
+            int d = edit_distance(a, len, name);
+            if (shorter >= 5 && strncmp(a, name, shorter) == 0 && d > 0) d = 1;
+            if (d > 0 && d < best) best = d, nearest = name;
+        }
+    }
+    return nearest;
+}
+
 /* Reads the option at argv[*i] (it starts with '-'), moving *i past a separate value. */
 static void parse_option(Parse *p, int argc, char **argv, int *i) {
     const char *a = argv[*i];
@@ -636,8 +810,11 @@ static void parse_option(Parse *p, int argc, char **argv, int *i) {
     const char *name = NULL;
     const Option *opt = find_option(a, name_len, &name);
     int equals = a[name_len] == '=';
-    if (!opt || (equals && kinds[opt->kind].arity == NO_VALUE))
+    if (!opt || (equals && kinds[opt->kind].arity == NO_VALUE)) {
+        const char *nearest = opt ? NULL : nearest_name(a, name_len);
+        if (nearest) die("unknown option '%s' (did you mean %s? see run --help)", a, nearest);
         die("unknown option '%s' (see run --help)", a);
+    }
     Given g = {.flag = name, .next = *i + 1 < argc ? argv[*i + 1] : NULL};
     if (equals) {
         g.value = a + name_len + 1;
@@ -667,7 +844,8 @@ static void parse_plain(Parse *p, const char *a) {
 
 static unsigned modes_of(const Options *o) {
     return (o->chat ? CHAT : 0) | (o->compare ? COMPARE : 0) | (o->ppl_path ? PPL : 0) |
-           (o->tokenize_text ? TOKENIZE : 0) | (o->tokenize_file ? TOKENIZE_FILE : 0);
+           (o->tokenize_text ? TOKENIZE : 0) | (o->tokenize_file ? TOKENIZE_FILE : 0) |
+           (o->info ? INFO : 0) | (o->trace_pos >= 0 ? TRACE : 0);
 }
 
 /* Whether option id, in the parse p whose modes are `modes`, breaks refusal r. */
@@ -676,6 +854,7 @@ static int breaks(const Parse *p, int id, const Refusal *r, unsigned modes) {
     if (!p->given[id] || (r->value && strcmp(p->values[id], r->value) != 0)) return 0;
     if (r->when == IN_MODES) return (modes & r->modes) != 0;
     if (r->when == NEEDS_MODE) return (modes & r->modes) == 0;
+    if (r->when == NEEDS_MODE_OR_OTHER) return (modes & r->modes) == 0 && !p->given[r->other];
     return p->given[r->other];
 }
 
@@ -702,10 +881,24 @@ static void check_options(const Parse *p) {
                     die(r->message, last_name(opt));
         }
     }
+    static const struct {
+        unsigned mode;
+        const char *message;
+    } own[] = {{INFO, "%s does not go with --info, which describes the model file"},
+               {TRACE, "%s does not go with --trace, which traces a position of the prompt"}};
+    for (int i = 0; i < 2; i++) /* after the rules: -m chat --info */
+        for (int k = 0; k < p->n_given && (modes & own[i].mode); k++)
+            if (!(options[order[k]].goes_with & own[i].mode))
+                die(own[i].message, last_name(&options[order[k]]));
 }
 
 Options options_parse(int argc, char **argv) {
-    Parse p = {.o = {.temperature = 1.0f, .topp = 0.9f}};
+    Parse p = {.o = {.temperature = 1.0f,
+                     .topp = 0.9f,
+                     .repeat_penalty = 1.0f,
+                     .repeat_last_n = 64,
+                     .trace_pos = -1,
+                     .n_predict = NO_N_PREDICT}};
     for (int i = 1; i < argc; i++) {
         if (argv[i][0] == '-' && argv[i][1] != '\0')
             parse_option(&p, argc, argv, &i);

@@ -4,8 +4,9 @@
  * the parser and the checks across options, as llama.cpp's common_arg rows give its --help, its
  * parser and the examples each option is used by.
  *
- * The modes: plain generation (none of the below), -m chat, --compare, --ppl, --tokenize and
- * --tokenize-file; an option states where it may not be used by refusing those modes.
+ * The modes: plain generation (none of the below), -m chat, --compare, --ppl, --tokenize,
+ * --tokenize-file, --info and --trace; an option states where it may not be used by refusing those
+ * modes.
  */
 #ifndef OPTIONS_H
 #define OPTIONS_H
@@ -23,8 +24,15 @@ typedef struct {
     int ignore_eos;             /* --ignore-eos: only BOS ends a text, as in llama2.c */
     float temperature;
     float topp;
+    int top_k;                 /* 0: off */
+    float min_p;               /* 0: off */
+    float repeat_penalty;      /* 1: off */
+    int repeat_last_n;         /* the penalty's window in tokens; -1: the whole context */
     long long seed;            /* >= 0; 0: from the clock */
     int steps;                 /* positions to run, prompt included, as llama2.c counts them */
+    int n_predict;             /* --n-predict: tokens to generate, -1 until the context is full;
+                                  NO_N_PREDICT when not given (then steps counts) */
+    int ctx_size;              /* -c: positions the kv cache holds, at most seq_len; 0: seq_len */
     int threads;               /* 0: OMP_NUM_THREADS, else the free cores (threads.c) */
     NormFn norm;               /* NULL: the norm the model was trained with */
     const char *logits_path;   /* NULL: do not write logits */
@@ -35,10 +43,16 @@ typedef struct {
     int reference;             /* --reference: the plain forward pass, reference.c */
     const char *ppl_path;      /* --ppl FILE: perplexity mode */
     int compare;               /* --compare[=A,B]: compare mode */
+    int info;                  /* --info: describe the model file */
+    int trace_pos;             /* --trace POS: the position traced; -1: none */
+    int repeat;       /* --repeat: timed rounds (--compare) or runs (--profile); 0: default */
+    int summary_only; /* --summary: --compare's summary alone */
     NormFn compare_with[2];
     int serial_prompt; /* --prefill=serial: the prompt one position at a time, not in batches */
     int batch;         /* --batch: positions per prefill batch; 0: the model's default */
 } Options;
+
+#define NO_N_PREDICT (-2)
 
 /* The options of argv, read in order: an argument with a leading '-' (other than "-" alone) is an
  * option, "-x VALUE", "--name=VALUE" or "--name VALUE"; the others are MODEL, then PROMPT. --help

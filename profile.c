@@ -74,3 +74,34 @@ void print_profile(FILE *f, const Profile *p, double elapsed) {
     fprintf(f, "  %-18s %10.3f %6.1f%%\n", "sum", total * 1e3, 100.0 * total / elapsed);
     fprintf(f, "  %-18s %10.3f %6.1f%%\n", "wall clock", elapsed * 1e3, 100.0);
 }
+
+/* The median, least and greatest of x (n >= 1), x sorted in place. */
+static void summarize(double *x, int n, double out[3]) {
+    out[0] = median(x, n);
+    out[1] = x[0];
+    out[2] = x[n - 1];
+}
+
+void print_profile_runs(FILE *f, const Profile *p, const double *elapsed, int n) {
+    double lap_cost = profile_lap_cost();
+    double *x = malloc(n * sizeof(double)), wall[3];
+    if (!x) return; /* the profile is an extra: without memory, none */
+    for (int i = 0; i < n; i++) x[i] = elapsed[i];
+    summarize(x, n, wall);
+    fprintf(f,
+            "profile: time per operation class, the median of %d runs of the same text and their "
+            "range (each lap's clock cost, %.0f ns, taken out)\n",
+            n, lap_cost * 1e9);
+    fprintf(f, "  %-18s %10s %10s %10s %7s %9s\n", "operation", "ms", "min", "max", "share",
+            "calls");
+    for (int op = 0; op < N_OPS; op++) {
+        double t[3];
+        for (int i = 0; i < n; i++) x[i] = profile_op_seconds(&p[i], op, lap_cost);
+        summarize(x, n, t);
+        fprintf(f, "  %-18s %10.3f %10.3f %10.3f %6.1f%% %9ld\n", op_name(op), t[0] * 1e3,
+                t[1] * 1e3, t[2] * 1e3, 100.0 * t[0] / wall[0], p[0].laps[op]);
+    }
+    fprintf(f, "  %-18s %10.3f %10.3f %10.3f %6.1f%%\n", "wall clock", wall[0] * 1e3, wall[1] * 1e3,
+            wall[2] * 1e3, 100.0);
+    free(x);
+}

@@ -64,4 +64,9 @@ const char *op_name(OpClass op);
  * (seconds, > 0) and its laps; then their sum and the wall clock. */
 void print_profile(FILE *f, const Profile *p, double elapsed);
 
+/* print_profile over n >= 2 runs (p[n], elapsed[n]): per class the median milliseconds over the
+ * runs, their least and greatest, the median's share of the median wall clock, and the calls of
+ * one run; then the wall clock's median and range. */
+void print_profile_runs(FILE *f, const Profile *p, const double *elapsed, int n);
+
 #endif

@@ -22,6 +22,38 @@
  * its int8 inputs in blocks of 32. Untimed. */
 float *reference_forward(Model *m, int token, int pos);
 
+/* A step of the plain pass, as reference_forward_observed shows it to an observer (run --trace):
+ * the step's vectors as the pass holds them at that point, valid during the call. */
+typedef enum {
+    STEP_VECTOR,    /* x: the embedding, q, k, v (before RoPE, which keeps their RMS), or the
+                       residual stream after a block */
+    STEP_NORM,      /* x: a norm's input, y: its output (weight and bias applied) */
+    STEP_ATTENTION, /* cache->att: each head's attention weights over positions 0..pos */
+    STEP_GATE,      /* x: the feed-forward gate w1 n(x), before SiLU */
+    STEP_LOGITS,    /* x: the logits */
+} StepKind;
+
+typedef struct {
+    StepKind kind;
+    const char *name; /* "embedding", "attention norm", "q", ..., "logits" */
+    int layer;        /* -1 outside the layers */
+    const float *x, *y;
+    int n;     /* the length of x (and y) */
+    int heads; /* q, k, v: the heads x holds, n / heads values each; 0 otherwise */
+    const LayerCache *cache;
+    int pos;
+} ForwardStep;
+
+typedef struct {
+    void (*step)(void *ctx, const ForwardStep *s);
+    void *ctx;
+} ForwardObserver;
+
+/* reference_forward, each step shown to obs (NULL: none) in the order the pass takes them:
+ * embedding; per layer attention norm, q, k, v, attention, the residual after attention, ffn norm,
+ * ffn gate, the residual after the feed-forward block; final norm; logits. */
+float *reference_forward_observed(Model *m, int token, int pos, const ForwardObserver *obs);
+
 /* RoPE as rope (model.h) computes it, written plainly as llama2.c's forward() does, but with each
  * angle pos * rope_theta^(-i / head_size) (pair i / 2 of a head, i even), its cosine and sine,
  * and each rotation in double, rounded once to fp32: no table of frequencies (RunState's

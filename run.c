@@ -14,8 +14,8 @@
  * before the weights load) and main, which runs one mode. It leaves the command line (the
  * options, their help and their checks) to options.c, and each mode to its own file: generation
  * to generate.c, -m chat to chat.c, --ppl and --compare to compare.c, --tokenize to tokenize.c;
- * the sampler to sampler.c, and the error exit, stdout's checks, escaping and text reading to
- * io.c.
+ * --info to info.c, --trace to trace.c, the sampler to sampler.c, and the error exit, stdout's
+ * checks, escaping and text reading to io.c.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -30,6 +30,7 @@
 #include "chat.h"
 #include "compare.h"
 #include "generate.h"
+#include "info.h"
 #include "io.h"
 #include "load.h"
 #include "model.h"
@@ -41,6 +42,7 @@
 #include "threads.h"
 #include "tokenize.h"
 #include "tokenizer.h"
+#include "trace.h"
 
 /* ----------------------------------------------------------------------------
  * Set-up: the thread count, then the input files found and checked before the weights load */
@@ -148,6 +150,17 @@ static void require_vocab(const Tokenizer *t, const char *path, const Config *c)
             c->vocab_size);
 }
 
+/* The end of a mode: what main allocated freed, everything written to stdout checked. Returns
+ * main's status, 0. */
+static int finish(char *prompt, int *prompt_tokens, Tokenizer *t, Model *m) {
+    free(prompt_tokens);
+    free(prompt);
+    tokenizer_free(t);
+    model_free(m);
+    finish_stdout();
+    return 0;
+}
+
 /* ----------------------------------------------------------------------------
  * main: every check, then one mode */
 
@@ -179,8 +192,15 @@ int main(int argc, char **argv) {
     Config header;
     if (model_read_config(&header, o.model_path, err, sizeof(err)) != 0)
         die_loading(o.model_path, 1, err);
+    /* -c: the positions the kv cache holds (the context), at most seq_len */
+    int seq_len = header.seq_len, ctx = o.ctx_size && o.ctx_size < seq_len ? o.ctx_size : seq_len;
+    if (o.ctx_size > seq_len)
+        fprintf(stderr, "run: -c %d is more than seq_len %d; the context is %d positions\n",
+                o.ctx_size, seq_len, seq_len);
+    header.seq_len = ctx;
     int steps_given = o.steps != 0; /* -n given: clamping it to seq_len is worth a notice */
-    if (!o.steps) o.steps = o.chat ? header.seq_len : 256; /* no -n: 256, a chat the context */
+    if (!o.steps) o.steps = o.chat ? ctx : 256;     /* no -n: 256, a chat the context */
+    if (o.n_predict != NO_N_PREDICT) o.steps = ctx; /* counted from the prompt's end below */
     char found[1024];
     const char *tokenizer_path = o.tokenizer_path;
     if (!tokenizer_path) {
@@ -213,14 +233,28 @@ int main(int argc, char **argv) {
     Model model;
     if (model_load(&model, o.model_path, err, sizeof(err)) != 0) die("%s", err);
     const Config *c = &model.config;
-    if (c->vocab_size != header.vocab_size || c->seq_len != header.seq_len) /* the checks above */
+    if (c->vocab_size != header.vocab_size || c->seq_len != seq_len) /* the checks above */
         die("%s: the file changed while it was read", o.model_path);
+    if (o.info) {
+        InfoRequest request = {o.model_path, tokenizer_path, ctx, o.json};
+        print_info(&model, &tokenizer, &request);
+        return finish(prompt, prompt_tokens, &tokenizer, &model);
+    }
     for (int k = 0; k < 2; k++) { /* the norms asked for, by --norm or --compare */
         NormFn asked = o.compare ? o.compare_with[k] : o.norm;
         if (asked && model_check_norm(&model, asked, err, sizeof(err)) != 0)
             die("%s: %s", o.model_path, err);
     }
+    model.config.seq_len = ctx; /* the kv cache's layout (model.h) takes the stride from it */
     if (o.norm) model_set_norm(&model, o.norm);
+    if (o.trace_pos >= 0) {
+        if (o.trace_pos >= n_prompt)
+            die("--trace %d: the prompt has %d token%s, positions 0..%d (BOS is position 0)",
+                o.trace_pos, n_prompt, plural(n_prompt), n_prompt - 1);
+        TraceRequest request = {prompt_tokens, n_prompt, o.trace_pos, o.json};
+        run_trace(&model, &tokenizer, &request);
+        return finish(prompt, prompt_tokens, &tokenizer, &model);
+    }
     if (o.reference) model.forward = reference_forward;
     if (o.batch && model_set_batch(&model, o.batch, err, sizeof(err)) != 0) die("--batch: %s", err);
     LogitsOut logits_out = {NULL, o.logits_path};
@@ -233,30 +267,35 @@ int main(int argc, char **argv) {
     if (model_unread_norm_parameters(&model, notice, sizeof(notice)))
         fprintf(stderr, "run: %s\n", notice);
     if (o.ppl_path) {
-        run_perplexity(&model, text_tokens, n_text, o.ppl_path, o.profile);
+        PerplexityRequest request = {o.ppl_path, o.profile, o.json};
+        run_perplexity(&model, text_tokens, n_text, &request);
         free(text_tokens);
-        free(prompt);
-        tokenizer_free(&tokenizer);
-        model_free(&model);
-        return 0;
+        return finish(prompt, prompt_tokens, &tokenizer, &model);
     }
+    if (o.n_predict != NO_N_PREDICT) /* the prompt's last position predicts the first token */
+        o.steps = o.n_predict < 0 || o.n_predict > ctx - (n_prompt - 1)
+                      ? ctx
+                      : n_prompt - 1 + o.n_predict;
     if (o.steps > c->seq_len) {
         if (steps_given)
-            fprintf(stderr, "run: -n %d is more than seq_len %d; running %d position%s\n", o.steps,
-                    c->seq_len, c->seq_len, plural(c->seq_len));
+            fprintf(stderr, "run: -n %d is more than %s %d; running %d position%s\n", o.steps,
+                    ctx < seq_len ? "-c" : "seq_len", c->seq_len, c->seq_len, plural(c->seq_len));
         o.steps = c->seq_len;
     }
 
-    Sampler sampler = {
-        .vocab_size = c->vocab_size,
+    SamplerSettings settings = {
         .temperature = o.temperature,
         .topp = o.topp,
-        .rng_state = o.seed ? (unsigned long long)o.seed : clock_seed(),
-        .candidates = malloc(c->vocab_size * sizeof(ProbIndex)),
+        .top_k = o.top_k,
+        .min_p = o.min_p,
+        .repeat_penalty = o.repeat_penalty,
+        .repeat_last_n = o.repeat_last_n < 0 || o.repeat_last_n > ctx ? ctx : o.repeat_last_n,
         .stop_at_eos = !o.ignore_eos,
     };
-    sampler.seed = sampler.rng_state;
-    if (!sampler.candidates) die("out of memory for the sampler");
+    Sampler sampler;
+    if (sampler_init(&sampler, c->vocab_size, &settings,
+                     o.seed ? (unsigned long long)o.seed : clock_seed()) != 0)
+        die("out of memory for the sampler");
 
     if (o.compare) {
         CompareRequest request = {.prompt = prompt_tokens,
@@ -264,6 +303,8 @@ int main(int argc, char **argv) {
                                   .steps = o.steps,
                                   .norms = {o.compare_with[0], o.compare_with[1]},
                                   .json = o.json,
+                                  .rounds = o.repeat,
+                                  .summary_only = o.summary_only,
                                   .model_path = o.model_path};
         run_compare(&model, &tokenizer, &sampler, &request);
     } else if (o.chat) {
@@ -277,15 +318,11 @@ int main(int argc, char **argv) {
                                    .batch_prompt = !o.serial_prompt,
                                    .t = &tokenizer,
                                    .print = 1,
-                                   .logits_out = o.logits_path ? &logits_out : NULL};
-        run_generation(&model, &sampler, &request, o.profile);
+                                   .logits_out = o.logits_path ? &logits_out : NULL,
+                                   .profile_runs = o.profile ? (o.repeat ? o.repeat : 1) : 0};
+        run_generation(&model, &sampler, &request);
     }
 
-    free(sampler.candidates);
-    free(prompt_tokens);
-    free(prompt);
-    tokenizer_free(&tokenizer);
-    model_free(&model);
-    finish_stdout();
-    return 0;
+    sampler_free(&sampler);
+    return finish(prompt, prompt_tokens, &tokenizer, &model);
 }

@@ -1,12 +1,13 @@
-/* The sampler of sampler.h: greedy, temperature, top-p, and the xorshift64* generator behind
- * them, step by step as llama2.c's run.c takes them. The logits come from the caller (model.h's
- * forward pass), the softmax from attention.h's kernel; the loops that feed the tokens back are
- * generate.c's and chat.c's.
+/* The sampler of sampler.h: the repetition penalty, greedy, temperature, top-k, top-p, min-p, and
+ * the xorshift64* generator behind them, the steps llama2.c's run.c has taken as it takes them. The
+ * logits come from the caller (model.h's forward pass), the softmax from attention.h's kernel; the
+ * loops that feed the tokens back are generate.c's and chat.c's.
  */
 #include "sampler.h"
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "attention.h"
@@ -40,37 +41,123 @@ static int by_prob_desc(const void *a, const void *b) {
     return (pa < pb) - (pa > pb);
 }
 
-/* Nucleus sampling (Holtzman et al. 2020): draw from the smallest set of most likely tokens
- * whose mass exceeds topp. Tokens below (1 - topp) / (n - 1) cannot be in that set, so they are
- * dropped before sorting, as llama2.c does. Returns -1 when none is left. */
-static int sample_topp(const float *probs, int n, float topp, ProbIndex *candidates, float coin) {
-    float cutoff = (1.0f - topp) / (n - 1);
+static int by_id(const void *a, const void *b) {
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+int sampler_init(Sampler *s, int vocab_size, const SamplerSettings *set, unsigned long long seed) {
+    *s = (Sampler){.vocab_size = vocab_size, .set = *set, .rng_state = seed, .seed = seed};
+    int window = set->repeat_last_n > 0 ? set->repeat_last_n : 1;
+    s->candidates = malloc(vocab_size * sizeof(ProbIndex));
+    s->recent = malloc(window * sizeof(int));
+    s->window = malloc(window * sizeof(int));
+    return s->candidates && s->recent && s->window ? 0 : -1;
+}
+
+void sampler_free(Sampler *s) {
+    free(s->candidates);
+    free(s->recent);
+    free(s->window);
+}
+
+void sampler_reset(Sampler *s, unsigned long long seed) {
+    s->rng_state = seed;
+    s->n_accepted = 0;
+}
+
+void sampler_accept(Sampler *s, int token) {
+    if (s->set.repeat_last_n > 0) s->recent[s->n_accepted % s->set.repeat_last_n] = token;
+    s->n_accepted++;
+}
+
+void sampler_penalize(const Sampler *s, float *logits) {
+    float penalty = s->set.repeat_penalty;
+    int n = s->n_accepted < s->set.repeat_last_n ? (int)s->n_accepted : s->set.repeat_last_n;
+    if (penalty == 1.0f || n == 0) return;
+    /* sorted, a token repeated in the window is penalized once, as llama.cpp does */
+    memcpy(s->window, s->recent, n * sizeof(int));
+    qsort(s->window, n, sizeof(int), by_id);
+    for (int i = 0; i < n; i++) {
+        if (i > 0 && s->window[i] == s->window[i - 1]) continue;
+        float *l = &logits[s->window[i]];
+        *l = *l > 0.0f ? *l / penalty : *l * penalty;
+    }
+}
+
+/* Moves the k most likely of c (n > k) to its front, in no order (Hoare's quickselect). */
+static void select_top_k(ProbIndex *c, int n, int k) {
+    int lo = 0, hi = n - 1;
+    while (lo < hi) {
+        float pivot = c[lo + (hi - lo) / 2].prob;
+        int i = lo, j = hi;
+        while (i <= j) {
+            while (c[i].prob > pivot) i++;
+            while (c[j].prob < pivot) j--;
+            if (i <= j) {
+                ProbIndex t = c[i];
+                c[i++] = c[j];
+                c[j--] = t;
+            }
+        }
+        if (k - 1 <= j)
+            hi = j;
+        else if (k - 1 >= i)
+            lo = i;
+        else
+            return;
+    }
+}
+
+int sampler_truncate(Sampler *s, const float *probs, float *mass) {
+    const SamplerSettings *set = &s->set;
+    int n = s->vocab_size, best = argmax(probs, n);
+    int top_k = set->top_k > 0 && set->top_k < n ? set->top_k : 0;
+    int topp = set->topp > 0.0f && set->topp < 1.0f;
+    /* the most a token can have and be dropped by every stage on: none is dropped before its
+     * stage would keep it (llama2.c's cutoff holds for a nucleus of the whole distribution, and
+     * min-p's for a set top-p does not renormalize after) */
+    float floor = 0.0f;
+    if (topp && !top_k) floor = (1.0f - set->topp) / (n - 1);
+    if (set->min_p > 0.0f && !(topp && top_k)) floor = fmaxf(floor, set->min_p * probs[best]);
+    ProbIndex *c = s->candidates;
     int n_cand = 0;
     for (int i = 0; i < n; i++) {
-        if (probs[i] >= cutoff) {
-            candidates[n_cand].index = i;
-            candidates[n_cand].prob = probs[i];
+        if (probs[i] >= floor) {
+            c[n_cand].index = i;
+            c[n_cand].prob = probs[i];
             n_cand++;
         }
     }
-    if (n_cand == 0) return -1; /* topp below 1 / n on a flat distribution (llama2.c reads [-1]) */
-    qsort(candidates, n_cand, sizeof(ProbIndex), by_prob_desc);
-    float mass = 0.0f;
+    if (n_cand == 0) return 0; /* topp below 1 / n on a flat distribution (llama2.c reads [-1]) */
+    float kept = 1.0f;         /* the mass top-p takes its share of: the distribution's */
+    if (top_k && top_k < n_cand) {
+        select_top_k(c, n_cand, top_k);
+        n_cand = top_k;
+        kept = 0.0f;
+        for (int i = 0; i < n_cand; i++) kept += c[i].prob;
+    }
+    qsort(c, n_cand, sizeof(ProbIndex), by_prob_desc);
+    float sum = 0.0f;
     int last = n_cand - 1;
     for (int i = 0; i < n_cand; i++) {
-        mass += candidates[i].prob;
-        if (mass > topp) {
+        sum += c[i].prob;
+        if (topp && sum > set->topp * kept) {
             last = i;
             break;
         }
     }
-    float r = coin * mass;
-    float cdf = 0.0f;
-    for (int i = 0; i <= last; i++) {
-        cdf += candidates[i].prob;
-        if (r < cdf) return candidates[i].index;
+    if (set->min_p > 0.0f) {
+        int keep = 1;
+        while (keep <= last && c[keep].prob >= set->min_p * c[0].prob) keep++;
+        if (keep <= last) {
+            last = keep - 1;
+            sum = 0.0f;
+            for (int i = 0; i <= last; i++) sum += c[i].prob;
+        }
     }
-    return candidates[last].index;
+    *mass = sum;
+    return last + 1;
 }
 
 unsigned long long clock_seed(void) {
@@ -81,7 +168,7 @@ unsigned long long clock_seed(void) {
 }
 
 int ends_text(const Sampler *s, int token) {
-    return token == TOKEN_BOS || (s->stop_at_eos && token == TOKEN_EOS);
+    return token == TOKEN_BOS || (s->set.stop_at_eos && token == TOKEN_EOS);
 }
 
 int argmax(const float *x, int n) {
@@ -92,14 +179,25 @@ int argmax(const float *x, int n) {
 }
 
 int sample(Sampler *s, float *logits) {
+    const SamplerSettings *set = &s->set;
+    sampler_penalize(s, logits);
     int best = argmax(logits, s->vocab_size);
-    if (s->temperature == 0.0f) return best;
-    for (int i = 0; i < s->vocab_size; i++) logits[i] /= s->temperature;
+    if (set->temperature == 0.0f) return best;
+    for (int i = 0; i < s->vocab_size; i++) logits[i] /= set->temperature;
     softmax(logits, s->vocab_size);
     /* a temperature so small that logits / temperature overflow leaves NaNs: its limit is greedy */
     if (isnan(logits[best])) return best;
     float coin = random_f32(&s->rng_state);
-    if (s->topp <= 0.0f || s->topp >= 1.0f) return sample_full(logits, s->vocab_size, coin);
-    int token = sample_topp(logits, s->vocab_size, s->topp, s->candidates, coin);
-    return token >= 0 ? token : best; /* an empty nucleus: its limit is the top token */
+    int truncating = (set->topp > 0.0f && set->topp < 1.0f) ||
+                     (set->top_k > 0 && set->top_k < s->vocab_size) || set->min_p > 0.0f;
+    if (!truncating) return sample_full(logits, s->vocab_size, coin);
+    float mass;
+    int n = sampler_truncate(s, logits, &mass);
+    if (n == 0) return best; /* an empty nucleus: its limit is the top token */
+    float r = coin * mass, cdf = 0.0f;
+    for (int i = 0; i < n; i++) {
+        cdf += s->candidates[i].prob;
+        if (r < cdf) return s->candidates[i].index;
+    }
+    return s->candidates[n - 1].index;
 }

@@ -94,7 +94,8 @@ Test(eval, observer_sees_every_site_in_order) {
 
 /* The NLL the documented chunking gives, computed here on its own: long double log-sum-exp over
  * the logits of a fresh pass per chunk, chunk boundaries from the text index. */
-static long double reference_nll(Model *m, const int *tokens, int n, int *n_chunks) {
+static long double reference_nll(Model *m, const int *tokens, int n, int *n_chunks,
+                                 long double *chunk_nll) {
     int seq_len = m->config.seq_len, vocab = m->config.vocab_size;
     long double total = 0.0L;
     *n_chunks = 0;
@@ -106,6 +107,7 @@ static long double reference_nll(Model *m, const int *tokens, int n, int *n_chun
         long double sum = 0.0L;
         for (int i = 0; i < vocab; i++) sum += expl((long double)logits[i]);
         total += logl(sum) - logits[tokens[j]];
+        if (chunk_nll) chunk_nll[*n_chunks - 1] += logl(sum) - logits[tokens[j]];
     }
     return total;
 }
@@ -117,14 +119,40 @@ Test(eval, text_nll_matches_reference_across_chunks) {
     tokens[0] = 1;
     for (int i = 1; i < N; i++) tokens[i] = 3 + (i * 7919) % 509;
     int n_predicted, n_chunks, ref_chunks;
-    double nll = text_nll(&m, tokens, N, &n_predicted, &n_chunks);
-    long double ref = reference_nll(&m, tokens, N, &ref_chunks);
+    double nll = text_nll(&m, tokens, N, &n_predicted, &n_chunks, NULL);
+    long double ref = reference_nll(&m, tokens, N, &ref_chunks, NULL);
     cr_assert_eq(n_predicted, N - 1);
     cr_assert_eq(n_chunks, 3);
     cr_assert_eq(ref_chunks, 3);
     cr_assert_float_eq(nll, (double)ref, 1e-6 * fabs((double)ref));
     free(tokens);
     model_free(&m);
+}
+
+/* nll_summary against values derived by hand: blocks of 2 of 1..6 have means 1.5, 3.5 and 5.5,
+ * mean 3.5, se^2 = 2 (2^2 + 0 + 2^2) / (2 x 6) = 4 / 3, and t(2) = 4.303; of 1..5, blocks [1, 2],
+ * [3, 4], [5], weighted by their lengths: mean 3, se^2 = (2 x 1.5^2 + 2 x 0.5^2 + 2^2) / (2 x 5)
+ * = 0.9; one block has no error. */
+Test(eval, nll_summary_hand_checked) {
+    NllSummary s = nll_summary((double[]){1, 2, 3, 4, 5, 6}, 6, 2);
+    cr_assert_eq(s.n_blocks, 3);
+    cr_assert_float_eq(s.mean, 3.5, 1e-12);
+    cr_assert_float_eq(s.standard_error, sqrt(4.0 / 3), 1e-12);
+    cr_assert_float_eq(s.low, 3.5 - 4.303 * sqrt(4.0 / 3), 1e-12);
+    cr_assert_float_eq(s.high, 3.5 + 4.303 * sqrt(4.0 / 3), 1e-12);
+    s = nll_summary((double[]){1, 2, 3, 4, 5}, 5, 2);
+    cr_assert_float_eq(s.mean, 3, 1e-12);
+    cr_assert_float_eq(s.standard_error, sqrt(0.9), 1e-12);
+    s = nll_summary((double[]){1, 2, 3}, 3, 8);
+    cr_assert_eq(s.n_blocks, 1);
+    cr_assert_eq(s.standard_error, 0);
+    cr_assert_eq(s.low, 2);
+    /* Student's t: the table's ends and the expansion beyond, against the exact quantiles */
+    cr_assert_float_eq(student_t_975(1), 12.706, 1e-9);
+    cr_assert_float_eq(student_t_975(30), 2.042, 1e-9);
+    cr_assert_float_eq(student_t_975(31), 2.039513, 2e-5);
+    cr_assert_float_eq(student_t_975(100), 1.983972, 2e-5);
+    cr_assert_float_eq(student_t_975(1000000), 1.959966, 2e-5);
 }
 
 static double number_after(const char *s, const char *key) {
@@ -146,7 +174,18 @@ Test(eval, ppl_output_matches_reference) {
     for (int k = 0; k < 2; k++) {
         m.norm = norm_by_name(norms[k]);
         int chunks;
-        double mean = (double)(reference_nll(&m, tokens, n, &chunks) / (n - 1));
+        long double chunk_nll[8] = {0};
+        double mean = (double)(reference_nll(&m, tokens, n, &chunks, chunk_nll) / (n - 1));
+        /* the standard error over the chunks of 512, 512, 512 and 201 tokens, weighted by their
+         * lengths (eval.h), and Student's t at 3 degrees of freedom, 3.182 */
+        cr_assert_eq(chunks, 4);
+        double squares = 0;
+        for (int c = 0; c < chunks; c++) {
+            int len = c + 1 < chunks ? 512 : n - 1 - 512 * (chunks - 1);
+            double d = (double)(chunk_nll[c] / len) - mean;
+            squares += len * d * d;
+        }
+        double se = sqrt(squares / (3.0 * (n - 1)));
         char flag[32];
         snprintf(flag, sizeof(flag), "--norm=%s", norms[k]);
         RunResult r =
@@ -158,6 +197,16 @@ Test(eval, ppl_output_matches_reference) {
         cr_assert(strstr(r.out, expected), "'%s' not in %s", expected, r.out);
         cr_assert_float_eq(number_after(r.out, "mean NLL "), mean, 1e-4, "%s", norms[k]);
         cr_assert_float_eq(number_after(r.out, "perplexity "), exp(mean), 1e-3 * exp(mean));
+        cr_assert_float_eq(number_after(r.out, "standard error "), se, 1e-4, "%s", r.out);
+        cr_assert_float_eq(number_after(r.out, "3 degrees of freedom): mean NLL "),
+                           mean - 3.182 * se, 1e-4, "%s", r.out);
+        result_free(&r);
+        r = run_program(
+            (const char *[]){MODEL, "--ppl", STORIES, flag, "--threads=1", "--json", NULL});
+        cr_assert_eq(r.exit_code, 0, "stderr: %s", r.err);
+        cr_assert_float_eq(number_after(r.out, "\"standard_error\": "), se, 1e-5, "%s", r.out);
+        cr_assert_float_eq(number_after(r.out, "\"ci95_nll\": ["), mean - 3.182 * se, 1e-4);
+        cr_assert_float_eq(number_after(r.out, "\"perplexity\": "), exp(mean), 1e-4 * exp(mean));
         result_free(&r);
     }
     model_free(&m);

@@ -1315,6 +1315,40 @@ def plot_compare_errors_are_one_line_and_dash_reads_stdin():
 
 
 @test
+def plot_compare_draws_tiny_kl_where_it_is_and_names_the_norms_compared():
+    """The chart of --compare=rmsnorm,rmsnorm_eps_outside (KL about 1e-9, the mean below 1e-8):
+    the log axis reaches the smallest positive KL, the mean line sits at the mean and its legend
+    gives it in 3 digits, a KL of 0 is drawn on the axis's floor and counted, the middle title
+    names the two norms and not LayerNorm, and the norms' share of time is written on the chart."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("plot_compare", "tools/plot_compare.py")
+    plot_compare = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plot_compare)
+    plt = plot_compare.plt
+    code, out, err = run(LEGACY, "-t", "0", "-n", "30", "--compare=rmsnorm,rmsnorm_eps_outside",
+                         "--json", "Once")
+    assert code == 0, err
+    d = json.loads(out)
+    d["positions"][5]["kl"] = 0.0  # as two equal distributions give
+    kls = [p["kl"] for p in d["positions"] if p["kl"] > 0]
+    mean = d["summary"]["mean_kl"]
+    assert max(kls) < 1e-7 and mean < 1e-8, (max(kls), mean)
+    plot_compare.plot(d, tmp("tiny.png"))
+    ax_kl, ax_site, ax_time = plt.gcf().axes[:3]
+    low, high = ax_kl.get_ylim()
+    assert low <= min(kls) and high >= max(kls), (low, high, min(kls))
+    lines = {line.get_label(): line for line in ax_kl.get_lines()}
+    label = f"mean {mean:.3g} nats"
+    assert label in lines and lines[label].get_ydata()[0] == mean, list(lines)
+    assert "KL = 0 (1 positions)" in [c.get_label() for c in ax_kl.collections], "zero not shown"
+    title = ax_site.get_title()
+    assert "rmsnorm and under rmsnorm_eps_outside" in title and "LayerNorm" not in title, title
+    shares = [t.get_text() for t in ax_time.texts if t.get_text().startswith("norms ")]
+    assert len(shares) == 2, [t.get_text() for t in ax_time.texts]
+    plt.close("all")
+
+
+@test
 def plot_compare_help_exits_0():
     p = subprocess.run([sys.executable, "tools/plot_compare.py", "--help"], capture_output=True,
                        text=True)

@@ -1,11 +1,20 @@
 /* End to end: the EOS stop, prompts from files and stdin (-f, -i -), the seed in the summary,
  * --version and --help, and -m chat with scripted stdin. Chat replies are checked against
  * generation's text for the same tokens, and against greedy decoding written here over model.c's
- * forward pass for a whole transcript fed from position 0. */
+ * forward pass for a whole transcript fed from position 0; Ctrl-C (SIGINT sent by the test) in
+ * generation and in a chat, and the stop reason the summary gives. */
+#define _GNU_SOURCE /* F_SETPIPE_SZ */
 #include <criterion/criterion.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "helpers.h"
 #include "load.h"
@@ -68,6 +77,170 @@ Test(run, eos_ends_generation_unless_ignore_eos) {
     cr_assert_gt(strlen(full), strlen(expected), "it goes on after the EOS");
     free(stopped);
     free(full);
+    RunResult r = run_program(
+        (const char *[]){model, "-z", TOKENIZER, "-t", "0", "-n", "512", "Once upon a time", NULL});
+    cr_assert(strstr(r.err, ", stop EOS\n"), "%s", r.err);
+    result_free(&r);
+}
+
+/* The summary's stop reason: the steps run (-n), the context full (seq_len, or -c), BOS
+ * (stories260K's greedy story ends at position 346, docs/USAGE.md); EOS is above, Ctrl-C and a
+ * chat's end below. */
+Test(run, the_summary_says_why_generation_stopped) {
+    const struct {
+        const char *args[6];
+        const char *stop;
+    } cases[] = {
+        {{"-n", "20"}, ", stop -n reached\n"},
+        {{"--n-predict", "3"}, ", stop -n reached\n"},
+        {{"-c", "30"}, ", stop context full\n"},
+        {{"-n", "40", "--ignore-eos", "-c", "40"}, ", stop context full\n"},
+        {{"-n", "512"}, ", stop BOS\n"},
+    };
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        const char *args[12] = {MODEL, "-t", "0", "-i", "Once upon a time"};
+        for (int i = 0; i < 6 && cases[k].args[i]; i++) args[5 + i] = cases[k].args[i];
+        RunResult r = run_program(args);
+        cr_assert_eq(r.exit_code, 0, "%s", r.err);
+        cr_assert(strstr(r.err, cases[k].stop), "case %zu: '%s' not in %s", k, cases[k].stop,
+                  r.err);
+        result_free(&r);
+    }
+}
+
+/* ----------------------------------------------------------------------------
+ * Ctrl-C: the test sends SIGINT at a point it controls. stdout is a pipe the test has shrunk to
+ * one page and filled but for `room` bytes, so that run blocks writing the text there, mid-way;
+ * the signal is sent then, and the pipe drained. */
+
+typedef struct {
+    pid_t pid;
+    int in, out;      /* the test's ends of run's stdin and stdout */
+    int out_writer;   /* the test's copy of stdout's writing end, to fill the pipe */
+    char err[64];     /* run's stderr, a file */
+    size_t filler;    /* bytes the test wrote into the pipe first, not yet read back */
+    char text[16384]; /* what run wrote to stdout so far, the filler left out */
+    size_t len;
+} Piped;
+
+enum { PIPE_PAGE = 4096 };
+
+/* Fills the (drained) pipe but for room bytes. */
+static void piped_fill(Piped *p, size_t room) {
+    static char filler[PIPE_PAGE];
+    memset(filler, '#', sizeof(filler));
+    cr_assert_eq(write(p->out_writer, filler, PIPE_PAGE - room), (ssize_t)(PIPE_PAGE - room));
+    p->filler += PIPE_PAGE - room;
+}
+
+static void piped_start(Piped *p, const char *const *args) {
+    int in[2], out[2];
+    cr_assert_eq(pipe(in), 0);
+    cr_assert_eq(pipe(out), 0);
+    cr_assert_eq(fcntl(out[1], F_SETPIPE_SZ, PIPE_PAGE), PIPE_PAGE);
+    snprintf(p->err, sizeof(p->err), "/tmp/normllama-err-XXXXXX");
+    int err_fd = mkstemp(p->err);
+    const char *argv[32] = {getenv("NORMLLAMA_RUN") ? getenv("NORMLLAMA_RUN") : "./run"};
+    for (int i = 0; args[i]; i++) argv[i + 1] = args[i];
+    p->pid = fork();
+    if (p->pid == 0) {
+        dup2(in[0], STDIN_FILENO);
+        dup2(out[1], STDOUT_FILENO);
+        dup2(err_fd, STDERR_FILENO);
+        close(in[0]), close(in[1]), close(out[0]), close(out[1]), close(err_fd);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    close(in[0]), close(err_fd);
+    p->in = in[1], p->out = out[0], p->out_writer = out[1];
+    p->filler = p->len = 0;
+}
+
+/* Reads what stdout holds now (without blocking; waiting up to timeout_ms for the first byte)
+ * into p->text, the filler dropped; 0 at its end. */
+static int piped_read(Piped *p, int timeout_ms) {
+    struct pollfd fd = {p->out, POLLIN, 0};
+    while (poll(&fd, 1, timeout_ms) == 1) {
+        char buf[4096];
+        ssize_t n = read(p->out, buf, sizeof(buf));
+        if (n <= 0) return 0;
+        size_t skip = (size_t)n < p->filler ? (size_t)n : p->filler, keep = n - skip;
+        p->filler -= skip;
+        cr_assert_lt(p->len + keep, sizeof(p->text));
+        memcpy(p->text + p->len, buf + skip, keep);
+        p->len += keep;
+        p->text[p->len] = '\0';
+        timeout_ms = 0;
+    }
+    return 1;
+}
+
+/* Waits (up to 60 s) until `ready` holds for p, checking every millisecond. */
+static void wait_until(Piped *p, int (*ready)(Piped *p), const char *what) {
+    for (int i = 0; i < 60000 && !ready(p); i++) nanosleep(&(struct timespec){0, 1000000}, NULL);
+    cr_assert(ready(p), "timed out waiting until %s; stdout so far: %s", what, p->text);
+}
+
+/* Whether run is in the system call whose /proc/PID/syscall line ("number arg0 ...") starts with
+ * x86_64 or arm64 (the numbers of read and write differ). */
+static int in_syscall(const Piped *p, const char *x86_64, const char *arm64) {
+    char path[64], line[128] = "";
+    snprintf(path, sizeof(path), "/proc/%d/syscall", (int)p->pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    char *got = fgets(line, sizeof(line), f);
+    fclose(f);
+    return got &&
+           (strncmp(line, x86_64, strlen(x86_64)) == 0 || strncmp(line, arm64, strlen(arm64)) == 0);
+}
+
+/* Whether run is blocked reading stdin (read of descriptor 0), what it wrote read meanwhile. */
+static int reading_stdin(Piped *p) {
+    piped_read(p, 0);
+    return in_syscall(p, "0 0x0 ", "63 0x0 ");
+}
+
+/* Drains stdout to its end, waits for run and returns its exit status; stderr into err. */
+static int piped_finish(Piped *p, char **err) {
+    close(p->in);
+    close(p->out_writer);
+    while (piped_read(p, 60000)) continue;
+    close(p->out);
+    int status;
+    waitpid(p->pid, &status, 0);
+    *err = read_file(p->err, NULL);
+    unlink(p->err);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* Whether run is blocked writing its text: the pipe is full but for less than a piece (a write
+ * that does not fit whole waits) and run is in write(1, ...). */
+static int pipe_full(Piped *p) {
+    int n = 0;
+    ioctl(p->out, FIONREAD, &n);
+    return n > PIPE_PAGE - 32 && in_syscall(p, "1 0x1 ", "64 0x1 ");
+}
+
+Test(run, ctrl_c_stops_generation_with_the_summary) {
+    /* 100 bytes into the greedy story (--ignore-eos -n 512: longer than that) */
+    const char *args[] = {MODEL, "-t", "0", "-n", "512", "-i", "Once upon a time", NULL};
+    RunResult full = run_program(args);
+    Piped p;
+    piped_start(&p, args);
+    piped_fill(&p, 100);
+    wait_until(&p, pipe_full, "run blocks writing its text");
+    kill(p.pid, SIGINT);
+    char *err;
+    int status = piped_finish(&p, &err);
+    cr_assert_eq(status, 0, "%s", err);
+    cr_assert(strstr(err, ", stop interrupted\n"), "%s", err);
+    /* a prefix of the whole text, ended by a newline, of at least the 100 bytes written */
+    cr_assert_geq(p.len, 100);
+    cr_assert_lt(p.len, strlen(full.out), "stopped early: %s", p.text);
+    cr_assert_eq(strncmp(p.text, full.out, p.len - 1), 0, "%s", p.text);
+    cr_assert_eq(p.text[p.len - 1], '\n');
+    free(err);
+    result_free(&full);
 }
 
 Test(bad_input, ignore_eos_where_nothing_is_sampled) {
@@ -388,6 +561,7 @@ Test(chat, says_when_the_context_is_full) {
                             "positions: -n 40); the chat ends\n"),
               "%s", r.err);
     cr_assert_eq(count_lines(r.err), 2, "the notice and the summary: %s", r.err);
+    cr_assert(strstr(r.err, ", stop context full\n"), "%s", r.err);
     free(expected);
     result_free(&r);
 
@@ -411,6 +585,7 @@ Test(chat, ends_at_the_end_of_stdin) {
     cr_assert_eq(r.exit_code, 0, "stderr: %s", r.err);
     cr_assert_str_eq(r.out, "");
     cr_assert(strstr(r.err, "prompt tokens 0, generated tokens 0,"), "%s", r.err);
+    cr_assert(strstr(r.err, ", stop end of input\n"), "%s", r.err);
     cr_assert_eq(count_lines(r.err), 1, "the summary alone: %s", r.err);
     result_free(&r);
     /* empty lines are skipped, a last line without its newline is a turn, and -i gives the
@@ -437,7 +612,7 @@ Test(chat, samples_as_seeded) {
     cr_assert_eq(a.exit_code, 0, "stderr: %s", a.err);
     cr_assert_str_eq(a.out, b.out);
     cr_assert_str_neq(a.out, c.out);
-    cr_assert(strstr(a.err, ", seed 7\n"), "%s", a.err);
+    cr_assert(strstr(a.err, ", seed 7, "), "%s", a.err);
     result_free(&a);
     result_free(&b);
     result_free(&c);
@@ -464,4 +639,49 @@ Test(bad_input, chat) {
                  "--batch goes with -m generate");
     expect_error((const char *[]){MODEL, "-m", "chat", "--profile", NULL},
                  "--profile goes with -m generate");
+}
+
+/* Sends turn (a line) to the chat in p and a Ctrl-C once run is blocked writing 40 bytes into
+ * its reply; returns the reply's text once run waits for the next turn (a static buffer). */
+static const char *interrupted_reply(Piped *p, const char *turn) {
+    char head[256];
+    snprintf(head, sizeof(head), "User: %s\nAssistant: ", turn);
+    size_t start = p->len;
+    piped_fill(p, strlen(head) + 40);
+    cr_assert_eq(write(p->in, turn, strlen(turn)), (ssize_t)strlen(turn));
+    cr_assert_eq(write(p->in, "\n", 1), 1);
+    wait_until(p, pipe_full, "run blocks 40 bytes into the reply");
+    kill(p->pid, SIGINT);
+    wait_until(p, reading_stdin, "run, the reply stopped, waits for the next turn");
+    cr_assert_eq(strncmp(p->text + start, head, strlen(head)), 0, "%s", p->text);
+    static char text[4096];
+    snprintf(text, sizeof(text), "%s", p->text + start + strlen(head));
+    return text;
+}
+
+Test(chat, ctrl_c_stops_a_reply_and_a_second_at_the_prompt_ends_the_chat) {
+    const char *args[] = {MODEL, "-z", TOKENIZER, "-m", "chat", "-t", "0", NULL};
+    RunResult whole = chat(MODEL, TURN1 "\n", NULL);
+    const char *full = reply(whole.out, 0);
+    cr_assert_gt(strlen(full), 60, "a reply long enough to stop 40 bytes in: %s", full);
+    Piped p;
+    piped_start(&p, args);
+    /* the reply stopped early: a prefix of the whole one, then the newline ending it */
+    const char *stopped = interrupted_reply(&p, TURN1);
+    size_t n = strlen(stopped) - 1;
+    cr_assert_eq(stopped[n], '\n', "%s", p.text);
+    cr_assert(n >= 40 && n < strlen(full), "%zu bytes of %zu: %s", n, strlen(full), p.text);
+    cr_assert_eq(strncmp(stopped, full, n), 0, "'%s' starts '%s'", full, stopped);
+    /* the chat goes on: the next turn gets a reply (stopped too: stories260K's run to the
+     * context's end); then a Ctrl-C at the prompt ends the chat with the summary */
+    stopped = interrupted_reply(&p, TURN2);
+    cr_assert_geq(strlen(stopped), 41, "%s", p.text);
+    cr_assert_eq(stopped[strlen(stopped) - 1], '\n', "%s", p.text);
+    kill(p.pid, SIGINT);
+    char *err;
+    cr_assert_eq(piped_finish(&p, &err), 0, "%s", err);
+    cr_assert(strstr(err, ", stop interrupted\n"), "%s", err);
+    cr_assert_eq(count_lines(err), 1, "the summary alone: %s", err);
+    free(err);
+    result_free(&whole);
 }

@@ -374,6 +374,101 @@ Test(bad_input, options) {
                  "--logits goes with generation");
 }
 
+/* An unknown option names the nearest known one (a third of its letters edited, or one starting
+ * the other); -p's text that is not a number says what -p is here. */
+Test(bad_input, unknown_options_suggest_the_nearest) {
+    expect_error((const char *[]){MODEL, "--temperature", "0.5", NULL},
+                 "unknown option '--temperature' (did you mean --temp? see run --help)");
+    expect_error((const char *[]){MODEL, "--top_k", "5", NULL}, "(did you mean --top-k?");
+    expect_error((const char *[]){MODEL, "--seeds", "5", NULL}, "(did you mean --seed?");
+    expect_error((const char *[]){MODEL, "--ctx", "5", NULL}, "(did you mean --ctx-size?");
+    expect_error((const char *[]){MODEL, "--n_predict=5", NULL}, "(did you mean --n-predict?");
+    expect_error((const char *[]){MODEL, "-p", "Once upon a time", NULL},
+                 "-p needs a number, got 'Once upon a time' (-p is top-p here, as in llama2.c; "
+                 "the prompt is -i TEXT, -f FILE or the argument after MODEL)");
+    expect_error((const char *[]){MODEL, "--top-k", "-1", NULL}, "--top-k must be >= 0, got -1");
+    expect_error((const char *[]){MODEL, "--min-p", "1.5", NULL}, "--min-p must be in [0, 1]");
+    expect_error((const char *[]){MODEL, "--repeat-penalty", "0", NULL},
+                 "--repeat-penalty must be > 0, got 0");
+    expect_error((const char *[]){MODEL, "--repeat-last-n", "-2", NULL},
+                 "--repeat-last-n must be >= -1, got -2");
+    expect_error((const char *[]){MODEL, "--top-k", "4", "--ppl", "data/stories.txt", NULL},
+                 "--top-k goes with generation and --compare, not with --ppl");
+    expect_error((const char *[]){MODEL, "-n", "9", "--n-predict", "4", NULL},
+                 "give -n (positions, the prompt's included) or --n-predict (generated tokens), "
+                 "not both");
+    expect_error((const char *[]){MODEL, "-m", "chat", "--n-predict", "4", NULL},
+                 "--n-predict goes with -m generate, not with -m chat");
+    expect_error((const char *[]){MODEL, "-c", "8", "--tokenize", "x", NULL},
+                 "--ctx-size sizes the kv cache, which --tokenize uses none of");
+}
+
+/* --n-predict counts generated tokens as llama.cpp's -n does; -c ends the text at its context. */
+Test(run, n_predict_counts_generated_tokens_and_ctx_size_limits_the_context) {
+    RunResult r = run_program(
+        (const char *[]){MODEL, "-t", "0", "--n-predict", "7", "Once upon a time", NULL});
+    cr_assert_eq(r.exit_code, 0, "%s", r.err);
+    cr_assert(strstr(r.err, "prompt tokens 5, generated tokens 7,"), "%s", r.err);
+    RunResult c = run_program((const char *[]){MODEL, "-t", "0", "-c", "20", "Once upon a time",
+                                               NULL}); /* 20 positions: 4 fed, 16 sampled */
+    cr_assert_eq(c.exit_code, 0, "%s", c.err);
+    cr_assert(strstr(c.err, "prompt tokens 5, generated tokens 16,"), "%s", c.err);
+    RunResult all = run_program(
+        (const char *[]){MODEL, "-t", "0", "--ctx-size", "20", "--n-predict", "-1", "Once", NULL});
+    cr_assert(strstr(all.err, "prompt tokens 2, generated tokens 19,"), "%s", all.err);
+    RunResult big = run_program((const char *[]){MODEL, "-t", "0", "-c", "600", "-n", "3", NULL});
+    cr_assert(strstr(big.err, "run: -c 600 is more than seq_len 512; the context is 512 "
+                              "positions\n"),
+              "%s", big.err);
+    result_free(&r);
+    result_free(&c);
+    result_free(&all);
+    result_free(&big);
+}
+
+/* --info against the shapes of llama2.c's stories260K (dim 64, hidden_dim 172, 5 layers, 8 heads, 4
+ * kv heads, 512 tokens and positions) and the bytes they make, by hand: f32 weights, the
+ * embedding 512 x 64, per layer wq and wo 64 x 64, wk and wv 32 x 64, w1, w2, w3 172 x 64, the
+ * norms 11 x 64, (32768 + 5 x 45312 + 704) x 4 = 1040128; the kv cache 2 x 5 x 512 x 32 x 4 =
+ * 655360. The llama2.c version 2 file holds q8_0 in groups of 64 (a row: 64 bytes and a 4-byte
+ * scale) but for w2, dequantized to f32 at load (its groups straddle rows): 512 x 68 + 5 x
+ * (4352 + 2 x 2176 + 4352 + 2 x 11696 + 172 x 64 x 4) + 2816 = 440032. */
+Test(run, info_describes_the_model_file) {
+    RunResult r = run_program((const char *[]){MODEL, "--info", "--json", NULL});
+    cr_assert_eq(r.exit_code, 0, "%s", r.err);
+    const char *want[] = {"\"format\": \"llama2.c legacy\"",
+                          "\"dim\": 64, \"hidden_dim\": 172, \"n_layers\": 5, \"n_heads\": 8, "
+                          "\"n_kv_heads\": 4, \"head_size\": 8, \"vocab_size\": 512, "
+                          "\"seq_len\": 512",
+                          "\"wq\": \"f32\"",
+                          "\"norm\": \"rmsnorm\", \"norm_eps\": 1e-05, \"norm_bias\": false",
+                          "\"rope_theta\": 10000",
+                          "\"bos\": {\"id\": 1, \"piece\": \"\\u000a<s>\\u000a\"}",
+                          "\"weight_bytes\": 1040128",
+                          "\"kv_cache_bytes\": 655360"};
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+        cr_assert(strstr(r.out, want[i]), "'%s' not in %s", want[i], r.out);
+    RunResult c = run_program((const char *[]){MODEL, "--info", "-c", "100", NULL});
+    cr_assert(strstr(c.out, "kv cache 128000 bytes (0.12 MiB) at 100 positions"), "%s", c.out);
+    RunResult v2 = run_program(
+        (const char *[]){"models/stories260K_ak42_v2_q8.bin", "-z", TOKENIZER, "--info", NULL});
+    if (access("models/stories260K_ak42_v2_q8.bin", R_OK) != 0) {
+        cr_log_warn("skipped run::info_describes_the_model_file's llama2.c version 2 part: "
+                    "models/stories260K_ak42_v2_q8.bin is not there (mirror only)");
+    } else {
+        cr_assert_eq(v2.exit_code, 0, "%s", v2.err);
+        cr_assert(strstr(v2.out, "dtype         token_embedding q8_0, wq q8_0, wk q8_0, wv q8_0, "
+                                 "wo q8_0, w1 q8_0, w2 f32, w3 q8_0, wcls q8_0 (groups of 64)"),
+                  "%s", v2.out);
+        cr_assert(strstr(v2.out, "weights 440032 bytes"), "%s", v2.out);
+    }
+    expect_error((const char *[]){MODEL, "--info", "-t", "0", NULL},
+                 "-t does not go with --info, which describes the model file");
+    result_free(&r);
+    result_free(&c);
+    result_free(&v2);
+}
+
 Test(bad_input, batch_values) {
     const struct {
         const char *args[4]; /* after MODEL, up to the first NULL */
@@ -507,7 +602,7 @@ Test(bad_input, tokenize) {
                  "--tokenize text: not valid UTF-8 (byte 0xFF at offset 1)");
     expect_error((const char *[]){MODEL, "--tokenize", NULL}, "--tokenize needs a value");
     expect_error((const char *[]){MODEL, "--json", NULL},
-                 "--json goes with --tokenize or --compare");
+                 "--json goes with --tokenize, --compare, --ppl, --info or --trace");
     expect_error((const char *[]){MODEL, "--tokenize", "a", "--tokenize-file", bad, NULL},
                  "not both");
     expect_error((const char *[]){MODEL, "Once", "--tokenize", "a", NULL}, "take no prompt");
@@ -594,6 +689,60 @@ Test(run, compare_shows_both_greedy_texts) {
     result_free(&a);
     result_free(&b);
     result_free(&c);
+}
+
+/* The number after key in s (asserting it is there). */
+static double value_after(const char *s, const char *key) {
+    const char *p = strstr(s, key);
+    cr_assert_not_null(p, "'%s' not in %s", key, s);
+    return strtod(p + strlen(key), NULL);
+}
+
+/* --repeat N: the speed as the median and range over N rounds (compare) or runs (profile), each
+ * median inside its range; --summary leaves out the texts and the tables by position and site. */
+Test(run, repeat_reports_medians_and_ranges_and_summary_shortens_compare) {
+    RunResult r = run_program((const char *[]){MODEL, "-t", "0", "-n", "40", "--compare",
+                                               "--summary", "--repeat", "3", "Once", NULL});
+    cr_assert_eq(r.exit_code, 0, "%s", r.err);
+    cr_assert(strstr(r.out, "speed over 3 rounds taking turns"), "%s", r.out);
+    cr_assert(strstr(r.out, "summary: mean KL "), "%s", r.out);
+    cr_assert_null(strstr(r.out, "input token"), "no table by position: %s", r.out);
+    cr_assert_null(strstr(r.out, "layer 0 attention"), "no table by site: %s", r.out);
+    cr_assert_null(strstr(r.out, "\nA rmsnorm"), "no texts: %s", r.out);
+    cr_assert(strstr(r.out, "B faster in "), "%s", r.out);
+    cr_assert(strstr(r.out, " of 3\n"), "%s", r.out);
+    const char *row = strstr(r.out, "\nrmsnorm ");
+    cr_assert_not_null(row, "%s", r.out);
+    double median, lo, hi;
+    cr_assert_eq(sscanf(row, "\nrmsnorm %lf %lf %lf", &median, &lo, &hi), 3, "%s", row);
+    cr_assert(lo <= median && median <= hi, "%g not in %g..%g", median, lo, hi);
+    RunResult j = run_program((const char *[]){MODEL, "-t", "0", "-n", "20", "--compare", "--json",
+                                               "--repeat", "2", "Once", NULL});
+    cr_assert_eq(value_after(j.out, "\"rounds\": "), 2, "%s", j.out);
+    cr_assert_leq(value_after(j.out, "\"tokens_per_s_min\": "),
+                  value_after(j.out, "\"tokens_per_s\": "));
+    cr_assert(strstr(j.out, "\"speed_ratio_b_over_a\": {\"median\": "), "%s", j.out);
+    RunResult p = run_program(
+        (const char *[]){MODEL, "-t", "0", "-n", "30", "--profile", "--repeat", "3", "Once", NULL});
+    cr_assert_eq(p.exit_code, 0, "%s", p.err);
+    cr_assert(strstr(p.err, "the median of 3 runs of the same text"), "%s", p.err);
+    const char *ffn = strstr(p.err, "  ffn ");
+    cr_assert_not_null(ffn, "%s", p.err);
+    long calls;
+    cr_assert_eq(sscanf(ffn, "  ffn %lf %lf %lf %*f%% %ld", &median, &lo, &hi, &calls), 4, "%s",
+                 ffn);
+    cr_assert(lo <= median && median <= hi, "%g not in %g..%g", median, lo, hi);
+    cr_assert_eq(calls, 30 * 5, "one run's calls: 30 positions x 5 layers"); /* 1 + 29 */
+    expect_error((const char *[]){MODEL, "--repeat", "3", "x", NULL},
+                 "--repeat goes with --compare or --profile");
+    expect_error((const char *[]){MODEL, "--summary", "x", NULL}, "--summary goes with --compare");
+    expect_error((const char *[]){MODEL, "--compare", "--summary", "--json", "x", NULL},
+                 "--summary shortens --compare's text; --json has every number");
+    expect_error((const char *[]){MODEL, "--compare", "--repeat", "101", "x", NULL},
+                 "--repeat must be in 1..100, got 101");
+    result_free(&r);
+    result_free(&j);
+    result_free(&p);
 }
 
 Test(run, compare_texts_keep_characters_spelled_in_byte_tokens) {

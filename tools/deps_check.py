@@ -38,6 +38,7 @@ GROUPS_OF = [
     ("tests/gguf_seed.py", ["fuzz", "test"]),  # make fuzz's GGUF seeds
     ("tests/*", ["test"]),
     ("tools/plot_compare.py", ["plot", "test"]),  # after run --compare; tests/test_export.py
+    ("tools/plot_trace.py", ["plot", "test"]),  # after run --trace; tests/test_trace.py
     ("tools/plot_twins.py", ["twins"]),  # make twins
     ("tools/twins.py", ["twins"]),
     ("tools/bench_norm.py", ["bench"]),  # make bench-norm

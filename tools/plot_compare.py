@@ -99,30 +99,87 @@ def main():
         sys.exit(f"plot_compare.py: error: {e}")
 
 
+def site_title(a, b):
+    """The middle chart's title, from the two norms compared."""
+    title = f"|mean| / RMS of each norm's input, under {a} and under {b}"
+    centering = {"layernorm"}
+    if (a in centering) != (b in centering):
+        centred, kept = (a, b) if a in centering else (b, a)
+        title += f"\n(the mean {centred} removes and {kept} keeps)"
+    return title
+
+
+def plot_kl(ax, d):
+    """KL per position on a log axis that reaches every positive value; zeros (the same
+    distribution to double precision) drawn on the axis's floor and counted; the mean where it
+    is."""
+    positions = d["positions"]
+    positive = [p for p in positions if p["kl"] > 0]
+    zero = [p for p in positions if p["kl"] <= 0]
+    mean = d["summary"]["mean_kl"]
+    values = [p["kl"] for p in positive] + ([mean] if mean > 0 else [])
+    low = min(values) / 3 if values else 1e-12
+    high = max(values) * 3 if values else 1.0
+    ax.set_yscale("log")
+    ax.set_ylim(low, high)
+    ax.plot([p["pos"] for p in positive], [p["kl"] for p in positive], lw=1, color="tab:blue",
+            marker="." if len(positive) < 80 else None, label="KL(A || B) per position")
+    if zero:
+        ax.scatter([p["pos"] for p in zero], [low] * len(zero), marker="v", color="tab:gray",
+                   s=14, zorder=3, clip_on=False, label=f"KL = 0 ({len(zero)} positions)")
+    miss = [p for p in positions if not p["top1_agree"]]
+    ax.scatter([p["pos"] for p in miss], [max(p["kl"], low) for p in miss], color="tab:red", s=18,
+               zorder=3, label=f"top-1 token differs ({len(miss)})")
+    if mean > 0:
+        ax.axhline(mean, color="black", ls="--", lw=1, label=f"mean {mean:.3g} nats")
+    if d["first_difference"] >= 0:
+        ax.axvline(d["first_difference"], color="tab:orange", lw=1,
+                   label=f"generated texts part (position {d['first_difference']})")
+    ax.axvspan(-0.5, d["n_prompt"] - 0.5, color="0.9", label="prompt")
+    ax.set_xlabel("position")
+    ax.set_ylabel("KL divergence, nats (log scale)")
+    ax.legend(fontsize=8, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.16))
+    ax.set_title("How far B's next-token distribution is from A's", fontsize=10)
+
+
+def plot_time(ax, d):
+    """Each norm's forward time by operation class, the norms' share labelled where it is drawn
+    (beside its sliver, with an arrow, when the sliver is too thin to hold the label)."""
+    ops = list(d["speed"][0]["op_seconds"].keys())
+    colors = plt.cm.tab10.colors
+    for row, run in enumerate(d["speed"]):
+        total = sum(run["op_seconds"].values())
+        left = 0.0
+        for i, op in enumerate(ops):
+            share = run["op_seconds"][op] / total
+            ax.barh(row, share, height=0.5, left=left, color=colors[i % 10],
+                    label=op if row == 0 else None)
+            if op == "norms":
+                ax.annotate(f"norms {100 * share:.2f}%", xy=(left + share / 2, row - 0.25),
+                            xytext=(left + share / 2 + 0.03, row - 0.55), fontsize=8,
+                            arrowprops={"arrowstyle": "->", "lw": 0.8}, annotation_clip=False)
+            elif share > 0.04:
+                ax.text(left + share / 2, row, f"{100 * share:.0f}%", ha="center", va="center",
+                        fontsize=8, color="white")
+            left += share
+    ax.set_yticks(range(len(d["speed"])))
+    ax.set_yticklabels([f"{r['norm']}\n{r['tokens_per_s']:.0f} tok/s" for r in d["speed"]],
+                       fontsize=8)
+    ax.set_ylim(len(d["speed"]) - 0.6, -0.8)  # room above each bar for the norms' label
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("share of the forward pass's time (teacher-forced, medians)")
+    ax.legend(fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.35))
+    ax.set_title("Where the time goes", fontsize=10)
+
+
 def plot(d, out):
     """The three charts of d (read_compare's) into the image file out."""
     a, b = d["norms"]
-    fig, (ax_kl, ax_site, ax_time) = plt.subplots(3, 1, figsize=(10, 11),
+    fig, (ax_kl, ax_site, ax_time) = plt.subplots(3, 1, figsize=(10, 12),
                                                   gridspec_kw={"height_ratios": [3, 3, 2]})
     fig.suptitle(f"{d['model']}: {a} (A) vs {b} (B), teacher-forced along A's text "
                  f"({d['summary']['positions']} positions)", fontsize=11)
-
-    pos = [p["pos"] for p in d["positions"]]
-    kl = [max(p["kl"], 1e-8) for p in d["positions"]]
-    ax_kl.semilogy(pos, kl, lw=1, color="tab:blue", label="KL(A || B) per position")
-    miss = [p for p in d["positions"] if not p["top1_agree"]]
-    ax_kl.scatter([p["pos"] for p in miss], [max(p["kl"], 1e-8) for p in miss], color="tab:red",
-                  s=18, zorder=3, label=f"top-1 token differs ({len(miss)})")
-    ax_kl.axhline(d["summary"]["mean_kl"], color="gray", ls="--", lw=1,
-                  label=f"mean {d['summary']['mean_kl']:.4f} nats")
-    if d["first_difference"] >= 0:
-        ax_kl.axvline(d["first_difference"], color="tab:orange", lw=1,
-                      label=f"generated texts part (position {d['first_difference']})")
-    ax_kl.axvspan(-0.5, d["n_prompt"] - 0.5, color="0.9", label="prompt")
-    ax_kl.set_xlabel("position")
-    ax_kl.set_ylabel("KL divergence, nats (log scale)")
-    ax_kl.legend(fontsize=8, loc="lower right")
-    ax_kl.set_title("How far B's next-token distribution is from A's", fontsize=10)
+    plot_kl(ax_kl, d)
 
     sites = [s["site"] for s in d["sites"]]
     x = range(len(sites))
@@ -134,32 +191,10 @@ def plot(d, out):
     ax_site.set_xticks(list(x))
     ax_site.set_xticklabels(sites, rotation=30, ha="right", fontsize=8)
     ax_site.set_ylabel("|mean| / RMS of the norm's input")
-    ax_site.set_title("What LayerNorm removes and RMSNorm keeps: the mean of each norm's input, "
-                      "relative to its RMS", fontsize=10)
+    ax_site.set_title(site_title(a, b), fontsize=10)
     ax_site.legend(fontsize=8)
 
-    ops = list(d["speed"][0]["op_seconds"].keys())
-    colors = plt.cm.tab10.colors
-    for row, run in enumerate(d["speed"]):
-        total = sum(run["op_seconds"].values())
-        left = 0.0
-        for i, op in enumerate(ops):
-            share = run["op_seconds"][op] / total
-            ax_time.barh(row, share, left=left, color=colors[i % 10],
-                         label=op if row == 0 else None)
-            if share > 0.04:
-                ax_time.text(left + share / 2, row, f"{100 * share:.0f}%", ha="center",
-                             va="center", fontsize=8, color="white")
-            left += share
-    ax_time.set_yticks(range(len(d["speed"])))
-    ax_time.set_yticklabels([f"{r['norm']}\n{r['tokens_per_s']:.0f} tok/s, norms "
-                             f"{100 * r['norm_share']:.2f}%" for r in d["speed"]], fontsize=8)
-    ax_time.invert_yaxis()
-    ax_time.set_xlim(0, 1)
-    ax_time.set_xlabel("share of the forward pass's time (teacher-forced, medians)")
-    ax_time.legend(fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.35))
-    ax_time.set_title("Where the time goes", fontsize=10)
-
+    plot_time(ax_time, d)
     fig.tight_layout()
     try:
         fig.savefig(out, dpi=100)

@@ -23,7 +23,8 @@ mask() { # the figures that differ between two runs of the same build, and the s
         -e 's/[0-9]+(\.[0-9]+)?(e[-+]?[0-9]+)? (tokens\/s|ms|s\b|us|%)/N \3/g' \
         -e 's/threads [0-9]+/threads N/g' -e 's/(seed|-s) [0-9]{10,}/\1 N/g' \
         -e 's/(clock cost,?) [0-9]+ ns/\1 N ns/' -e '/%|op_seconds|lap_cost/s/[0-9]+\.[0-9]+(e[-+]?[0-9]+)?/N/g' -e '/%/s/ +/ /g' \
-        -e 's/"(tokens_per_s|ms|seconds|threads|norm_share)": [0-9.e+-]+/"\1": N/g'
+        -e 's/"(tokens_per_s[a-z_]*|ms|seconds|threads|norm_share|median|min|max|b_faster_rounds)": [0-9.e+-]+/"\1": N/g' \
+        -e '/round by round/s/[0-9]+\.[0-9]+/N/g' -e 's/B faster in [0-9]+/B faster in N/'
 }
 one() { # one command, its outputs and exit status into the next numbered file
     n=$((n + 1))

@@ -1,0 +1,170 @@
+/* --info (info.h): a model's description, from the loaded Model and the tokenizer. */
+#include "info.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "io.h"
+
+/* The matrices, in the order the forward pass uses them. */
+enum { N_MATRICES = 9 };
+
+static const char *const matrix_names[N_MATRICES] = {
+    "token_embedding", "wq", "wk", "wv", "wo", "w1", "w2", "w3", "wcls"};
+
+static void matrices(const Model *m, const Matrix *out[N_MATRICES]) {
+    const Weights *w = &m->weights;
+    const Matrix *all[N_MATRICES] = {
+        &w->token_embedding, &w->wq, &w->wk, &w->wv, &w->wo, &w->w1, &w->w2, &w->w3, &w->wcls};
+    memcpy(out, all, sizeof(all));
+}
+
+static const char *dtype_label(DType d) {
+    switch (d) {
+    case DTYPE_F32:
+        return "f32";
+    case DTYPE_BF16:
+        return "bf16";
+    case DTYPE_Q8_0:
+        return "q8_0";
+    case DTYPE_F16:
+        return "f16";
+    case DTYPE_Q4_0:
+        return "q4_0";
+    }
+    return "?";
+}
+
+/* Bytes of one layer's values of a (rows, cols) matrix of its dtype. */
+static size_t matrix_bytes(const Matrix *x) {
+    size_t n = (size_t)x->rows * x->cols;
+    size_t groups =
+        (size_t)x->rows * ((x->cols + x->group_size - 1) / (x->group_size ? x->group_size : 1));
+    switch (x->dtype) {
+    case DTYPE_F32:
+        return 4 * n;
+    case DTYPE_BF16:
+    case DTYPE_F16:
+        return 2 * n;
+    case DTYPE_Q8_0:
+        return n + 4 * groups;
+    case DTYPE_Q4_0:
+        return n / 2 + 4 * groups;
+    }
+    return 0;
+}
+
+size_t info_weight_bytes(const Model *m) {
+    const Config *c = &m->config;
+    const Matrix *mat[N_MATRICES];
+    matrices(m, mat);
+    size_t bytes = 0;
+    for (int i = 0; i < N_MATRICES; i++) {
+        if (i == N_MATRICES - 1 && c->shared_classifier) continue; /* wcls is the embedding */
+        int layers = i == 0 || i == N_MATRICES - 1 ? 1 : c->n_layers;
+        bytes += layers * matrix_bytes(mat[i]);
+    }
+    size_t norms = (size_t)(2 * c->n_layers + 1) * c->dim; /* attention, FFN, final */
+    return bytes + norms * sizeof(float) * (c->norm_bias ? 2 : 1);
+}
+
+size_t info_kv_cache_bytes(const Config *c, int context) {
+    size_t kv_dim = (size_t)c->n_kv_heads * (c->dim / c->n_heads);
+    return 2 * (size_t)c->n_layers * context * kv_dim * sizeof(float);
+}
+
+/* Whether every matrix has the dtype of the first. */
+static int one_dtype(const Matrix *const mat[N_MATRICES]) {
+    for (int i = 1; i < N_MATRICES; i++)
+        if (mat[i]->dtype != mat[0]->dtype) return 0;
+    return 1;
+}
+
+static void print_text(const Model *m, const Tokenizer *t, const InfoRequest *req) {
+    const Config *c = &m->config;
+    const Matrix *mat[N_MATRICES];
+    matrices(m, mat);
+    int head_size = c->dim / c->n_heads;
+    write_escaped(stdout, req->model_path, 0);
+    printf("\n  format        %s\n", m->format);
+    printf("  architecture  llama: pre-norm decoder, RoPE attention with grouped kv heads, "
+           "SwiGLU feed-forward\n");
+    printf("  shape         dim %d, hidden_dim %d, n_layers %d, n_heads %d, n_kv_heads %d, "
+           "head_size %d\n",
+           c->dim, c->hidden_dim, c->n_layers, c->n_heads, c->n_kv_heads, head_size);
+    printf("  dtype         ");
+    if (one_dtype(mat)) {
+        printf("%s, every matrix", dtype_label(mat[0]->dtype));
+    } else {
+        for (int i = 0; i < N_MATRICES; i++)
+            printf("%s%s %s", i ? ", " : "", matrix_names[i], dtype_label(mat[i]->dtype));
+    }
+    if (mat[0]->dtype == DTYPE_Q8_0 || mat[0]->dtype == DTYPE_Q4_0)
+        printf(" (groups of %d)", mat[0]->group_size);
+    printf("; norms f32\n");
+    printf("  classifier    %s\n",
+           c->shared_classifier ? "the token embedding (shared)" : "its own matrix (wcls)");
+    printf("  norm          %s, eps %g, %s\n", norm_name(c->trained_norm), c->norm_eps,
+           c->norm_bias ? "weight and bias" : "weight, no bias");
+    printf("  rope          theta %g, pairs (2i, 2i + 1), no scaling\n", c->rope_theta);
+    printf("  vocabulary    %d pieces: SentencePiece BPE in llama2.c's tokenizer layout (",
+           t->vocab_size);
+    write_escaped(stdout, req->tokenizer_path, 0);
+    printf(")\n  special      ");
+    const int ids[3] = {TOKEN_UNK, TOKEN_BOS, TOKEN_EOS};
+    const char *names[3] = {"UNK", "BOS", "EOS"};
+    for (int i = 0; i < 3; i++) {
+        printf("%s %s %d '", i ? "," : "", names[i], ids[i]);
+        write_escaped(stdout, tokenizer_piece(t, ids[i]), 0);
+        printf("'");
+    }
+    printf("\n");
+    printf("  seq_len       %d", c->seq_len);
+    if (req->context < c->seq_len) printf(" (-c: a context of %d)", req->context);
+    size_t weights = info_weight_bytes(m), kv = info_kv_cache_bytes(c, req->context);
+    printf("\n  memory        weights %zu bytes (%.2f MiB), kv cache %zu bytes (%.2f MiB) at %d "
+           "positions\n",
+           weights, weights / 1048576.0, kv, kv / 1048576.0, req->context);
+}
+
+static void print_json(const Model *m, const Tokenizer *t, const InfoRequest *req) {
+    const Config *c = &m->config;
+    const Matrix *mat[N_MATRICES];
+    matrices(m, mat);
+    printf("{\n  \"model\": ");
+    print_json_string(req->model_path);
+    printf(",\n  \"format\": ");
+    print_json_string(m->format);
+    printf(",\n  \"architecture\": \"llama\",\n");
+    printf("  \"dim\": %d, \"hidden_dim\": %d, \"n_layers\": %d, \"n_heads\": %d, "
+           "\"n_kv_heads\": %d, \"head_size\": %d, \"vocab_size\": %d, \"seq_len\": %d,\n",
+           c->dim, c->hidden_dim, c->n_layers, c->n_heads, c->n_kv_heads, c->dim / c->n_heads,
+           c->vocab_size, c->seq_len);
+    printf("  \"dtypes\": {");
+    for (int i = 0; i < N_MATRICES; i++)
+        printf("%s\"%s\": \"%s\"", i ? ", " : "", matrix_names[i], dtype_label(mat[i]->dtype));
+    printf(", \"norms\": \"f32\"},\n  \"group_size\": %d,\n", mat[0]->group_size);
+    printf("  \"shared_classifier\": %s,\n", c->shared_classifier ? "true" : "false");
+    printf("  \"norm\": \"%s\", \"norm_eps\": %g, \"norm_bias\": %s,\n", norm_name(c->trained_norm),
+           c->norm_eps, c->norm_bias ? "true" : "false");
+    printf("  \"rope_theta\": %g, \"rope_scaling\": null,\n", c->rope_theta);
+    printf("  \"tokenizer\": {\"path\": ");
+    print_json_string(req->tokenizer_path);
+    printf(", \"kind\": \"sentencepiece-bpe\", \"vocab_size\": %d, \"special\": {", t->vocab_size);
+    const int ids[3] = {TOKEN_UNK, TOKEN_BOS, TOKEN_EOS};
+    const char *names[3] = {"unk", "bos", "eos"};
+    for (int i = 0; i < 3; i++) {
+        printf("%s\"%s\": {\"id\": %d, \"piece\": ", i ? ", " : "", names[i], ids[i]);
+        print_json_string(tokenizer_piece(t, ids[i]));
+        printf("}");
+    }
+    printf("}},\n  \"context\": %d,\n  \"weight_bytes\": %zu,\n  \"kv_cache_bytes\": %zu\n}\n",
+           req->context, info_weight_bytes(m), info_kv_cache_bytes(c, req->context));
+}
+
+void print_info(const Model *m, const Tokenizer *t, const InfoRequest *req) {
+    if (req->json)
+        print_json(m, t, req);
+    else
+        print_text(m, t, req);
+}
