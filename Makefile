@@ -23,9 +23,13 @@ TOKENIZER_HEADERS = tokenizer.h tokenizer_pieces.h
 # byte-level BPE (GPT-2, Llama 3, Qwen, SmolLM vocabularies in GGUF), with the GGUF reader
 BPE_SRC = bpe.c bpe_load.c bpe_pretok.c
 BPE_HEADERS = bpe.h bpe_tables.h bpe_pretok.h
-LIB_SRC = model.c reference.c matmul.c attention.c load.c format.c state.c norm.c $(TOKENIZER_SRC) \
-          eval.c profile.c sampler.c threads.c gguf.c $(BPE_SRC)
-HEADERS = model.h reference.h matmul.h attention.h load.h format.h state.h norm.h simd.h \
+# the weight matrices: the dtype table, the panels and their products, which tools/stream and
+# build/dtypes build alone
+KERNEL_SRC = dtype.c panel.c matmul.c
+KERNEL_HEADERS = dtype.h panel.h matmul.h simd.h
+LIB_SRC = model.c reference.c $(KERNEL_SRC) attention.c load.c format.c state.c norm.c \
+          $(TOKENIZER_SRC) eval.c profile.c sampler.c threads.c gguf.c $(BPE_SRC)
+HEADERS = model.h reference.h $(KERNEL_HEADERS) attention.h load.h format.h state.h norm.h \
           $(TOKENIZER_HEADERS) eval.h profile.h sampler.h threads.h gguf.h $(BPE_HEADERS)
 # the program's own files, one a mode or concern of the command line (run.c holds main)
 RUN_SRC = run.c options.c io.c generate.c chat.c compare.c tokenize.c vocab.c info.c trace.c
@@ -67,8 +71,8 @@ $(FLAGS_STAMP): FORCE
 FORCE:
 run-portable run-sanitize build/tests build/tests-portable build/tests-sanitize \
 build/tokenize_corpus build/tokenize_corpus-sanitize build/bench_tokenizer build/bandwidth \
-build/flops build/stream build/bench_norm build/gguf_dump build/kernels-portable $(PORTABLE_OBJ): \
-	$(FLAGS_STAMP)
+build/flops build/stream build/bench_norm build/gguf_dump build/dtypes build/kernels-portable \
+$(PORTABLE_OBJ): $(FLAGS_STAMP)
 
 # ./run for a debugger: no optimization, debug info (gdb --args ./run ...); make or make run
 # builds it optimized again
@@ -110,7 +114,12 @@ build/gguf_dump: tests/gguf_dump.c tests/helpers.c tests/helpers.h gguf.c gguf.h
 	@mkdir -p build
 	$(CC) $(CFLAGS) -I. -o $@ tests/gguf_dump.c tests/helpers.c gguf.c -lcriterion
 
-test: deps-test run build/tests build/tokenize_corpus build/gguf_dump build/bpe_corpus llama-oracle
+# the dtype table as JSON lines, which the Python side of the file format is checked against
+build/dtypes: tests/dtypes.c $(KERNEL_SRC) $(KERNEL_HEADERS) | deps-build
+	@mkdir -p build
+	$(CC) $(CFLAGS) -I. -o $@ tests/dtypes.c $(KERNEL_SRC) $(LDLIBS)
+
+test: deps-test run build/tests build/tokenize_corpus build/gguf_dump build/dtypes build/bpe_corpus llama-oracle
 	$(FETCH_TEST_MODELS)
 	STB_INCLUDE="$(STB_INCLUDE)" $(PYTHON) tests/test_deps.py
 	NORMLLAMA_RUN=./run build/tests
@@ -307,24 +316,24 @@ sanitize: deps-test run-sanitize build/tests-sanitize build/tokenize_corpus-sani
 	NORMLLAMA_RUN=./run-sanitize TOKENIZE_CORPUS=build/tokenize_corpus-sanitize \
 		$(PYTHON) tests/tokenizer_parity.py
 
-build/bandwidth: tools/bandwidth.c simd.h | deps-build
+build/bandwidth: tools/bandwidth.c simd.h dtype.h | deps-build
 	@mkdir -p build
 	$(CC) $(CFLAGS) -I. -o $@ $< $(LDLIBS)
 
-build/flops: tools/flops.c simd.h | deps-build
+build/flops: tools/flops.c simd.h dtype.h | deps-build
 	@mkdir -p build
 	$(CC) $(CFLAGS) -I. -o $@ $< $(LDLIBS)
 
-build/stream: tools/stream.c matmul.c matmul.h norm.c norm.h simd.h | deps-build
+build/stream: tools/stream.c $(KERNEL_SRC) $(KERNEL_HEADERS) | deps-build
 	@mkdir -p build
-	$(CC) $(CFLAGS) -I. -o $@ tools/stream.c matmul.c norm.c $(LDLIBS)
+	$(CC) $(CFLAGS) -I. -o $@ tools/stream.c $(KERNEL_SRC) $(LDLIBS)
 
 # Speed is measured here, never asserted by tests. BENCH_QUICK=1 for a short run.
 bench: deps-bench run build/bandwidth build/flops
 	models/fetch.sh tokenizer.bin
 	PYTHON=$(PYTHON) tools/bench.sh
 
-build/bench_norm: tools/bench_norm.c norm.c norm.h simd.h | deps-build
+build/bench_norm: tools/bench_norm.c norm.c norm.h simd.h dtype.h | deps-build
 	@mkdir -p build
 	$(CC) $(CFLAGS) -I. -o $@ tools/bench_norm.c norm.c $(LDLIBS)
 
