@@ -7,6 +7,7 @@
 
 #include <math.h>
 #include <omp.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "norm.h"
@@ -524,6 +525,35 @@ void quantize_input_blocks(int8_t *xq, float *scales, int32_t *sums, const float
     }
     for (int j = n; j % 32 != 0; j++)
         xq[j] = 0; /* a short last group is read 8 columns at a time */
+}
+
+/* n rounded up to a multiple of 64: a cache line of bytes, or a row of int16 inputs' whole pairs
+ * of groups of 64 */
+static size_t round_up_64(size_t n) {
+    return (n + 63) / 64 * 64;
+}
+
+int quantized_inputs_alloc(QuantizedInputs *xq, int batch, int cols) {
+    size_t stride = round_up_64(cols), values = (size_t)batch * stride;
+    *xq = (QuantizedInputs){.stride = stride};
+    xq->values = aligned_alloc(64, round_up_64(values * sizeof(int16_t)));
+    xq->scales = aligned_alloc(64, round_up_64((size_t)batch * sizeof(float)));
+    if (!xq->values || !xq->scales) return -1;
+    char *q4 = (char *)xq->values; /* q4_0's int8 values, then its blocks' scales and sums */
+    xq->bytes = (int8_t *)q4;
+    xq->block_scales = (float *)(q4 + values);
+    xq->block_sums = (int32_t *)(q4 + values + values / 32 * sizeof(float));
+    return 0;
+}
+
+void quantized_inputs_free(QuantizedInputs *xq) {
+    free(xq->values);
+    free(xq->scales);
+    *xq = (QuantizedInputs){0};
+}
+
+size_t quantized_input_bytes(int cols) {
+    return round_up_64(cols) * sizeof(int16_t) + sizeof(float);
 }
 
 /* One tile of np panels times nb inputs in dtype d, all three constants once inlined. */

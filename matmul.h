@@ -14,6 +14,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The multiply-adds of a call below which the kernels (matmul, attention) open no parallel
+ * region: one costs more than it saves there (measured on stories260K: dim 64 matmuls run faster
+ * on one thread, and waiting threads stall on a busy machine). */
+#define PARALLEL_MIN_WORK (1 << 16)
+
 /* Element type of the weight matrices in a file (the header's dtype code); norms stay f32. */
 typedef enum {
     DTYPE_F32 = 0,  /* float32 */
@@ -91,6 +96,17 @@ typedef struct {
     int32_t *block_sums;
     size_t stride; /* at least the widest input rounded up to a multiple of 64 */
 } QuantizedInputs;
+
+/* Allocates xq for `batch` inputs of up to `cols` values (stride: cols rounded up to a multiple
+ * of 64), 64-byte aligned and left uninitialized: batch * stride int16 values and batch scales;
+ * q4_0's int8 values, block scales and sums take 1.25 of those values' 2 bytes each, in the same
+ * memory (every matmul quantizes its own input before reading it, so the two are never needed at
+ * once). Returns 0, or -1 when out of memory, what did fit left for quantized_inputs_free. */
+int quantized_inputs_alloc(QuantizedInputs *xq, int batch, int cols);
+void quantized_inputs_free(QuantizedInputs *xq);
+
+/* Bytes quantized_inputs_alloc takes per input of up to `cols` values. */
+size_t quantized_input_bytes(int cols);
 
 /* The products p[k] for k < n (at most 3) of one input batch x: (batch, cols), cols = p[0].w->cols
  * for all n, which share one dtype (wq, wk, wv; or w1, w3). For q8_0 and q4_0, x is quantized once

@@ -464,10 +464,8 @@ static inline float vec_sum(vecf v) {
 }
 
 /* For the kernels built on these (matmul.c, attention.c): a helper inlined into its caller
- * whatever the compiler's estimate, so that its shape arguments become constants there; a loop
- * unrolled whole; and the multiply-adds below which a parallel region costs more than it saves
- * (measured on stories260K: dim 64 matmuls run faster on one thread, and waiting threads stall on a
- * busy machine). */
+ * whatever the compiler's estimate, so that its shape arguments become constants there; and a loop
+ * unrolled whole. */
 #if defined(__GNUC__)
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 #define UNROLL        _Pragma("GCC unroll 8")
@@ -475,6 +473,5 @@ static inline float vec_sum(vecf v) {
 #define ALWAYS_INLINE inline
 #define UNROLL
 #endif
-#define PARALLEL_MIN_WORK (1 << 16)
 
 #endif

@@ -251,17 +251,13 @@ Test(kernels, q4_0_product_at_the_largest_codes_and_inputs) {
     for (int q = 0; q < m.n_panels; q++)
         matrix_pack_panel(&m, panels + q * m.panel_bytes, codes, scales, q);
     m.data = panels;
-    QuantizedInputs xq = {malloc(COLS * sizeof(int16_t)), malloc(sizeof(float)),       malloc(COLS),
-                          malloc(2 * sizeof(float)),      malloc(2 * sizeof(int32_t)), COLS};
+    QuantizedInputs xq;
+    cr_assert_eq(quantized_inputs_alloc(&xq, 1, COLS), 0);
     matmul(&(Product){out, &m}, 1, x, 1, 0, &xq);
     for (int i = 0; i < ROWS; i++)
         cr_assert_float_eq(out[i], 224.0f, 1e-4f, "row %d: %g", i, out[i]);
     free(panels);
-    free(xq.values);
-    free(xq.scales);
-    free(xq.bytes);
-    free(xq.block_scales);
-    free(xq.block_sums);
+    quantized_inputs_free(&xq);
 }
 
 Test(kernels, matmul_matches_matmul_ref) {
@@ -284,13 +280,8 @@ Test(kernels, matmul_matches_matmul_ref) {
                     out[n] = malloc((size_t)batch * p[n].m.rows * sizeof(float));
                     products[n] = (Product){out[n], &p[n].m};
                 }
-                size_t stride = ((size_t)cols + 63) / 64 * 64;
-                QuantizedInputs xq = {malloc(batch * stride * sizeof(int16_t)),
-                                      malloc(batch * sizeof(float)),
-                                      malloc(batch * stride),
-                                      malloc(batch * stride / 32 * sizeof(float)),
-                                      malloc(batch * stride / 32 * sizeof(int32_t)),
-                                      stride};
+                QuantizedInputs xq;
+                cr_assert_eq(quantized_inputs_alloc(&xq, batch, cols), 0);
                 matmul(products, 3, x, batch, layer, &xq);
                 if (KINDS[k].dtype == DTYPE_Q8_0 || KINDS[k].dtype == DTYPE_Q4_0)
                     as_quantized(KINDS[k].dtype, x, batch, cols);
@@ -304,11 +295,7 @@ Test(kernels, matmul_matches_matmul_ref) {
                     }
                 for (int n = 0; n < 3; n++) free(out[n]);
                 free(x);
-                free(xq.values);
-                free(xq.scales);
-                free(xq.bytes);
-                free(xq.block_scales);
-                free(xq.block_sums);
+                quantized_inputs_free(&xq);
             }
             for (int n = 0; n < 3; n++) packed_free(&p[n]);
         }
