@@ -17,7 +17,7 @@
  *   vec_store_upto(p, v, n)
  *   vec_load_bf16(p)               VEC_WIDTH bf16 values (uint16 bits) widened to floats
  *   vec_load_f16(p)                VEC_WIDTH IEEE fp16 values (uint16 bits) as floats, exactly:
- *                                  F16C's vcvtph2ps where the CPU has it, else norm.c's
+ *                                  F16C's vcvtph2ps where the CPU has it, else dtype.h's
  *                                  f16_to_f32 value by value (a NaN stays a NaN, its payload aside)
  *   vec_sum4(a, b, c, d, out)      out[i] = the sum of the i-th vector's lanes, each vector's
  *                                  lanes added in the same tree whichever argument it is
@@ -52,6 +52,8 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+
+#include "dtype.h" /* f16_to_f32 and bf16_to_f32, where no instruction converts */
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
 #include <immintrin.h>
@@ -224,7 +226,6 @@ static inline vecf vec_load_f16(const uint16_t *p) {
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
 }
 #else
-float f16_to_f32(uint16_t h); /* norm.c */
 static inline vecf vec_load_f16(const uint16_t *p) {
     float f[VEC_WIDTH];
     for (int i = 0; i < VEC_WIDTH; i++) f[i] = f16_to_f32(p[i]);
@@ -324,12 +325,8 @@ static inline void vec_store(float *p, vecf v) {
     *p = v;
 }
 static inline vecf vec_load_bf16(const uint16_t *p) {
-    uint32_t bits = (uint32_t)*p << 16;
-    float f;
-    memcpy(&f, &bits, sizeof(f));
-    return f;
+    return bf16_to_f32(*p);
 }
-float f16_to_f32(uint16_t h); /* norm.c */
 static inline vecf vec_load_f16(const uint16_t *p) {
     return f16_to_f32(*p);
 }
