@@ -23,7 +23,8 @@
 #define TOKENIZER "models/tok512.bin"
 
 /* xorshift64*: the same numbers on every machine, one stream per test */
-static uint64_t rng = 88172645463325252ull;
+#define RNG_SEED 88172645463325252ull
+static uint64_t rng = RNG_SEED;
 static float uniform(float lo, float hi) {
     rng ^= rng >> 12, rng ^= rng << 25, rng ^= rng >> 27;
     uint32_t bits = (uint32_t)((rng * 2685821657736338717ull) >> 40); /* 24 bits */
@@ -535,19 +536,19 @@ Test(kernels, rope_matches_rope_ref) {
     unlink(path);
 }
 
-/* How far the fast forward pass's logits may be from reference_forward's on a random model of
+/* How far the fast forward pass's logits may be from reference_forward's on the random model of
  * kind k. f32, bf16 and f16 differ by rounding alone; q8_0's fast path also rounds its inputs to
  * int16 (about 4.5 digits), q4_0's to int8 in blocks of 32, steps up to 258 times as coarse.
- * Measured (AVX-512 / AVX2 / portable build): f32 1.4e-6 / 1.0e-6 / 1.1e-6, bf16 2.1e-6 /
- * 1.9e-6 / 2.1e-6, f16 1.4e-6 / 1.6e-6 / 1.8e-6; q8_0 6.3e-4 / 6.3e-4 / 6.2e-4 (groups of 32),
- * 2.4e-4 / 2.4e-4 / 2.9e-4 (64); q4_0 0.0783 in all three (its inputs' rounding, the same bits in
+ * Measured (AVX-512 / AVX2 / portable build): f32 1.4e-6 / 1.0e-6 / 1.1e-6, bf16 1.2e-6 /
+ * 1.4e-6 / 1.2e-6, f16 2.6e-6 / 2.5e-6 / 2.0e-6; q8_0 2.8e-4 / 3.1e-4 / 3.8e-4 (groups of 32),
+ * 3.5e-4 / 4.6e-4 / 4.1e-4 (64); q4_0 0.0607 in all three (its inputs' rounding, the same bits in
  * every build). Each bound is the largest measurement with a margin of 1.6x to 1.9x for the sums'
  * order (which moved stories260K's gap 2.1x between two builds, above), and 1.3x for q4_0. */
 static double forward_tolerance(const Kind *k) {
-    if (k->dtype == DTYPE_F32 || k->dtype == DTYPE_BF16 || k->dtype == DTYPE_F16) return 4e-6;
-    if (k->dtype == DTYPE_Q8_0 && k->group_size == 32) return 1e-3;
-    if (k->dtype == DTYPE_Q8_0 && k->group_size == 64) return 5e-4;
-    if (k->dtype == DTYPE_Q4_0) return 0.1;
+    if (k->dtype == DTYPE_F32 || k->dtype == DTYPE_BF16 || k->dtype == DTYPE_F16) return 5e-6;
+    if (k->dtype == DTYPE_Q8_0 && k->group_size == 32) return 6e-4;
+    if (k->dtype == DTYPE_Q8_0 && k->group_size == 64) return 8e-4;
+    if (k->dtype == DTYPE_Q4_0) return 0.08;
     cr_assert_fail("no measured tolerance for %s", k->name);
     return 0.0;
 }
@@ -557,6 +558,7 @@ Test(forward, fast_matches_reference_on_random_models_of_each_dtype, .init = lis
     const int tokens[16] = {1, 5, 36, 2, 17, 17, 0, 30, 8, 9, 21, 33, 4, 4, 12, 26};
     for (int k = 0; k < n_kinds; k++) {
         char path[64];
+        rng = RNG_SEED; /* each kind's model its own, whatever kinds come before it */
         write_random_model(path, kinds[k].dtype, kinds[k].group_size);
         for (int prefill = 0; prefill < 2; prefill++) {
             double gap = forward_gap(path, NULL, tokens, 16, prefill);
