@@ -18,9 +18,13 @@ SANITIZE = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-re
 # the tokenizer alone, which the tokenizer's tools and fuzzer build without the model
 TOKENIZER_SRC = tokenizer.c tokenizer_load.c
 TOKENIZER_HEADERS = tokenizer.h tokenizer_pieces.h
-LIB_SRC = model.c reference.c matmul.c attention.c load.c format.c state.c norm.c $(TOKENIZER_SRC) \
-          eval.c profile.c sampler.c threads.c gguf.c
-HEADERS = model.h reference.h matmul.h attention.h load.h format.h state.h norm.h simd.h \
+# the weight matrices: the dtype table, the panels and their products, which tools/stream and
+# build/dtypes build alone
+KERNEL_SRC = dtype.c panel.c matmul.c
+KERNEL_HEADERS = dtype.h panel.h matmul.h simd.h
+LIB_SRC = model.c reference.c $(KERNEL_SRC) attention.c load.c format.c state.c norm.c \
+          $(TOKENIZER_SRC) eval.c profile.c sampler.c threads.c gguf.c
+HEADERS = model.h reference.h $(KERNEL_HEADERS) attention.h load.h format.h state.h norm.h \
           $(TOKENIZER_HEADERS) eval.h profile.h sampler.h threads.h gguf.h
 # the program's own files, one a mode or concern of the command line (run.c holds main)
 RUN_SRC = run.c options.c io.c generate.c chat.c compare.c tokenize.c
@@ -80,7 +84,12 @@ build/gguf_dump: tests/gguf_dump.c tests/helpers.c tests/helpers.h gguf.c gguf.h
 	@mkdir -p build
 	$(CC) $(CFLAGS) -I. -o $@ tests/gguf_dump.c tests/helpers.c gguf.c -lcriterion
 
-test: deps-test run build/tests build/tokenize_corpus build/gguf_dump llama-oracle
+# the dtype table as JSON lines, which the Python side of the file format is checked against
+build/dtypes: tests/dtypes.c $(KERNEL_SRC) $(KERNEL_HEADERS) | deps-build
+	@mkdir -p build
+	$(CC) $(CFLAGS) -I. -o $@ tests/dtypes.c $(KERNEL_SRC) $(LDLIBS)
+
+test: deps-test run build/tests build/tokenize_corpus build/gguf_dump build/dtypes llama-oracle
 	$(FETCH_TEST_MODELS)
 	NORMLLAMA_RUN=./run build/tests
 	NORMLLAMA_RUN=./run $(PYTHON) tests/test_export.py
@@ -227,24 +236,24 @@ sanitize: deps-test run-sanitize build/tests-sanitize build/tokenize_corpus-sani
 	NORMLLAMA_RUN=./run-sanitize TOKENIZE_CORPUS=build/tokenize_corpus-sanitize \
 		$(PYTHON) tests/tokenizer_parity.py
 
-build/bandwidth: tools/bandwidth.c simd.h | deps-build
+build/bandwidth: tools/bandwidth.c simd.h dtype.h | deps-build
 	@mkdir -p build
 	$(CC) $(CFLAGS) -I. -o $@ $< $(LDLIBS)
 
-build/flops: tools/flops.c simd.h | deps-build
+build/flops: tools/flops.c simd.h dtype.h | deps-build
 	@mkdir -p build
 	$(CC) $(CFLAGS) -I. -o $@ $< $(LDLIBS)
 
-build/stream: tools/stream.c matmul.c matmul.h norm.c norm.h simd.h | deps-build
+build/stream: tools/stream.c $(KERNEL_SRC) $(KERNEL_HEADERS) | deps-build
 	@mkdir -p build
-	$(CC) $(CFLAGS) -I. -o $@ tools/stream.c matmul.c norm.c $(LDLIBS)
+	$(CC) $(CFLAGS) -I. -o $@ tools/stream.c $(KERNEL_SRC) $(LDLIBS)
 
 # Speed is measured here, never asserted by tests. BENCH_QUICK=1 for a short run.
 bench: deps-train run build/bandwidth build/flops
 	models/fetch.sh tokenizer.bin
 	PYTHON=$(PYTHON) tools/bench.sh
 
-build/bench_norm: tools/bench_norm.c norm.c norm.h simd.h | deps-build
+build/bench_norm: tools/bench_norm.c norm.c norm.h simd.h dtype.h | deps-build
 	@mkdir -p build
 	$(CC) $(CFLAGS) -I. -o $@ tools/bench_norm.c norm.c $(LDLIBS)
 

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stddef.h>
 
+#include "matmul.h" /* PARALLEL_MIN_WORK */
 #include "simd.h"
 
 /* The largest of x[0..n-1] (n >= 1): whole vectors by lanes, then the lanes and the rest. A NaN

@@ -23,8 +23,8 @@ typedef struct {
  * 0..pos0 + b, whose keys and values must be in the cache:
  *   out_h = sum_t softmax_t(q_h . k_t / sqrt(head_size)) v_t
  * into row b of out (same shape as q). Heads in parallel, one parallel region for the whole batch
- * (none below PARALLEL_MIN_WORK multiply-adds). Each output is the same bits whatever the batch.
- * Requires pos0 + batch <= seq_len (unchecked). */
+ * (none below matmul.h's PARALLEL_MIN_WORK multiply-adds). Each output is the same bits whatever
+ * the batch. Requires pos0 + batch <= seq_len (unchecked). */
 void attention(const LayerCache *lc, const float *q, float *out, int pos0, int batch);
 
 /* The same for one query row q at position pos, in plain C: each score a float sum over the head

@@ -19,19 +19,6 @@
 /* normllama: offset of the uint32 group_size of q8_0 weights (0 for other dtypes), the header's
  * last field; the reserved zero bytes follow */
 #define NLLM_GROUP_SIZE_OFF 64
-static const char *const dtype_names[] = {"f32", "bf16", "q8_0", "f16", "q4_0"};
-
-size_t row_bytes(DType dtype, int cols) {
-    if (dtype == DTYPE_F32) return (size_t)cols * sizeof(float);
-    if (dtype == DTYPE_Q8_0) return (size_t)cols;
-    if (dtype == DTYPE_Q4_0) return ((size_t)cols + 1) / 2;
-    return (size_t)cols * sizeof(uint16_t);
-}
-
-/* The q8_0 group sizes the kernels are built for (tile). */
-static int q8_group_size_ok(uint64_t group_size) {
-    return group_size == 32 || group_size == 64;
-}
 
 /* Trained-norm codes of the normllama header, in norm.c's naming. */
 static const char *const norm_codes[] = {"rmsnorm", "layernorm"};
@@ -105,34 +92,35 @@ uint64_t ak42_piece_bytes(uint64_t n, uint64_t group_size) {
     return n + n / group_size * sizeof(float);
 }
 
+/* The dtype a matrix stored as `kind` is held in: the weight dtype whose kind it is (dtype.h),
+ * q8_0 for llama2.c version 2's groups within rows, and f32 for any other float32 data. */
+static DType dtype_of_kind(TensorKind kind) {
+    for (int d = 0; d < N_DTYPES; d++)
+        if (DTYPES[d].kind == kind) return (DType)d;
+    return kind == TENSOR_AK42_Q8 ? DTYPE_Q8_0 : DTYPE_F32;
+}
+
 /* A stack of `layers` matrices (rows, cols), as add_matrix takes it. */
 typedef struct {
     uint64_t layers;
     int rows, cols;
 } Stack;
 
-/* A stacked matrix stored as `kind`; q8_0 (TENSOR_I8) values and q4_0 (TENSOR_Q4) codes are
- * followed by their scales tensor (layers * rows, ceil(cols / group_size)), group_size the
- * layout's. Sets m's shape and dtype (q8_0 for TENSOR_AK42_Q8 too, f32 for TENSOR_AK42_F32) and
- * adds it to the sources to pack. */
+/* A stacked matrix stored as `kind`; a grouped dtype's values (q8_0's TENSOR_I8, q4_0's
+ * TENSOR_Q4) are followed by their scales tensor (layers * rows, ceil(cols / group_size)),
+ * group_size the layout's. Sets m's shape and dtype (dtype_of_kind) and adds it to the sources to
+ * pack. */
 static void add_matrix(Layout *l, const char *name, Matrix *m, Stack s, TensorKind kind) {
-    int q8 = kind == TENSOR_I8 || kind == TENSOR_AK42_Q8;
     int group_size = (int)l->group_size;
-    matrix_init(m,
-                kind == TENSOR_BF16  ? DTYPE_BF16
-                : kind == TENSOR_F16 ? DTYPE_F16
-                : kind == TENSOR_Q4  ? DTYPE_Q4_0
-                : q8                 ? DTYPE_Q8_0
-                                     : DTYPE_F32,
-                s.rows, s.cols, group_size);
+    matrix_init(m, dtype_of_kind(kind), s.rows, s.cols, group_size);
     uint64_t layers = s.layers, rows = s.rows, per_layer = rows * s.cols;
-    int grouped = q8 || kind == TENSOR_Q4;
+    int grouped = dtype_grouped(m->dtype);
     uint64_t n_groups = grouped ? ((uint64_t)s.cols + group_size - 1) / group_size : 0;
     Source *src = &l->sources[l->n_sources++];
     *src = (Source){.matrix = m,
                     .values = NULL, /* set by layout_place */
                     .scales = NULL,
-                    .value_stride = rows * row_bytes(m->dtype, s.cols),
+                    .value_stride = rows * dtype_row_bytes(m->dtype, s.cols),
                     .scale_stride = rows * n_groups * sizeof(float),
                     .layers = (int)layers,
                     .in_map = kind != TENSOR_AK42_F32,
@@ -147,7 +135,7 @@ static void add_matrix(Layout *l, const char *name, Matrix *m, Stack s, TensorKi
                                       .numel = layers * per_layer,
                                       .kind = kind,
                                       .parts = layers};
-    if (kind == TENSOR_I8 || kind == TENSOR_Q4) /* the scales, a tensor of their own */
+    if (grouped && kind != TENSOR_AK42_Q8) /* the scales, a tensor of their own */
         l->tensors[l->n++] = (TensorSpec){.name = name,
                                           .vec = &src->scales,
                                           .numel = layers * rows * n_groups,
@@ -160,20 +148,10 @@ uint64_t align_up(uint64_t off, uint64_t align) {
 }
 
 uint64_t tensor_bytes(const TensorSpec *t, uint64_t group_size) {
-    switch (t->kind) {
-    case TENSOR_BF16:
-    case TENSOR_F16:
-        return t->numel * sizeof(uint16_t);
-    case TENSOR_I8:
-        return t->numel;
-    case TENSOR_Q4: /* every q4_0 row is even (read_normllama checks hidden_dim; dim is) */
-        return t->numel / 2;
-    case TENSOR_AK42_Q8:
-    case TENSOR_AK42_F32:
-        return ak42_piece_bytes(t->numel, group_size);
-    default:
-        return t->numel * sizeof(float);
-    }
+    if (is_ak42(t->kind)) return ak42_piece_bytes(t->numel, group_size);
+    /* whole blocks: a q4_0 matrix's rows are even (read_normllama checks hidden_dim; dim is) */
+    const DTypeInfo *d = &DTYPES[dtype_of_kind(t->kind)];
+    return t->numel / d->block_size * d->block_bytes;
 }
 
 /* The file size a layout implies: the end of its last tensor. Header fields up to MAX_SIZE make
@@ -231,8 +209,8 @@ static void legacy_layout(Layout *l, Weights *w, const Config *c) {
  * being exactly q8_0's row groups; otherwise groups straddle rows (stories260K's w2: rows of 172
  * values, groups of 64), which q8_0 cannot express, and it is dequantized to f32. */
 static TensorKind ak42_kind(int cols, uint64_t group_size) {
-    return q8_group_size_ok(group_size) && cols % group_size == 0 ? TENSOR_AK42_Q8
-                                                                  : TENSOR_AK42_F32;
+    return dtype_group_size_ok(DTYPE_Q8_0, group_size) && cols % group_size == 0 ? TENSOR_AK42_Q8
+                                                                                 : TENSOR_AK42_F32;
 }
 
 /* llama2.c version 1 (fp32) and 2 (int8 groups, norms kept fp32): norms first, then embedding,
@@ -314,6 +292,29 @@ static void read_sizes(Config *c, const char *p) {
     c->norm_eps = 1e-5f;
     c->rope_theta = 10000.0f;
     c->trained_norm = rmsnorm;
+}
+
+/* The header's dtype codes and names, "0 f32, 1 bf16, ...", into out[len], for the message on an
+ * unknown one. */
+static void list_dtypes(char *out, size_t len) {
+    size_t at = 0;
+    for (int d = 0; d < N_DTYPES && at < len; d++)
+        at += snprintf(out + at, len - at, "%s%d %s", d ? ", " : "", d, DTYPES[d].name);
+}
+
+/* A grouped dtype's group sizes, "32 or 64", into out[len]. */
+static void list_group_sizes(const DTypeInfo *d, char *out, size_t len) {
+    size_t at = 0;
+    for (int i = 0; i < MAX_GROUP_SIZES && d->group_sizes[i] != 0 && at < len; i++)
+        at += snprintf(out + at, len - at, "%s%d", i ? " or " : "", d->group_sizes[i]);
+}
+
+/* "normllama v1 <dtype>", the format's name with a file of that dtype. */
+static const char *normllama_format(DType dtype) {
+    static char names[N_DTYPES][32];
+    if (names[dtype][0] == '\0')
+        snprintf(names[dtype], sizeof(names[dtype]), "normllama v1 %s", DTYPES[dtype].name);
+    return names[dtype];
 }
 
 /* Checks that a header flag is 0 or 1. */
@@ -405,23 +406,23 @@ static int read_normllama(Model *m, const char *map, Layout *l, char *err, size_
     if (check_flag("shared_classifier", shared, err, errlen) != 0) return -1;
     c->norm_bias = bias;
     c->shared_classifier = shared;
-    if (dtype >= sizeof(dtype_names) / sizeof(dtype_names[0])) {
-        snprintf(err, errlen, "unknown weight dtype %u (0 f32, 1 bf16, 2 q8_0, 3 f16, 4 q4_0)",
-                 dtype);
+    if (dtype >= N_DTYPES) {
+        char codes[128];
+        list_dtypes(codes, sizeof(codes));
+        snprintf(err, errlen, "unknown weight dtype %u (%s)", dtype, codes);
         return -1;
     }
+    const DTypeInfo *d = &DTYPES[dtype];
     uint32_t group_size = read_u32(map + NLLM_GROUP_SIZE_OFF);
-    if (dtype == DTYPE_Q8_0 && !q8_group_size_ok(group_size)) {
-        snprintf(err, errlen, "q8_0 group_size is %u, not 32 or 64", group_size);
-        return -1;
-    }
-    if (dtype == DTYPE_Q4_0 && group_size != 32) {
-        snprintf(err, errlen, "q4_0 group_size is %u, not 32", group_size);
-        return -1;
-    }
-    if (dtype != DTYPE_Q8_0 && dtype != DTYPE_Q4_0 && group_size != 0) {
-        snprintf(err, errlen, "group_size is %u but %s weights have no groups (must be 0)",
-                 group_size, dtype_names[dtype]);
+    if (!dtype_group_size_ok(dtype, group_size)) {
+        if (dtype_grouped(dtype)) {
+            char sizes[64];
+            list_group_sizes(d, sizes, sizeof(sizes));
+            snprintf(err, errlen, "%s group_size is %u, not %s", d->name, group_size, sizes);
+        } else {
+            snprintf(err, errlen, "group_size is %u but %s weights have no groups (must be 0)",
+                     group_size, d->name);
+        }
         return -1;
     }
     if (align < 4 || align > 4096 || (align & (align - 1)) != 0) {
@@ -435,17 +436,15 @@ static int read_normllama(Model *m, const char *map, Layout *l, char *err, size_
         }
     }
     if (check_config(c, err, errlen) != 0) return -1;
-    if (dtype == DTYPE_Q4_0 && c->hidden_dim % 2 != 0) {
-        snprintf(err, errlen, "hidden_dim %d is odd; q4_0 packs two codes a byte along w2's rows",
-                 c->hidden_dim);
+    /* a row of the file holds whole blocks, w2's hidden_dim values too (dim is even: head_size
+     * is); q4_0's blocks of two codes a byte are the only ones longer than a value so far */
+    if (c->hidden_dim % d->block_size != 0) {
+        snprintf(err, errlen, "hidden_dim %d is odd; %s packs two codes a byte along w2's rows",
+                 c->hidden_dim, d->name);
         return -1;
     }
-    const TensorKind kinds[] = {TENSOR_F32, TENSOR_BF16, TENSOR_I8, TENSOR_F16, TENSOR_Q4};
-    normllama_layout(l, &m->weights, c, align, kinds[dtype], (int)group_size);
-    static const char *const formats[] = {"normllama v1 f32", "normllama v1 bf16",
-                                          "normllama v1 q8_0", "normllama v1 f16",
-                                          "normllama v1 q4_0"};
-    m->format = formats[dtype];
+    normllama_layout(l, &m->weights, c, align, d->kind, (int)group_size);
+    m->format = normllama_format(dtype);
     return 0;
 }
 

@@ -11,18 +11,7 @@
 
 #include "model.h"
 
-/* One tensor of a file layout, in file order, and how it is stored. */
-typedef enum {
-    TENSOR_F32,
-    TENSOR_NORM, /* a norm's weight or bias: f32, copied out of the map at load */
-    TENSOR_BF16,
-    TENSOR_F16,
-    TENSOR_I8,       /* q8_0 values; their scales follow as a TENSOR_F32 */
-    TENSOR_Q4,       /* q4_0 codes, two a byte; their scales follow as a TENSOR_F32 */
-    TENSOR_AK42_Q8,  /* llama2.c version 2, groups within rows: read in place as q8_0 */
-    TENSOR_AK42_F32, /* llama2.c version 2, groups across rows: dequantized at load */
-    TENSOR_SKIP,     /* float32 data run does not use */
-} TensorKind;
+/* One tensor of a file layout, in file order, and how it is stored (TensorKind: dtype.h). */
 typedef struct {
     const char *name;
     const float **vec; /* where a vector or scales pointer goes, or NULL */
@@ -81,10 +70,6 @@ uint64_t layout_norm_floats(const Layout *l);
 
 /* Bytes of a llama2.c version 2 piece of n values: the int8 values, then their scales. */
 uint64_t ak42_piece_bytes(uint64_t n, uint64_t group_size);
-
-/* Bytes of a row of cols values of a row-major matrix of this dtype (q8_0: the int8 values;
- * q4_0: the codes two a byte, cols rounded up to even; the scales apart). */
-size_t row_bytes(DType dtype, int cols);
 
 /* off rounded up to a multiple of align. */
 uint64_t align_up(uint64_t off, uint64_t align);

@@ -1,6 +1,6 @@
 /* Loading a checkpoint (load.h): the memory map and the return of its pages, the tensors read
  * out of it by the layout (format.c tells the layout from the header), llama2.c version 2's
- * dequantization, and the packing of every matrix into panels (matmul.h's layout) in 2 MiB pages.
+ * dequantization, and the packing of every matrix into panels (panel.h's layout) in 2 MiB pages.
  * The run state's memory is state.c's; what the weights compute is model.c's.
  */
 #define _DEFAULT_SOURCE /* MADV_DONTNEED, MADV_HUGEPAGE */
@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "format.h"
-#include "matmul.h"
+#include "panel.h"
 #include "state.h"
 
 /* ----------------------------------------------------------------------------
@@ -93,7 +93,7 @@ static void layout_place(const Layout *l, const char *map, char *owned, float *n
 }
 
 /* ----------------------------------------------------------------------------
- * Packing: the file's row-major matrices into panels (matmul.h, Matrix) */
+ * Packing: the file's row-major matrices into panels (panel.h, Matrix) */
 
 #define HUGE_PAGE (2u << 20)
 
@@ -163,7 +163,7 @@ static void pack_panel(const Source *src, char *dst, int q) {
 static void pack_matrix(const Source *src, char *dst) {
     Matrix *m = src->matrix;
     m->data = dst;
-    int grouped = m->dtype == DTYPE_Q8_0 || m->dtype == DTYPE_Q4_0;
+    int grouped = dtype_grouped(m->dtype);
     int n_groups = grouped ? (m->cols + m->group_size - 1) / m->group_size : 0;
     Release values = {src->values, src->in_map}, scales = {(const char *)src->scales, src->in_map};
     int n_panels = src->layers * m->n_panels;
@@ -175,7 +175,7 @@ static void pack_matrix(const Source *src, char *dst) {
         for (int q = q0; q < q1; q++) pack_panel(src, dst + (size_t)q * m->panel_bytes, q);
         int layer = (q1 - 1) / m->n_panels;
         size_t end = panel_end_row(m, q1 - 1);
-        release_pages(&values, layer_values(src, layer) + end * row_bytes(m->dtype, m->cols));
+        release_pages(&values, layer_values(src, layer) + end * dtype_row_bytes(m->dtype, m->cols));
         /* pieces: the values' release takes each layer's scales along once the next layer's
          * values pass them; a release of the scales would give back rows of values not packed
          * yet, whose refaults map their neighbours back for good (1.6 MiB at 110M) */

@@ -1,225 +1,15 @@
-/* Weight matrices in panels and their products (matmul.h): the panel layout's arithmetic and
- * packing, the plain accessor and products, and the fast path (SIMD tiles, threads, int16 inputs
- * for q8_0 and int8 for q4_0) behind the one entry matmul. Placing the panels in memory is
- * load.c's.
+/* The products over panels (matmul.h), top down from matmul: the inputs quantized, the thread
+ * split, each dtype's tiles and their shapes, the SIMD tiles (f32, bf16 and f16 as floats; q8_0
+ * and q4_0 by integer sums) and the input quantizers; then the plain product, matmul_ref. The
+ * panel layout and its packing are panel.c's.
  */
 #include "matmul.h"
 
 #include <math.h>
 #include <omp.h>
-#include <string.h>
+#include <stdlib.h>
 
-#include "norm.h"
 #include "simd.h"
-
-enum { PANEL_ROWS = VEC_WIDTH }; /* one vector of a column: a panel's rows */
-
-/* ----------------------------------------------------------------------------
- * The panel layout (matmul.h, Matrix) */
-
-/* Whether a dtype's values come in groups with a scale each: q8_0 and q4_0. */
-static int is_grouped(DType dtype) {
-    return dtype == DTYPE_Q8_0 || dtype == DTYPE_Q4_0;
-}
-
-/* Columns a q8_0 or q4_0 group starting at column `start` takes in a panel: its length, rounded
- * up to whole pairs (q8_0) or blocks of 8 (q4_0). */
-static int group_columns(DType dtype, int cols, int group_size, int start) {
-    int len = cols - start < group_size ? cols - start : group_size;
-    int unit = dtype == DTYPE_Q4_0 ? 8 : 2;
-    return (len + unit - 1) / unit * unit;
-}
-
-/* Bytes of a q8_0 or q4_0 group of `columns` (a whole number of its units) columns in a panel:
- * its scales, then its values (a byte each, or two a byte). */
-static size_t group_bytes(DType dtype, int columns) {
-    return PANEL_ROWS * (sizeof(float) + (dtype == DTYPE_Q4_0 ? columns / 2 : columns));
-}
-
-/* bf16 and f16: 16 bits a value, in the f32 layout */
-static int is_half(DType dtype) {
-    return dtype == DTYPE_BF16 || dtype == DTYPE_F16;
-}
-
-static size_t panel_bytes(DType dtype, int cols, int group_size) {
-    if (dtype == DTYPE_F32) return (size_t)cols * PANEL_ROWS * sizeof(float);
-    if (is_half(dtype)) return (size_t)cols * PANEL_ROWS * sizeof(uint16_t);
-    size_t bytes = 0;
-    for (int start = 0; start < cols; start += group_size)
-        bytes += group_bytes(dtype, group_columns(dtype, cols, group_size, start));
-    return bytes;
-}
-
-void matrix_init(Matrix *m, DType dtype, int rows, int cols, int group_size) {
-    *m = (Matrix){.dtype = dtype,
-                  .rows = rows,
-                  .cols = cols,
-                  .group_size = dtype == DTYPE_Q4_0   ? 32
-                                : dtype == DTYPE_Q8_0 ? group_size
-                                                      : 0,
-                  .panel_rows = PANEL_ROWS,
-                  .n_panels = (rows + PANEL_ROWS - 1) / PANEL_ROWS};
-    m->panel_bytes = panel_bytes(dtype, cols, m->group_size);
-}
-
-/* A panel: rows first .. first + n_rows - 1 of one layer's row-major matrix at `values`, f32,
- * bf16 or f16 (element_size 4 or 2, a constant once inlined), column by column; rows past n_rows
- * are zero. */
-static ALWAYS_INLINE void pack_float_panel(char *dst, const char *values, size_t first, int n_rows,
-                                           int cols, size_t element_size) {
-    if (n_rows < PANEL_ROWS) memset(dst, 0, (size_t)cols * PANEL_ROWS * element_size);
-    for (int r = 0; r < n_rows; r++) {
-        const char *row = values + (first + r) * cols * element_size;
-        for (int j = 0; j < cols; j++)
-            memcpy(dst + ((size_t)j * PANEL_ROWS + r) * element_size, row + j * element_size,
-                   element_size);
-    }
-}
-
-/* The same for q8_0 (rows first .. first + n_rows - 1 of m): per group, the rows' scales, then
- * their int8 values in column pairs. */
-static void pack_q8_panel(char *dst, const Matrix *m, const int8_t *values, const float *scales,
-                          size_t first, int n_rows) {
-    int cols = m->cols, group_size = m->group_size;
-    int n_groups = (cols + group_size - 1) / group_size;
-    for (int start = 0; start < cols; start += group_size) {
-        int columns = group_columns(DTYPE_Q8_0, cols, group_size, start);
-        float *group_scales = (float *)dst;
-        int8_t *q = (int8_t *)(dst + PANEL_ROWS * sizeof(float));
-        memset(dst, 0, group_bytes(DTYPE_Q8_0, columns));
-        for (int r = 0; r < n_rows; r++) {
-            group_scales[r] = scales[(first + r) * n_groups + start / group_size];
-            const int8_t *row = values + (first + r) * cols;
-            for (int i = 0; i < columns && start + i < cols; i++)
-                q[(i / 2) * 2 * PANEL_ROWS + r * 2 + i % 2] = row[start + i];
-        }
-        dst += group_bytes(DTYPE_Q8_0, columns);
-    }
-}
-
-/* Byte offset and shift of code (lane, i) in a q4_0 group's codes: columns i - i % 8 .. + 7 take
- * 4 * PANEL_ROWS bytes, byte lane * 4 + i % 4 holding column i % 8 < 4 in its low nibble and
- * i % 8 >= 4 in its high one. */
-static size_t q4_byte(int lane, int i) {
-    return (size_t)(i / 8) * 4 * PANEL_ROWS + lane * 4 + i % 4;
-}
-static int q4_shift(int i) {
-    return i % 8 >= 4 ? 4 : 0;
-}
-
-/* The value (code - 8, in -8..7) of code (lane, i) of a q4_0 group's codes. */
-static int q4_value(const uint8_t *codes, int lane, int i) {
-    return (codes[q4_byte(lane, i)] >> q4_shift(i) & 0xf) - 8;
-}
-
-/* Code j of a row of q4_0 codes packed two a byte (value j in byte j / 2, even j low). */
-static int row_code(const uint8_t *row, int j) {
-    return (row[j / 2] >> (j % 2 * 4)) & 0xf;
-}
-
-/* The same for q4_0 (rows first .. first + n_rows - 1 of m, codes row-major two a byte): per
- * group, the rows' scales, then their codes in blocks of 8 columns; padding codes are 8 (value 0).
- */
-static void pack_q4_panel(char *dst, const Matrix *m, const uint8_t *codes, const float *scales,
-                          size_t first, int n_rows) {
-    int cols = m->cols, n_groups = (cols + 31) / 32;
-    size_t row_bytes = ((size_t)cols + 1) / 2;
-    for (int start = 0; start < cols; start += 32) {
-        int columns = group_columns(DTYPE_Q4_0, cols, 32, start);
-        float *group_scales = (float *)dst;
-        uint8_t *q = (uint8_t *)(dst + PANEL_ROWS * sizeof(float));
-        memset(dst, 0, PANEL_ROWS * sizeof(float));
-        memset(q, 0x88, (size_t)PANEL_ROWS * columns / 2);
-        for (int r = 0; r < n_rows; r++) {
-            group_scales[r] = scales[(first + r) * n_groups + start / 32];
-            const uint8_t *row = codes + (first + r) * row_bytes;
-            for (int i = 0; i < columns; i++) {
-                if (q4_shift(i)) continue; /* column i + 4 goes in with column i */
-                int low = start + i < cols ? row_code(row, start + i) : 8;
-                int high = start + i + 4 < cols ? row_code(row, start + i + 4) : 8;
-                q[q4_byte(r, i)] = (uint8_t)(low | high << 4);
-            }
-        }
-        dst += group_bytes(DTYPE_Q4_0, columns);
-    }
-}
-
-void matrix_pack_panel(const Matrix *m, char *dst, const void *values, const float *scales, int p) {
-    int row = p * PANEL_ROWS;
-    int n_rows = m->rows - row < PANEL_ROWS ? m->rows - row : PANEL_ROWS;
-    if (m->dtype == DTYPE_Q8_0)
-        pack_q8_panel(dst, m, values, scales, row, n_rows);
-    else if (m->dtype == DTYPE_Q4_0)
-        pack_q4_panel(dst, m, values, scales, row, n_rows);
-    else if (is_half(m->dtype))
-        pack_float_panel(dst, values, row, n_rows, m->cols, sizeof(uint16_t));
-    else
-        pack_float_panel(dst, values, row, n_rows, m->cols, sizeof(float));
-}
-
-/* ----------------------------------------------------------------------------
- * The plain path: one value at a time */
-
-float matrix_value(const Matrix *m, int layer, int row, int col) {
-    /* the row's panel; the row is lane `lane` of each of its columns */
-    const char *panel =
-        (const char *)m->data + ((size_t)layer * m->n_panels + row / PANEL_ROWS) * m->panel_bytes;
-    int lane = row % PANEL_ROWS;
-    if (m->dtype == DTYPE_F32) return ((const float *)panel)[(size_t)col * PANEL_ROWS + lane];
-    if (m->dtype == DTYPE_BF16)
-        return bf16_to_f32(((const uint16_t *)panel)[(size_t)col * PANEL_ROWS + lane]);
-    if (m->dtype == DTYPE_F16)
-        return f16_to_f32(((const uint16_t *)panel)[(size_t)col * PANEL_ROWS + lane]);
-    /* q8_0 and q4_0: every group before col's is whole (group_size columns, a whole number of
-     * pairs or blocks of 8), so col's group starts at a multiple of one group's bytes; there, the
-     * scales, then the value pairs or code blocks */
-    int g = col / m->group_size, i = col % m->group_size;
-    const char *group = panel + (size_t)g * group_bytes(m->dtype, m->group_size);
-    float scale = ((const float *)group)[lane];
-    const char *q = group + PANEL_ROWS * sizeof(float);
-    if (m->dtype == DTYPE_Q4_0) return q4_value((const uint8_t *)q, lane, i) * scale;
-    return ((const int8_t *)q)[(i / 2) * 2 * PANEL_ROWS + lane * 2 + i % 2] * scale;
-}
-
-void embedding_ref(const Matrix *w, int token, float *out) {
-    for (int j = 0; j < w->cols; j++) out[j] = matrix_value(w, 0, token, j);
-}
-
-void matmul_ref(float *out, const Matrix *w, int layer, const float *x) {
-    for (int i = 0; i < w->rows; i++) {
-        float sum = 0.0f;
-        for (int j = 0; j < w->cols; j++) sum += matrix_value(w, layer, i, j) * x[j];
-        out[i] = sum;
-    }
-}
-
-/* ----------------------------------------------------------------------------
- * The fast path */
-
-void embedding(const Matrix *w, int token, float *out) {
-    const char *panel = (const char *)w->data + (size_t)(token / PANEL_ROWS) * w->panel_bytes;
-    int lane = token % PANEL_ROWS, n = w->cols;
-    if (is_grouped(w->dtype)) {
-        for (int start = 0; start < n; start += w->group_size) {
-            int columns = group_columns(w->dtype, n, w->group_size, start);
-            float scale = ((const float *)panel)[lane];
-            const char *q = panel + PANEL_ROWS * sizeof(float);
-            for (int i = 0; i < columns && start + i < n; i++)
-                out[start + i] =
-                    (w->dtype == DTYPE_Q4_0
-                         ? q4_value((const uint8_t *)q, lane, i)
-                         : ((const int8_t *)q)[(i / 2) * 2 * PANEL_ROWS + lane * 2 + i % 2]) *
-                    scale;
-            panel += group_bytes(w->dtype, columns);
-        }
-    } else if (is_half(w->dtype)) {
-        const uint16_t *h = (const uint16_t *)panel + lane;
-        float (*to_f32)(uint16_t) = w->dtype == DTYPE_BF16 ? bf16_to_f32 : f16_to_f32;
-        for (int j = 0; j < n; j++) out[j] = to_f32(h[(size_t)j * PANEL_ROWS]);
-    } else {
-        for (int j = 0; j < n; j++) out[j] = ((const float *)panel)[(size_t)j * PANEL_ROWS + lane];
-    }
-}
 
 /* Matrix-vector and matrix-matrix products share one kernel: a tile of np panels (Matrix:
  * panel_rows rows each, one column of them per vector load) times nb input vectors, with one
@@ -239,16 +29,6 @@ enum {
     TILE_INPUTS_Q8 = 4, /* q8_0's and q4_0's: 2 x 4, each with an integer sum besides */
     MAX_TILE_INPUTS = 8,
 };
-
-/* How far ahead of its loads decode asks for a bf16, f16, q8_0 or q4_0 panel's bytes: one block
- * of panels, the same place in the panels the thread reads next (f32, which moves more bytes per
- * instruction, gained nothing from asking). A fixed 1 KiB had left each block's four streams to
- * start cold, with panels of 7 to 200 KiB: one block ahead read 10-25% more GB/s for bf16, q8_0
- * and q4_0 at the 110M and 1.1B shapes on one and two threads (alternating runs of
- * tools/stream.c over matrices past the L3). */
-static size_t decode_ahead(const Matrix *w) {
-    return BLOCK_PANELS * w->panel_bytes;
-}
 
 /* Where a tile writes: input b's outputs go from out + b * stride. */
 typedef struct {
@@ -276,6 +56,138 @@ typedef struct {
     size_t xq_stride;
 } Inputs;
 
+/* One call of a dtype's tiles (DTypeInfo's tiles): np panels of p times the inputs from `in` on,
+ * `inputs` of them left in the batch, into o. */
+struct Tile {
+    Output o;
+    Inputs in;
+    Panels p;
+    int np, inputs;
+};
+
+/* One matmul call as its threads share it: product k has panels first[k] .. first[k + 1] - 1. */
+typedef struct {
+    const Product *products;
+    int n;
+    int first[4];
+    Inputs in;
+    int batch, layer;
+} Call;
+
+/* Where a q8_0 or q4_0 tile reads: at[r], the group of panel r it is at (its scales, then its
+ * values), and decode_ahead of the matrix. */
+typedef struct {
+    const char *at[BLOCK_PANELS];
+    size_t ahead;
+} Groups;
+
+/* matmul's helpers, in the order they follow it, so that the file reads from matmul down */
+static void quantize_inputs(const QuantizedInputs *xq, DType dtype, const float *x, int batch,
+                            int cols);
+static void matmul_panels(const Call *call, int from, int to);
+static void panel_block(Output o, Inputs in, int batch, Panels p, int np);
+static Inputs inputs_from(Inputs in, int b, int cols);
+static ALWAYS_INLINE int tiles(const Tile *t, DType d, int widest);
+static ALWAYS_INLINE void tile_nb(const Tile *t, int nb, int np, DType d, int widest);
+static ALWAYS_INLINE void tile(const Tile *t, int nb, int np, DType d);
+static ALWAYS_INLINE void float_tile(Output o, const float *x, int nb, Panels p, int np,
+                                     DType dtype);
+static ALWAYS_INLINE vecf panel_column(const char *panel, int j, DType dtype);
+static ALWAYS_INLINE void grouped_tile(Output o, Inputs in, int nb, Panels p, int np,
+                                       int group_size);
+static Inputs inputs_at_column(Inputs in, int start);
+static ALWAYS_INLINE void q8_group(vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS], Groups *g, Inputs in,
+                                   int nb, int np, int columns);
+static ALWAYS_INLINE void q4_group(vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS], Groups *g, Inputs in,
+                                   int nb, int np, int columns);
+static ALWAYS_INLINE void zero_sums(veci sums[BLOCK_PANELS][MAX_TILE_INPUTS], int nb, int np);
+static ALWAYS_INLINE void store_tile(Output o, vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS],
+                                     const float *scale, int nb, int np, Panels p);
+static size_t decode_ahead(const Matrix *w);
+
+/* ----------------------------------------------------------------------------
+ * matmul: the inputs, the threads, the tiles */
+
+void matmul(const Product *p, int n, const float *x, int batch, int layer,
+            const QuantizedInputs *xq) {
+    int cols = p[0].w->cols;
+    quantize_inputs(xq, p[0].w->dtype, x, batch, cols);
+    Call call = {
+        .products = p,
+        .n = n,
+        .in = {x, xq->values, xq->scales, xq->bytes, xq->block_scales, xq->block_sums, xq->stride},
+        .batch = batch,
+        .layer = layer};
+    size_t work = 0;
+    for (int k = 0; k < n; k++) {
+        call.first[k + 1] = call.first[k] + p[k].w->n_panels;
+        work += (size_t)p[k].w->rows * cols * batch;
+    }
+    if (work < PARALLEL_MIN_WORK) { /* a region costs ~1.5 us even when it runs on one thread */
+        matmul_panels(&call, 0, call.first[n]);
+        return;
+    }
+#pragma omp parallel
+    {
+        int thread = omp_get_thread_num(), threads = omp_get_num_threads();
+        matmul_panels(&call, (int)((long long)call.first[n] * thread / threads),
+                      (int)((long long)call.first[n] * (thread + 1) / threads));
+    }
+}
+
+/* The batch x (batch, cols) as the tiles of `dtype` read it: q8_0's quantized by quantize_input,
+ * q4_0's by quantize_input_blocks, into xq's rows; the other dtypes read x itself. */
+static void quantize_inputs(const QuantizedInputs *xq, DType dtype, const float *x, int batch,
+                            int cols) {
+    for (int b = 0; b < batch; b++) {
+        size_t at = (size_t)b * xq->stride;
+        const float *row = x + (size_t)b * cols;
+        if (dtype == DTYPE_Q8_0)
+            quantize_input(xq->values + at, &xq->scales[b], row, cols);
+        else if (dtype == DTYPE_Q4_0)
+            quantize_input_blocks(xq->bytes + at, xq->block_scales + at / 32,
+                                  xq->block_sums + at / 32, row, cols);
+    }
+}
+
+/* The call's panels from .. to - 1, up to BLOCK_PANELS at a time. */
+static void matmul_panels(const Call *call, int from, int to) {
+    for (int k = 0; k < call->n; k++) {
+        const Matrix *m = call->products[k].w;
+        const int *first = call->first;
+        int p = (from > first[k] ? from : first[k]) - first[k];
+        int end = (to < first[k + 1] ? to : first[k + 1]) - first[k];
+        for (; p < end; p += BLOCK_PANELS) {
+            int np = end - p < BLOCK_PANELS ? end - p : BLOCK_PANELS;
+            const char *panel =
+                (const char *)m->data + ((size_t)call->layer * m->n_panels + p) * m->panel_bytes;
+            Output o = {call->products[k].out, (size_t)m->rows};
+            panel_block(o, call->in, call->batch, (Panels){m, panel, p * PANEL_ROWS}, np);
+        }
+    }
+}
+
+/* np (<= BLOCK_PANELS) panels of p times the batch inputs, into o, by the tiles of the panels'
+ * dtype (its row of dtype.h's table). A batch's inputs go by the widest tiles, then the rest by 4,
+ * 2 and 1: a 2 x 1 tile is one multiply-add chain per panel, waiting on its latency, so that 4
+ * leftover inputs as 2 x 1 tiles took a fifth of AVX2's prefill (batch 64, tiles of 6). */
+static void panel_block(Output o, Inputs in, int batch, Panels p, int np) {
+    const Matrix *w = p.w;
+    int (*run_tile)(const Tile *) = DTYPES[w->dtype].tiles;
+    if (batch == 1 && np == BLOCK_PANELS) {
+        run_tile(&(Tile){o, in, p, BLOCK_PANELS, 1});
+        return;
+    }
+    for (int k = 0; k < np; k += 2) {
+        Panels at = {w, p.panel + k * w->panel_bytes, p.row0 + k * PANEL_ROWS};
+        for (int b = 0; b < batch;) {
+            Output ob = {o.out + (size_t)b * o.stride, o.stride};
+            b += run_tile(
+                &(Tile){ob, inputs_from(in, b, w->cols), at, np - k >= 2 ? 2 : 1, batch - b});
+        }
+    }
+}
+
 /* The inputs from input b on. */
 static Inputs inputs_from(Inputs in, int b, int cols) {
     size_t at = b * in.xq_stride, block = at / 32;
@@ -283,27 +195,68 @@ static Inputs inputs_from(Inputs in, int b, int cols) {
                     in.x8_scale + block,     in.x8_sum + block, in.xq_stride};
 }
 
-/* Column j of the panel at `panel` (f32, bf16 or f16, a constant once inlined) as floats. */
-static ALWAYS_INLINE vecf panel_column(const char *panel, int j, DType dtype) {
-    if (dtype == DTYPE_BF16) return vec_load_bf16((const uint16_t *)panel + (size_t)j * PANEL_ROWS);
-    if (dtype == DTYPE_F16) return vec_load_f16((const uint16_t *)panel + (size_t)j * PANEL_ROWS);
-    return vec_load((const float *)panel + (size_t)j * PANEL_ROWS);
+/* Each dtype's tiles are a function of their own, named by its row of dtype.h's table: inlined
+ * all into one function, GCC 12 kept the f32 tile's accumulators on the stack, not in registers
+ * (f32 prefill at 110M fell to 0.55x once q4_0 joined them). */
+int tiles_f32(const Tile *t) {
+    return tiles(t, DTYPE_F32, TILE_INPUTS);
+}
+int tiles_bf16(const Tile *t) {
+    return tiles(t, DTYPE_BF16, TILE_INPUTS);
+}
+int tiles_f16(const Tile *t) {
+    return tiles(t, DTYPE_F16, TILE_INPUTS);
+}
+int tiles_q8_0(const Tile *t) {
+    return tiles(t, DTYPE_Q8_0, TILE_INPUTS_Q8);
+}
+int tiles_q4_0(const Tile *t) {
+    return tiles(t, DTYPE_Q4_0, TILE_INPUTS_Q8);
 }
 
-/* o.out[b * o.stride + row0 + r * PANEL_ROWS + i] = lane i of acc[r][b] times scale[b] (NULL: 1),
- * for the rows below w->rows (a short last panel's padding rows are not stored). */
-static ALWAYS_INLINE void store_tile(Output o, vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS],
-                                     const float *scale, int nb, int np, Panels p) {
-    UNROLL
-    for (int r = 0; r < np; r++) {
-        int row = p.row0 + r * PANEL_ROWS;
-        UNROLL
-        for (int b = 0; b < nb; b++) {
-            vecf v = scale ? vec_mul(acc[r][b], vec_set1(scale[b])) : acc[r][b];
-            vec_store_upto(o.out + (size_t)b * o.stride + row, v, p.w->rows - row);
-        }
+/* The tile shapes of dtype d's kernel, each its own code with its accumulators in registers:
+ * decode's BLOCK_PANELS x 1 (t->np = BLOCK_PANELS), and otherwise np (t->np, 1 or 2) x nb, nb the
+ * kernel's widest (TILE_INPUTS, or TILE_INPUTS_Q8 for q8_0 and q4_0) or, for a batch's last
+ * inputs (and decode's last panels of a matrix), the largest of 4, 2 and 1 that t->inputs holds.
+ * d and widest are constants once inlined. Returns nb. */
+static ALWAYS_INLINE int tiles(const Tile *t, DType d, int widest) {
+    if (t->np == BLOCK_PANELS) {
+        tile(t, 1, BLOCK_PANELS, d);
+        return 1;
     }
+    int nb = widest;
+    while (t->inputs < nb) nb = nb > 4 ? 4 : nb / 2;
+    if (t->np == 2)
+        tile_nb(t, nb, 2, d, widest);
+    else
+        tile_nb(t, nb, 1, d, widest);
+    return nb;
 }
+
+/* The tile of nb (1, 2, 4 or widest) inputs, nb a constant in each branch. */
+static ALWAYS_INLINE void tile_nb(const Tile *t, int nb, int np, DType d, int widest) {
+    if (nb == 1)
+        tile(t, 1, np, d);
+    else if (nb == 2)
+        tile(t, 2, np, d);
+    else if (nb == 4)
+        tile(t, 4, np, d);
+    else
+        tile(t, widest, np, d);
+}
+
+/* One tile of np panels times nb inputs in dtype d, all three constants once inlined. */
+static ALWAYS_INLINE void tile(const Tile *t, int nb, int np, DType d) {
+    if (d == DTYPE_Q4_0 || (d == DTYPE_Q8_0 && t->p.w->group_size == 32))
+        grouped_tile(t->o, t->in, nb, t->p, np, 32);
+    else if (d == DTYPE_Q8_0) /* dtype.h's q8_0 group sizes: 32 and 64 */
+        grouped_tile(t->o, t->in, nb, t->p, np, 64);
+    else
+        float_tile(t->o, t->in.x, nb, t->p, np, d);
+}
+
+/* ----------------------------------------------------------------------------
+ * The f32, bf16 and f16 tile */
 
 /* The f32, bf16 or f16 tile: np panels of p (rows row0 .. row0 + np * PANEL_ROWS - 1 of one layer)
  * times the nb inputs x: (nb, w->cols), into o. */
@@ -321,7 +274,7 @@ static ALWAYS_INLINE void float_tile(Output o, const float *x, int nb, Panels p,
         UNROLL
         for (int r = 0; r < np; r++) {
             column[r] = panel_column(p.panel + r * w->panel_bytes, j, dtype);
-            if (nb == 1 && is_half(dtype))
+            if (nb == 1 && dtype != DTYPE_F32) /* decode_ahead */
                 __builtin_prefetch(p.panel + r * w->panel_bytes +
                                    (size_t)j * PANEL_ROWS * sizeof(uint16_t) + decode_ahead(w));
         }
@@ -335,22 +288,70 @@ static ALWAYS_INLINE void float_tile(Output o, const float *x, int nb, Panels p,
     store_tile(o, acc, NULL, nb, np, p);
 }
 
-/* Zeroes the int32 sums of a tile's np panels and nb inputs (q8_group's; q4_group's are int16
- * vecw, a type of their own in the portable build). */
-static ALWAYS_INLINE void zero_sums(veci sums[BLOCK_PANELS][MAX_TILE_INPUTS], int nb, int np) {
-    UNROLL
-    for (int r = 0; r < np; r++) {
-        UNROLL
-        for (int b = 0; b < nb; b++) sums[r][b] = veci_zero();
-    }
+/* Column j of the panel at `panel` (f32, bf16 or f16, a constant once inlined) as floats. */
+static ALWAYS_INLINE vecf panel_column(const char *panel, int j, DType dtype) {
+    if (dtype == DTYPE_BF16) return vec_load_bf16((const uint16_t *)panel + (size_t)j * PANEL_ROWS);
+    if (dtype == DTYPE_F16) return vec_load_f16((const uint16_t *)panel + (size_t)j * PANEL_ROWS);
+    return vec_load((const float *)panel + (size_t)j * PANEL_ROWS);
 }
 
-/* Where a q8_0 or q4_0 tile reads: at[r], the group of panel r it is at (its scales, then its
- * values), and decode_ahead of the matrix. */
-typedef struct {
-    const char *at[BLOCK_PANELS];
-    size_t ahead;
-} Groups;
+/* How far ahead of its loads decode asks for a bf16, f16, q8_0 or q4_0 panel's bytes: one block
+ * of panels, the same place in the panels the thread reads next (f32, which moves more bytes per
+ * instruction, gained nothing from asking). A fixed 1 KiB had left each block's four streams to
+ * start cold, with panels of 7 to 200 KiB: one block ahead read 10-25% more GB/s for bf16, q8_0
+ * and q4_0 at the 110M and 1.1B shapes on one and two threads (alternating runs of
+ * tools/stream.c over matrices past the L3). */
+static size_t decode_ahead(const Matrix *w) {
+    return BLOCK_PANELS * w->panel_bytes;
+}
+
+/* ----------------------------------------------------------------------------
+ * The q8_0 and q4_0 tile */
+
+/* The q8_0 and q4_0 tile: as float_tile with the inputs quantized: each group's dot product is
+ * an integer sum, converted and scaled by the weights' scale once. q8_0's input b is xq_scale[b] *
+ * xq[b] (rows of xq_stride int16), its scale multiplying the total; q4_0's is x8 (rows of
+ * xq_stride int8) times a scale per block of 32, multiplying each group's sum. group_size (=
+ * w->group_size) a constant once inlined, so the group loop unrolls. */
+static ALWAYS_INLINE void grouped_tile(Output o, Inputs in, int nb, Panels p, int np,
+                                       int group_size) {
+    const Matrix *w = p.w;
+    vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS];
+    Groups g = {.ahead = decode_ahead(w)};
+    UNROLL
+    for (int r = 0; r < np; r++) {
+        g.at[r] = p.panel + r * w->panel_bytes;
+        UNROLL
+        for (int b = 0; b < nb; b++) acc[r][b] = vec_zero();
+    }
+    int full = w->cols / group_size * group_size, q4 = w->dtype == DTYPE_Q4_0;
+    for (int start = 0; start < full; start += group_size) {
+        Inputs at = inputs_at_column(in, start);
+        if (q4)
+            q4_group(acc, &g, at, nb, np, group_size);
+        else
+            q8_group(acc, &g, at, nb, np, group_size);
+    }
+    if (full < w->cols) { /* the shorter last group */
+        Inputs at = inputs_at_column(in, full);
+        int columns = group_columns(w->dtype, w->cols, group_size, full);
+        if (q4)
+            q4_group(acc, &g, at, nb, np, columns);
+        else
+            q8_group(acc, &g, at, nb, np, columns);
+    }
+    store_tile(o, acc, q4 ? NULL : in.xq_scale, nb, np, p); /* q4_0's scaled each block */
+}
+
+/* The inputs from column `start` (a multiple of 32) on: the quantized values and blocks only,
+ * which q8_group and q4_group read. */
+static Inputs inputs_at_column(Inputs in, int start) {
+    in.xq += start;
+    in.x8 += start;
+    in.x8_scale += start / 32;
+    in.x8_sum += start / 32;
+    return in;
+}
 
 /* q8_0, one group (`columns` columns, an even number, from the one in.xq points at) of the tile's
  * panels, whose group begins at g->at[r] (its scales, then its values) and moves past it:
@@ -442,50 +443,33 @@ static ALWAYS_INLINE void q4_group(vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS], Grou
     }
 }
 
-/* The inputs from column `start` (a multiple of 32) on: the quantized values and blocks only,
- * which q8_group and q4_group read. */
-static Inputs inputs_at_column(Inputs in, int start) {
-    in.xq += start;
-    in.x8 += start;
-    in.x8_scale += start / 32;
-    in.x8_sum += start / 32;
-    return in;
-}
-
-/* The q8_0 and q4_0 tile: as float_tile with the inputs quantized: each group's dot product is
- * an integer sum, converted and scaled by the weights' scale once. q8_0's input b is xq_scale[b] *
- * xq[b] (rows of xq_stride int16), its scale multiplying the total; q4_0's is x8 (rows of
- * xq_stride int8) times a scale per block of 32, multiplying each group's sum. group_size (=
- * w->group_size) a constant once inlined, so the group loop unrolls. */
-static ALWAYS_INLINE void grouped_tile(Output o, Inputs in, int nb, Panels p, int np,
-                                       int group_size) {
-    const Matrix *w = p.w;
-    vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS];
-    Groups g = {.ahead = decode_ahead(w)};
+/* Zeroes the int32 sums of a tile's np panels and nb inputs (q8_group's; q4_group's are int16
+ * vecw, a type of their own in the portable build). */
+static ALWAYS_INLINE void zero_sums(veci sums[BLOCK_PANELS][MAX_TILE_INPUTS], int nb, int np) {
     UNROLL
     for (int r = 0; r < np; r++) {
-        g.at[r] = p.panel + r * w->panel_bytes;
         UNROLL
-        for (int b = 0; b < nb; b++) acc[r][b] = vec_zero();
+        for (int b = 0; b < nb; b++) sums[r][b] = veci_zero();
     }
-    int full = w->cols / group_size * group_size, q4 = w->dtype == DTYPE_Q4_0;
-    for (int start = 0; start < full; start += group_size) {
-        Inputs at = inputs_at_column(in, start);
-        if (q4)
-            q4_group(acc, &g, at, nb, np, group_size);
-        else
-            q8_group(acc, &g, at, nb, np, group_size);
-    }
-    if (full < w->cols) { /* the shorter last group */
-        Inputs at = inputs_at_column(in, full);
-        int columns = group_columns(w->dtype, w->cols, group_size, full);
-        if (q4)
-            q4_group(acc, &g, at, nb, np, columns);
-        else
-            q8_group(acc, &g, at, nb, np, columns);
-    }
-    store_tile(o, acc, q4 ? NULL : in.xq_scale, nb, np, p); /* q4_0's scaled each block */
 }
+
+/* o.out[b * o.stride + row0 + r * PANEL_ROWS + i] = lane i of acc[r][b] times scale[b] (NULL: 1),
+ * for the rows below w->rows (a short last panel's padding rows are not stored). */
+static ALWAYS_INLINE void store_tile(Output o, vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS],
+                                     const float *scale, int nb, int np, Panels p) {
+    UNROLL
+    for (int r = 0; r < np; r++) {
+        int row = p.row0 + r * PANEL_ROWS;
+        UNROLL
+        for (int b = 0; b < nb; b++) {
+            vecf v = scale ? vec_mul(acc[r][b], vec_set1(scale[b])) : acc[r][b];
+            vec_store_upto(o.out + (size_t)b * o.stride + row, v, p.w->rows - row);
+        }
+    }
+}
+
+/* ----------------------------------------------------------------------------
+ * The input quantizers */
 
 void quantize_input(int16_t *xq, float *scale, const float *x, int n) {
     float max = 0.0f;
@@ -526,143 +510,42 @@ void quantize_input_blocks(int8_t *xq, float *scales, int32_t *sums, const float
         xq[j] = 0; /* a short last group is read 8 columns at a time */
 }
 
-/* One tile of np panels times nb inputs in dtype d, all three constants once inlined. */
-static ALWAYS_INLINE void tile(Output o, Inputs in, int nb, Panels p, int np, DType d) {
-    if (d == DTYPE_Q4_0 || (d == DTYPE_Q8_0 && p.w->group_size == 32))
-        grouped_tile(o, in, nb, p, np, 32);
-    else if (d == DTYPE_Q8_0) /* model_load allows 32 and 64 */
-        grouped_tile(o, in, nb, p, np, 64);
-    else
-        float_tile(o, in.x, nb, p, np, d);
+/* n rounded up to a multiple of 64: a cache line of bytes, or a row of int16 inputs' whole pairs
+ * of groups of 64 */
+static size_t round_up_64(size_t n) {
+    return (n + 63) / 64 * 64;
 }
 
-/* The tile shapes the products use: decode's 4 x 1, and otherwise np (1 or 2) x nb, nb the
- * tile's inputs (TILE_INPUTS, or TILE_INPUTS_Q8 for q8_0 and q4_0) or, for a batch's last inputs
- * (and decode's last panels of a matrix), 4, 2 or 1. Each shape is its own code, its accumulators
- * in registers. */
-static ALWAYS_INLINE void tile_nb(Output o, Inputs in, int nb, Panels p, int np, DType d) {
-    if (nb == 1)
-        tile(o, in, 1, p, np, d);
-    else if (nb == 2)
-        tile(o, in, 2, p, np, d);
-    else if (nb == 4)
-        tile(o, in, 4, p, np, d);
-    else
-        tile(o, in, is_grouped(d) ? TILE_INPUTS_Q8 : TILE_INPUTS, p, np, d);
+int quantized_inputs_alloc(QuantizedInputs *xq, int batch, int cols) {
+    size_t stride = round_up_64(cols), values = (size_t)batch * stride;
+    *xq = (QuantizedInputs){.stride = stride};
+    xq->values = aligned_alloc(64, round_up_64(values * sizeof(int16_t)));
+    xq->scales = aligned_alloc(64, round_up_64((size_t)batch * sizeof(float)));
+    if (!xq->values || !xq->scales) return -1;
+    char *q4 = (char *)xq->values; /* q4_0's int8 values, then its blocks' scales and sums */
+    xq->bytes = (int8_t *)q4;
+    xq->block_scales = (float *)(q4 + values);
+    xq->block_sums = (int32_t *)(q4 + values + values / 32 * sizeof(float));
+    return 0;
 }
 
-static ALWAYS_INLINE void tiles(Output o, Inputs in, int nb, Panels p, int np, DType d) {
-    if (np == BLOCK_PANELS)
-        tile(o, in, 1, p, BLOCK_PANELS, d);
-    else if (np == 2)
-        tile_nb(o, in, nb, p, 2, d);
-    else
-        tile_nb(o, in, nb, p, 1, d);
+void quantized_inputs_free(QuantizedInputs *xq) {
+    free(xq->values);
+    free(xq->scales);
+    *xq = (QuantizedInputs){0};
 }
 
-/* Each dtype's tiles are a function of their own, reached through tiles_of: inlined all into one
- * function, GCC 12 kept the f32 tile's accumulators on the stack, not in registers (f32 prefill
- * at 110M fell to 0.55x once q4_0 joined them). */
-static void tiles_f32(Output o, Inputs in, int nb, Panels p, int np) {
-    tiles(o, in, nb, p, np, DTYPE_F32);
-}
-static void tiles_bf16(Output o, Inputs in, int nb, Panels p, int np) {
-    tiles(o, in, nb, p, np, DTYPE_BF16);
-}
-static void tiles_f16(Output o, Inputs in, int nb, Panels p, int np) {
-    tiles(o, in, nb, p, np, DTYPE_F16);
-}
-static void tiles_q8_0(Output o, Inputs in, int nb, Panels p, int np) {
-    tiles(o, in, nb, p, np, DTYPE_Q8_0);
-}
-static void tiles_q4_0(Output o, Inputs in, int nb, Panels p, int np) {
-    tiles(o, in, nb, p, np, DTYPE_Q4_0);
-}
-typedef void TilesFn(Output o, Inputs in, int nb, Panels p, int np);
-static TilesFn *const tiles_of[] = {[DTYPE_F32] = tiles_f32,
-                                    [DTYPE_BF16] = tiles_bf16,
-                                    [DTYPE_F16] = tiles_f16,
-                                    [DTYPE_Q8_0] = tiles_q8_0,
-                                    [DTYPE_Q4_0] = tiles_q4_0};
-
-/* np (<= BLOCK_PANELS) panels of p times the batch inputs, into o. A batch's inputs go by whole
- * tiles, then the rest by 4, 2 and 1: a 2 x 1 tile is one multiply-add chain per panel, waiting on
- * its latency, so that 4 leftover inputs as 2 x 1 tiles took a fifth of AVX2's prefill (batch 64,
- * tiles of 6). */
-static void panel_block(Output o, Inputs in, int batch, Panels p, int np) {
-    const Matrix *w = p.w;
-    TilesFn *fn = tiles_of[w->dtype];
-    if (batch == 1 && np == BLOCK_PANELS) {
-        fn(o, in, 1, p, BLOCK_PANELS);
-        return;
-    }
-    int tile_inputs = is_grouped(w->dtype) ? TILE_INPUTS_Q8 : TILE_INPUTS;
-    for (int k = 0; k < np; k += 2) {
-        Panels at = {w, p.panel + k * w->panel_bytes, p.row0 + k * PANEL_ROWS};
-        for (int b = 0, nb = tile_inputs; b < batch; b += nb) {
-            while (batch - b < nb) nb = nb > 4 ? 4 : nb / 2;
-            Output ob = {o.out + (size_t)b * o.stride, o.stride};
-            fn(ob, inputs_from(in, b, w->cols), nb, at, np - k >= 2 ? 2 : 1);
-        }
-    }
+size_t quantized_input_bytes(int cols) {
+    return round_up_64(cols) * sizeof(int16_t) + sizeof(float);
 }
 
-/* One matmul call as its threads share it: product k has panels first[k] .. first[k + 1] - 1. */
-typedef struct {
-    const Product *products;
-    int n;
-    int first[4];
-    Inputs in;
-    int batch, layer;
-} Call;
+/* ----------------------------------------------------------------------------
+ * The plain product */
 
-/* The call's panels from .. to - 1, up to BLOCK_PANELS at a time. */
-static void matmul_panels(const Call *call, int from, int to) {
-    for (int k = 0; k < call->n; k++) {
-        const Matrix *m = call->products[k].w;
-        const int *first = call->first;
-        int p = (from > first[k] ? from : first[k]) - first[k];
-        int end = (to < first[k + 1] ? to : first[k + 1]) - first[k];
-        for (; p < end; p += BLOCK_PANELS) {
-            int np = end - p < BLOCK_PANELS ? end - p : BLOCK_PANELS;
-            const char *panel =
-                (const char *)m->data + ((size_t)call->layer * m->n_panels + p) * m->panel_bytes;
-            Output o = {call->products[k].out, (size_t)m->rows};
-            panel_block(o, call->in, call->batch, (Panels){m, panel, p * PANEL_ROWS}, np);
-        }
-    }
-}
-
-void matmul(const Product *p, int n, const float *x, int batch, int layer,
-            const QuantizedInputs *xq) {
-    int cols = p[0].w->cols;
-    Call call = {
-        .products = p,
-        .n = n,
-        .in = {x, xq->values, xq->scales, xq->bytes, xq->block_scales, xq->block_sums, xq->stride},
-        .batch = batch,
-        .layer = layer};
-    for (int b = 0; b < batch; b++) {
-        size_t at = (size_t)b * xq->stride;
-        if (p[0].w->dtype == DTYPE_Q8_0)
-            quantize_input(xq->values + at, &xq->scales[b], x + (size_t)b * cols, cols);
-        else if (p[0].w->dtype == DTYPE_Q4_0)
-            quantize_input_blocks(xq->bytes + at, xq->block_scales + at / 32,
-                                  xq->block_sums + at / 32, x + (size_t)b * cols, cols);
-    }
-    size_t work = 0;
-    for (int k = 0; k < n; k++) {
-        call.first[k + 1] = call.first[k] + p[k].w->n_panels;
-        work += (size_t)p[k].w->rows * cols * batch;
-    }
-    if (work < PARALLEL_MIN_WORK) { /* a region costs ~1.5 us even when it runs on one thread */
-        matmul_panels(&call, 0, call.first[n]);
-        return;
-    }
-#pragma omp parallel
-    {
-        int thread = omp_get_thread_num(), threads = omp_get_num_threads();
-        matmul_panels(&call, (int)((long long)call.first[n] * thread / threads),
-                      (int)((long long)call.first[n] * (thread + 1) / threads));
+void matmul_ref(float *out, const Matrix *w, int layer, const float *x) {
+    for (int i = 0; i < w->rows; i++) {
+        float sum = 0.0f;
+        for (int j = 0; j < w->cols; j++) sum += matrix_value(w, layer, i, j) * x[j];
+        out[i] = sum;
     }
 }

@@ -1,7 +1,8 @@
 /* The model: its configuration, its weights, its run state, and the forward pass of a LLaMA-style
- * decoder written as its equations (model.c). The kernels it calls are matmul.h's products,
- * attention.h's attention and norm.h's norms; reading a file into a Model is load.h's; the plain
- * forward pass beside this one is reference.h's, chosen in its place through Model's forward.
+ * decoder written as its equations (model.c). The kernels it calls are panel.h's embedding
+ * lookup, matmul.h's products, attention.h's attention and norm.h's norms; reading a file into a
+ * Model is load.h's; the plain forward pass beside this one is reference.h's, chosen in its place
+ * through Model's forward.
  *
  * model_load (load.h) reads four file layouts, told apart by their first four bytes:
  *   - normllama's own format (magic "NLLM"): docs/FORMAT.md, the one export.py writes;
@@ -9,8 +10,9 @@
  *   - llama2.c "version 2" (magic "ak42", version 2): int8 with one fp32 scale per group;
  *   - llama2.c's legacy layout (no magic: the file starts with dim).
  * docs/FORMAT.md lists the header and tensor order of each. Norm weights and biases are fp32;
- * the matrices are f32, bf16, f16 or q8_0 (normllama files; a version 2 file's int8 as q8_0, or
- * dequantized to f32, see model_load), copied at load into the panel layout of Matrix (matmul.h).
+ * the matrices are one of dtype.h's dtypes, f32, bf16, f16, q8_0 or q4_0 (normllama files; a
+ * version 2 file's int8 as q8_0, or dequantized to f32, see model_load), copied at load into the
+ * panel layout of Matrix (panel.h).
  */
 #ifndef MODEL_H
 #define MODEL_H

@@ -156,30 +156,6 @@ static void layernorm_ref(float *out, const float *x, const float *weight, const
 }
 
 /* ----------------------------------------------------------------------------
- * 16-bit storage types, decoded by their bits (C11 has no half-precision type) */
-
-float f16_to_f32(uint16_t h) {
-    uint32_t sign = (uint32_t)(h >> 15) << 31;
-    uint32_t exponent = (h >> 10) & 0x1f, mantissa = h & 0x3ff;
-    float magnitude;
-    if (exponent == 0) { /* zero or subnormal: mantissa * 2^-24 */
-        magnitude = ldexpf((float)mantissa, -24);
-    } else if (exponent == 0x1f) { /* infinity or NaN */
-        uint32_t bits = 0x7f800000u | (mantissa << 13);
-        memcpy(&magnitude, &bits, sizeof(bits));
-    } else {
-        uint32_t bits = ((exponent - 15 + 127) << 23) | (mantissa << 13);
-        memcpy(&magnitude, &bits, sizeof(bits));
-    }
-    uint32_t bits;
-    memcpy(&bits, &magnitude, sizeof(bits));
-    bits |= sign;
-    float f;
-    memcpy(&f, &bits, sizeof(f));
-    return f;
-}
-
-/* ----------------------------------------------------------------------------
  * Selection by name */
 
 static const struct {

@@ -7,9 +7,6 @@
 #ifndef NORM_H
 #define NORM_H
 
-#include <stdint.h>
-#include <string.h>
-
 /* Normalizes one vector: out = norm(x) * weight (+ bias).
  * out, x, weight, bias: (dim). out may alias x. bias may be NULL (no shift). The caller passes
  * dim >= 1 and eps > 0; neither is checked. */
@@ -41,19 +38,6 @@ void rmsnorm_eps_outside(float *out, const float *x, const float *weight, const 
  * E[x^2] - E[x]^2 would. An all-zero x gives out = bias. */
 void layernorm(float *out, const float *x, const float *weight, const float *bias, int dim,
                float eps);
-
-/* The value of an IEEE 754 binary16 (fp16) number given by its bits; subnormals, infinities and
- * NaN included. */
-float f16_to_f32(uint16_t h);
-
-/* The value of a bfloat16 number given by its bits (the upper half of an fp32). Inline: the
- * embedding lookup calls it per weight. */
-static inline float bf16_to_f32(uint16_t h) {
-    uint32_t bits = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &bits, sizeof(f));
-    return f;
-}
 
 /* A norm with its parameters: fn(out, x, weight, bias, dim, eps). */
 typedef struct {

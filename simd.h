@@ -17,7 +17,7 @@
  *   vec_store_upto(p, v, n)
  *   vec_load_bf16(p)               VEC_WIDTH bf16 values (uint16 bits) widened to floats
  *   vec_load_f16(p)                VEC_WIDTH IEEE fp16 values (uint16 bits) as floats, exactly:
- *                                  F16C's vcvtph2ps, or in the portable build norm.c's f16_to_f32
+ *                                  F16C's vcvtph2ps, or in the portable build dtype.h's f16_to_f32
  *                                  (a NaN stays a NaN, its payload aside)
  *   vec_sum4(a, b, c, d, out)      out[i] = the sum of the i-th vector's lanes, each vector's
  *                                  lanes added in the same tree whichever argument it is
@@ -52,6 +52,8 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+
+#include "dtype.h" /* f16_to_f32 and bf16_to_f32, where no instruction converts */
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
 #include <immintrin.h>
@@ -316,12 +318,8 @@ static inline void vec_store(float *p, vecf v) {
     *p = v;
 }
 static inline vecf vec_load_bf16(const uint16_t *p) {
-    uint32_t bits = (uint32_t)*p << 16;
-    float f;
-    memcpy(&f, &bits, sizeof(f));
-    return f;
+    return bf16_to_f32(*p);
 }
-float f16_to_f32(uint16_t h); /* norm.c */
 static inline vecf vec_load_f16(const uint16_t *p) {
     return f16_to_f32(*p);
 }
@@ -456,10 +454,8 @@ static inline float vec_sum(vecf v) {
 }
 
 /* For the kernels built on these (matmul.c, attention.c): a helper inlined into its caller
- * whatever the compiler's estimate, so that its shape arguments become constants there; a loop
- * unrolled whole; and the multiply-adds below which a parallel region costs more than it saves
- * (measured on stories260K: dim 64 matmuls run faster on one thread, and waiting threads stall on a
- * busy machine). */
+ * whatever the compiler's estimate, so that its shape arguments become constants there; and a loop
+ * unrolled whole. */
 #if defined(__GNUC__)
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 #define UNROLL        _Pragma("GCC unroll 8")
@@ -467,6 +463,5 @@ static inline float vec_sum(vecf v) {
 #define ALWAYS_INLINE inline
 #define UNROLL
 #endif
-#define PARALLEL_MIN_WORK (1 << 16)
 
 #endif

@@ -32,18 +32,16 @@ static void *aligned(size_t bytes) {
     return aligned_alloc(64, (bytes + 63) / 64 * 64 + (bytes == 0) * 64);
 }
 
-/* int16 values per row of xq: the widest input of a product (dim or hidden_dim), rounded up so
- * that each row starts on a cache line. */
-static size_t xq_stride_of(const Config *c) {
-    size_t widest = c->dim > c->hidden_dim ? c->dim : c->hidden_dim;
-    return (widest + 63) / 64 * 64;
+/* The widest input of a product: dim or hidden_dim. */
+static int widest_input(const Config *c) {
+    return c->dim > c->hidden_dim ? c->dim : c->hidden_dim;
 }
 
 /* Bytes per position of the buffers that grow with the batch (alloc_batch's): x, xb, xb2 and q
- * of dim floats, hb and hb2 of hidden_dim, a row of xq and its scale. */
+ * of dim floats, hb and hb2 of hidden_dim, an input of xq. */
 static size_t batch_row_bytes(const Config *c) {
-    return sizeof(float) * (4 * (size_t)c->dim + 2 * (size_t)c->hidden_dim + 1) +
-           sizeof(int16_t) * xq_stride_of(c);
+    return sizeof(float) * (4 * (size_t)c->dim + 2 * (size_t)c->hidden_dim) +
+           quantized_input_bytes(widest_input(c));
 }
 
 /* Positions per prefill batch. Each batch reads every weight from memory once, so a longer
@@ -71,21 +69,10 @@ static int alloc_batch(RunState *s, const Config *c, int batch) {
     s->hb = aligned(rows * c->hidden_dim * sizeof(float));
     s->hb2 = aligned(rows * c->hidden_dim * sizeof(float));
     s->q = aligned(rows * c->dim * sizeof(float));
-    s->xq.stride = xq_stride_of(c);
-    s->xq.values = aligned(rows * s->xq.stride * sizeof(int16_t));
-    s->xq.scales = aligned(rows * sizeof(float));
-    if (!s->x || !s->xb || !s->xb2 || !s->hb || !s->hb2 || !s->q || !s->xq.values || !s->xq.scales)
-        return -1;
-    /* q4_0's inputs in xq's int16 rows, 1.25 of their 2 bytes a value: every matmul quantizes its
-     * own input before reading it and nothing reads xq across calls, so the int16 and the int8
-     * values never need to be there at once; the batch keeps its positions (counting both had
-     * halved 110M f32's batch to 64) */
-    char *q4 = (char *)s->xq.values;
-    size_t values = rows * s->xq.stride, blocks = values / 32;
-    s->xq.bytes = (int8_t *)q4;
-    s->xq.block_scales = (float *)(q4 + values);
-    s->xq.block_sums = (int32_t *)(q4 + values + blocks * sizeof(float));
-    return 0;
+    /* q4_0's inputs share the int16 values' memory, so the batch keeps its positions (counting
+     * both had halved 110M f32's batch to 64) */
+    int xq = quantized_inputs_alloc(&s->xq, batch, widest_input(c));
+    return !s->x || !s->xb || !s->xb2 || !s->hb || !s->hb2 || !s->q || xq != 0 ? -1 : 0;
 }
 
 static void free_batch(RunState *s) {
@@ -95,8 +82,7 @@ static void free_batch(RunState *s) {
     free(s->hb);
     free(s->hb2);
     free(s->q);
-    free(s->xq.values);
-    free(s->xq.scales);
+    quantized_inputs_free(&s->xq);
 }
 
 /* inv_freq[i] = rope_theta^(-2i / head_size): the angle per position by which RoPE rotates pair

@@ -1,4 +1,4 @@
-/* simd.h's vec_exp against libm's expf, vec_load_f16 against norm.c's f16_to_f32, and softmax
+/* simd.h's vec_exp against libm's expf, vec_load_f16 against dtype.c's f16_to_f32, and softmax
  * (attention.c, which uses it) against a double-precision reference and hand-derived values. */
 #include <criterion/criterion.h>
 #include <math.h>

@@ -36,11 +36,8 @@ int main(int argc, char **argv) {
     unsigned char *values = malloc((size_t)rows * cols * 4);
     float *scales = malloc((size_t)rows * cols / 32 * sizeof(float));
     float *x = malloc(cols * sizeof(float)), *out = malloc(rows * sizeof(float));
-    QuantizedInputs xq = {aligned_alloc(64, cols * 2),      aligned_alloc(64, 64),
-                          aligned_alloc(64, cols),          aligned_alloc(64, cols / 32 * 4),
-                          aligned_alloc(64, cols / 32 * 4), cols};
-    if (!panels || !values || !scales || !x || !out || !xq.values || !xq.scales || !xq.bytes ||
-        !xq.block_scales || !xq.block_sums) {
+    QuantizedInputs xq;
+    if (!panels || !values || !scales || !x || !out || quantized_inputs_alloc(&xq, 1, cols) != 0) {
         fprintf(stderr, "stream: out of memory\n");
         return 1;
     }

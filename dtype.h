@@ -1,0 +1,88 @@
+/* The weight dtypes, one row each in one table (dtype.c), as ggml's type_traits: what a file
+ * holds of a matrix in that dtype, how it goes into panels (panel.h) and which tiles multiply it
+ * (matmul.c). Adding a dtype is a row here plus its pack, value and tiles functions. Beside the
+ * table, the half-precision and bfloat16 conversions that reading such values takes.
+ */
+#ifndef DTYPE_H
+#define DTYPE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+/* Element type of the weight matrices, its value the normllama header's dtype code (FORMAT.md);
+ * DTYPES is indexed by it. Norms stay f32 whatever the dtype. */
+typedef enum {
+    DTYPE_F32 = 0,  /* float32 */
+    DTYPE_BF16 = 1, /* bfloat16: the upper 16 bits of a float32 */
+    DTYPE_Q8_0 = 2, /* int8 with one float32 scale per group of group_size values of a row */
+    DTYPE_F16 = 3,  /* IEEE 754 binary16 */
+    DTYPE_Q4_0 = 4, /* 4-bit codes with one float32 scale per group of 32 values of a row */
+    N_DTYPES
+} DType;
+
+/* How a tensor is stored in a file (format.c's layouts): a weight dtype's own kind (its row's),
+ * or one of the kinds the layouts add. */
+typedef enum {
+    TENSOR_F32,
+    TENSOR_NORM, /* a norm's weight or bias: f32, copied out of the map at load */
+    TENSOR_BF16,
+    TENSOR_F16,
+    TENSOR_I8,       /* q8_0 values; their scales follow as a TENSOR_F32 */
+    TENSOR_Q4,       /* q4_0 codes, two a byte; their scales follow as a TENSOR_F32 */
+    TENSOR_AK42_Q8,  /* llama2.c version 2, groups within rows: read in place as q8_0 */
+    TENSOR_AK42_F32, /* llama2.c version 2, groups across rows: dequantized at load */
+    TENSOR_SKIP,     /* float32 data run does not use */
+} TensorKind;
+
+typedef struct Matrix Matrix; /* panel.h: a stack of weight matrices in panels */
+typedef struct Tile Tile;     /* matmul.c: panels of a matrix times some inputs, and the outputs */
+
+enum { MAX_GROUP_SIZES = 2 };
+
+/* One weight dtype. A row of a file's row-major matrix (normllama, FORMAT.md) is blocks of
+ * block_size values, block_bytes each, the last padded to a whole block; a grouped dtype's scales
+ * are a tensor of their own, one float32 per group of group_size values of a row. A block is the
+ * file's unit and a group the panels' (q4_0: blocks of 2 codes a byte, groups of 32). */
+typedef struct {
+    const char *name; /* as the header's code is spelled in messages, export.py's --dtype */
+    TensorKind kind;  /* how a normllama file stores a matrix of it */
+    int block_size, block_bytes;
+    /* the group sizes the tiles are built for, the rest 0; none for a dtype without scales */
+    int group_sizes[MAX_GROUP_SIZES];
+    /* Packs rows first .. first + n_rows - 1 (n_rows <= m->panel_rows) of one layer's row-major
+     * matrix into the panel at dst (panel.h, matrix_pack_panel). */
+    void (*pack)(const Matrix *m, char *dst, const void *values, const float *scales, size_t first,
+                 int n_rows);
+    /* Value (lane, col) of the panel at `panel`, lane its row (panel.h, matrix_value). */
+    float (*value)(const Matrix *m, const char *panel, int lane, int col);
+    /* Runs the tile of matmul.c's kernels that fits (matmul.h); returns the inputs it took. */
+    int (*tiles)(const Tile *tile);
+} DTypeInfo;
+
+extern const DTypeInfo DTYPES[N_DTYPES];
+
+/* Whether a dtype's values come in groups with a scale each (q8_0 and q4_0). */
+int dtype_grouped(DType d);
+
+/* Whether group_size fits d: one of its group sizes, or 0 for a dtype without groups. */
+int dtype_group_size_ok(DType d, uint32_t group_size);
+
+/* Bytes of a row of cols values in a file (q8_0: the int8 values, q4_0: the codes two a byte, cols
+ * rounded up to even; the scales apart). */
+size_t dtype_row_bytes(DType d, int cols);
+
+/* The value of an IEEE 754 binary16 (fp16) number given by its bits; subnormals, infinities and
+ * NaN included. */
+float f16_to_f32(uint16_t h);
+
+/* The value of a bfloat16 number given by its bits (the upper half of an fp32). Inline: the
+ * embedding lookup calls it per weight. */
+static inline float bf16_to_f32(uint16_t h) {
+    uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, sizeof(f));
+    return f;
+}
+
+#endif

@@ -1,0 +1,99 @@
+/* The panel layout the weight matrices are held in (stated once, here), packing a row-major
+ * matrix into it, reading one value back, and the embedding lookups that read a row of it.
+ *
+ * The products over panels are matmul.h's; reading files and placing the panels in memory is
+ * load.c's. Each dtype's pack and value functions are named by its row of dtype.h's table.
+ */
+#ifndef PANEL_H
+#define PANEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dtype.h"
+#include "simd.h"
+
+/* A weight matrix of every layer, stacked: n_layers matrices (rows, cols) (one matrix for
+ * token_embedding and wcls), as model_load repacks the file's row-major values for the matrix
+ * kernels. Each layer's rows go in n_panels = ceil(rows / panel_rows) panels of panel_rows rows
+ * (PANEL_ROWS, the SIMD width: 16 with AVX-512, 8 with AVX2, 1 in the portable build), the last
+ * padded with zero rows; panel p of layer l is the panel_bytes from data + (l * n_panels + p) *
+ * panel_bytes. Within a panel one column's values for all its rows are adjacent, so that one
+ * vector load gives a column (row r in lane r % panel_rows):
+ *   f32, bf16, f16: value (r, j) is element j * panel_rows + r % panel_rows;
+ *   q8_0: group after group of group_size columns from column 0 (the last shorter when cols is not
+ *     a multiple): the group's panel_rows float32 scales, then its int8 values in column pairs,
+ *     value (r, start + i) at byte (i / 2) * 2 * panel_rows + (r % panel_rows) * 2 + i % 2 after
+ *     the scales; a group of odd length ends with a zero column. The value is int8 * scale.
+ *   q4_0: as q8_0 with group_size 32, the values 4-bit codes in blocks of 8 columns: for columns
+ *     start + i .. start + i + 7 (i a multiple of 8), 4 * panel_rows bytes at (i / 8) * 4 *
+ *     panel_rows after the scales, byte (r % panel_rows) * 4 + k holding the code of (r, start + i
+ *     + k) in its low nibble and of (r, start + i + 4 + k) in its high one (k = 0 .. 3); a group
+ *     whose length is not a multiple of 8 is padded with code 8. The value is (code - 8) * scale.
+ *     One vector load of a block is each row's 8 codes, one 32-bit lane a row.
+ * A matrix (d, n) maps an n-vector to a d-vector: out[i] = sum_j w(i, j) * x[j]. */
+struct Matrix {
+    DType dtype;
+    const void *data; /* the panels */
+    int rows, cols;   /* of one layer's matrix */
+    int group_size;   /* one of the dtype's group sizes (dtype.h); 0 for a dtype without */
+    int panel_rows, n_panels;
+    size_t panel_bytes;
+};
+
+enum { PANEL_ROWS = VEC_WIDTH }; /* one vector of a column: a panel's rows */
+
+/* Columns a q8_0 or q4_0 group starting at column `start` takes in a panel: its length, rounded
+ * up to whole pairs (q8_0) or blocks of 8 (q4_0). */
+static inline int group_columns(DType dtype, int cols, int group_size, int start) {
+    int len = cols - start < group_size ? cols - start : group_size;
+    int unit = dtype == DTYPE_Q4_0 ? 8 : 2;
+    return (len + unit - 1) / unit * unit;
+}
+
+/* Bytes of a q8_0 or q4_0 group of `columns` (a whole number of its units) columns in a panel:
+ * its scales, then its values (a byte each, or two a byte). */
+static inline size_t group_bytes(DType dtype, int columns) {
+    return PANEL_ROWS * (sizeof(float) + (dtype == DTYPE_Q4_0 ? columns / 2 : columns));
+}
+
+/* Sets m's shape and dtype and the panel fields derived from them (panel_rows, n_panels,
+ * panel_bytes); data is left NULL for the caller to point at packed panels. group_size: one of
+ * the dtype's group sizes (dtype.h; not checked here), ignored for a dtype without groups. */
+void matrix_init(Matrix *m, DType dtype, int rows, int cols, int group_size);
+
+/* Packs panel p (rows p * panel_rows ..) of one layer's row-major matrix into dst (m->panel_bytes):
+ * values (m->rows, m->cols) of m's dtype (float, bf16 or f16 bits, int8, or q4_0's codes two a
+ * byte, value j of a row in byte j / 2 of the row's ceil(cols / 2), the low nibble for even j), and
+ * for q8_0 and q4_0 scales (m->rows, ceil(cols / group_size)); scales is unused for f32, bf16 and
+ * f16. Padding rows and columns are written as zero. */
+void matrix_pack_panel(const Matrix *m, char *dst, const void *values, const float *scales, int p);
+
+/* Value (row, col) of layer `layer` of m, read from the panels: the one place the plain path
+ * reads a weight. Requires 0 <= layer < the stack's layers, row < rows, col < cols (unchecked). */
+float matrix_value(const Matrix *m, int layer, int row, int col);
+
+/* Row `token` of token_embedding w (vocab_size, dim) into out (dim floats): the values the file
+ * holds (bf16 and f16 widened; q8_0 as int8 * its group's scale, q4_0 as (code - 8) * scale).
+ * Requires 0 <= token < w->rows. The fast lookup walks the panel group by group; embedding_ref
+ * reads each value by matrix_value, the same values exactly. */
+void embedding(const Matrix *w, int token, float *out);
+void embedding_ref(const Matrix *w, int token, float *out);
+
+/* Each dtype's pack and value functions, which its row of dtype.h's table names (bf16 and f16
+ * pack alike): the pack and value functions of DTypeInfo. */
+void pack_f32(const Matrix *m, char *dst, const void *values, const float *scales, size_t first,
+              int n_rows);
+void pack_16bit(const Matrix *m, char *dst, const void *values, const float *scales, size_t first,
+                int n_rows);
+void pack_q8_0(const Matrix *m, char *dst, const void *values, const float *scales, size_t first,
+               int n_rows);
+void pack_q4_0(const Matrix *m, char *dst, const void *values, const float *scales, size_t first,
+               int n_rows);
+float value_f32(const Matrix *m, const char *panel, int lane, int col);
+float value_bf16(const Matrix *m, const char *panel, int lane, int col);
+float value_f16(const Matrix *m, const char *panel, int lane, int col);
+float value_q8_0(const Matrix *m, const char *panel, int lane, int col);
+float value_q4_0(const Matrix *m, const char *panel, int lane, int col);
+
+#endif
