@@ -49,7 +49,7 @@ const char *gguf_value_type_name(uint32_t type) {
     return type < GGUF_VALUE_TYPES ? value_type_names[type] : "unknown";
 }
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
+int gguf_fail(char *err, size_t errlen, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(err, errlen, fmt, ap);
@@ -57,14 +57,8 @@ static int fail(char *err, size_t errlen, const char *fmt, ...) {
     return -1;
 }
 
-/* A name of the file for a message: at most its first 64 bytes, control and non-ASCII bytes as
- * \xNN (the file's names are ASCII; a newline must not break the message's one line). */
-typedef struct {
-    char s[64 * 4 + 4];
-} Shown;
-
-static Shown shown(GgufString name) {
-    Shown out;
+GgufShown gguf_shown(GgufString name) {
+    GgufShown out;
     size_t o = 0;
     for (uint64_t i = 0; i < name.len && i < 64; i++) {
         unsigned char b = (unsigned char)name.s[i];
@@ -146,26 +140,26 @@ static ValuesResult skip_values(Cursor *c, GgufValueType type, uint64_t count) {
 
 static int parse_header(Cursor *c, Gguf *g, char *err, size_t errlen) {
     const uint8_t *magic = take(c, 4);
-    if (!magic) return fail(err, errlen, "not a GGUF file: shorter than its 4-byte magic");
+    if (!magic) return gguf_fail(err, errlen, "not a GGUF file: shorter than its 4-byte magic");
     if (memcmp(magic, "GGUF", 4) != 0) {
-        Shown m = shown((GgufString){(const char *)magic, 4});
-        return fail(err, errlen, "not a GGUF file: it starts with \"%s\", not \"GGUF\"", m.s);
+        GgufShown m = gguf_shown((GgufString){(const char *)magic, 4});
+        return gguf_fail(err, errlen, "not a GGUF file: it starts with \"%s\", not \"GGUF\"", m.s);
     }
-    if (read_u32(c, &g->version) != 0) return fail(err, errlen, "file ends inside the header");
+    if (read_u32(c, &g->version) != 0) return gguf_fail(err, errlen, "file ends inside the header");
     if (g->version == 0x02000000 || g->version == 0x03000000)
-        return fail(
+        return gguf_fail(
             err, errlen,
             "a big-endian GGUF file (version %u byte-swapped): only little-endian files are read",
             g->version >> 24);
     if (g->version != 2 && g->version != 3)
-        return fail(err, errlen, "GGUF version %u is not supported (versions 2 and 3 are)",
-                    g->version);
+        return gguf_fail(err, errlen, "GGUF version %u is not supported (versions 2 and 3 are)",
+                         g->version);
     if (read_u64(c, &g->n_tensors) != 0 || read_u64(c, &g->n_kvs) != 0)
-        return fail(err, errlen, "file ends inside the header");
+        return gguf_fail(err, errlen, "file ends inside the header");
     if (g->n_kvs > remaining(c) / MIN_KV_BYTES)
-        return fail(err, errlen,
-                    "key/value count %llu cannot fit in the %llu bytes after the header",
-                    (unsigned long long)g->n_kvs, (unsigned long long)remaining(c));
+        return gguf_fail(err, errlen,
+                         "key/value count %llu cannot fit in the %llu bytes after the header",
+                         (unsigned long long)g->n_kvs, (unsigned long long)remaining(c));
     return 0;
 }
 
@@ -174,39 +168,41 @@ static int parse_kv(Cursor *c, GgufKV *kv, uint64_t i, uint64_t n, char *err, si
     StringResult r = read_string(c, &kv->key);
     if (r != STRING_OK)
         return r == STRING_CUT
-                   ? fail(err, errlen, "file ends inside key/value %llu of %llu", num, total)
-                   : fail(err, errlen,
-                          "key/value %llu of %llu: key length %llu runs past the end of the file",
-                          num, total, (unsigned long long)kv->key.len);
-    Shown key = shown(kv->key);
+                   ? gguf_fail(err, errlen, "file ends inside key/value %llu of %llu", num, total)
+                   : gguf_fail(
+                         err, errlen,
+                         "key/value %llu of %llu: key length %llu runs past the end of the file",
+                         num, total, (unsigned long long)kv->key.len);
+    GgufShown key = gguf_shown(kv->key);
     uint32_t type, elem_type;
-    if (read_u32(c, &type) != 0) return fail(err, errlen, "file ends inside key/value %s", key.s);
+    if (read_u32(c, &type) != 0)
+        return gguf_fail(err, errlen, "file ends inside key/value %s", key.s);
     if (type >= GGUF_VALUE_TYPES)
-        return fail(err, errlen, "key/value %s has unknown value type %u", key.s, type);
+        return gguf_fail(err, errlen, "key/value %s has unknown value type %u", key.s, type);
     kv->type = kv->elem_type = (GgufValueType)type;
     kv->n = 1;
     if (type == GGUF_ARRAY) {
         if (read_u32(c, &elem_type) != 0 || read_u64(c, &kv->n) != 0)
-            return fail(err, errlen, "file ends inside key/value %s", key.s);
+            return gguf_fail(err, errlen, "file ends inside key/value %s", key.s);
         if (elem_type >= GGUF_VALUE_TYPES)
-            return fail(err, errlen, "key/value %s is an array of unknown value type %u", key.s,
-                        elem_type);
+            return gguf_fail(err, errlen, "key/value %s is an array of unknown value type %u",
+                             key.s, elem_type);
         if (elem_type == GGUF_ARRAY)
-            return fail(err, errlen, "key/value %s is an array of arrays, which is not supported",
-                        key.s);
+            return gguf_fail(err, errlen,
+                             "key/value %s is an array of arrays, which is not supported", key.s);
         kv->elem_type = (GgufValueType)elem_type;
     }
     kv->value = c->data + c->pos;
     ValuesResult v = skip_values(c, kv->elem_type, kv->n);
     if (v == VALUES_BAD_BOOL)
-        return fail(err, errlen, "key/value %s holds a bool that is neither 0 nor 1", key.s);
+        return gguf_fail(err, errlen, "key/value %s holds a bool that is neither 0 nor 1", key.s);
     if (v == VALUES_PAST_END && type == GGUF_ARRAY)
-        return fail(err, errlen,
-                    "key/value %s: its array of %llu %s values runs past the end of the file",
-                    key.s, (unsigned long long)kv->n, value_type_names[kv->elem_type]);
+        return gguf_fail(err, errlen,
+                         "key/value %s: its array of %llu %s values runs past the end of the file",
+                         key.s, (unsigned long long)kv->n, value_type_names[kv->elem_type]);
     if (v == VALUES_PAST_END)
-        return fail(err, errlen, "key/value %s: its %s value runs past the end of the file", key.s,
-                    value_type_names[type]);
+        return gguf_fail(err, errlen, "key/value %s: its %s value runs past the end of the file",
+                         key.s, value_type_names[type]);
     return 0;
 }
 
@@ -216,47 +212,48 @@ static int parse_tensor_info(Cursor *c, GgufTensor *t, uint64_t i, char *err, si
     StringResult r = read_string(c, &t->name);
     if (r != STRING_OK)
         return r == STRING_CUT
-                   ? fail(err, errlen, "file ends inside tensor info %llu", num)
-                   : fail(err, errlen,
-                          "tensor info %llu: name length %llu runs past the end of the file", num,
-                          (unsigned long long)t->name.len);
-    Shown name = shown(t->name);
+                   ? gguf_fail(err, errlen, "file ends inside tensor info %llu", num)
+                   : gguf_fail(err, errlen,
+                               "tensor info %llu: name length %llu runs past the end of the file",
+                               num, (unsigned long long)t->name.len);
+    GgufShown name = gguf_shown(t->name);
     if (t->name.len > GGUF_MAX_NAME)
-        return fail(err, errlen, "tensor %s: its name of %llu bytes is longer than %d", name.s,
-                    (unsigned long long)t->name.len, GGUF_MAX_NAME);
+        return gguf_fail(err, errlen, "tensor %s: its name of %llu bytes is longer than %d", name.s,
+                         (unsigned long long)t->name.len, GGUF_MAX_NAME);
     if (read_u32(c, &t->n_dims) != 0)
-        return fail(err, errlen, "file ends inside tensor info %s", name.s);
+        return gguf_fail(err, errlen, "file ends inside tensor info %s", name.s);
     if (t->n_dims > GGUF_MAX_DIMS)
-        return fail(err, errlen, "tensor %s has %u dims, more than %d", name.s, t->n_dims,
-                    GGUF_MAX_DIMS);
+        return gguf_fail(err, errlen, "tensor %s has %u dims, more than %d", name.s, t->n_dims,
+                         GGUF_MAX_DIMS);
     for (int d = 0; d < GGUF_MAX_DIMS; d++) {
         t->dims[d] = 1;
         if ((uint32_t)d < t->n_dims && read_u64(c, &t->dims[d]) != 0)
-            return fail(err, errlen, "file ends inside tensor info %s", name.s);
+            return gguf_fail(err, errlen, "file ends inside tensor info %s", name.s);
     }
     if (read_u32(c, &t->type) != 0 || read_u64(c, &t->offset) != 0)
-        return fail(err, errlen, "file ends inside tensor info %s", name.s);
+        return gguf_fail(err, errlen, "file ends inside tensor info %s", name.s);
     if (t->type >= GGUF_TENSOR_TYPES)
-        return fail(err, errlen, "tensor %s has unknown tensor type %u", name.s, t->type);
+        return gguf_fail(err, errlen, "tensor %s has unknown tensor type %u", name.s, t->type);
     const GgufTensorType *tt = &gguf_tensor_types[t->type];
     if (tt->values == 0)
-        return fail(err, errlen, "tensor %s has type %u (%s), which ggml has removed", name.s,
-                    t->type, tt->name);
+        return gguf_fail(err, errlen, "tensor %s has type %u (%s), which ggml has removed", name.s,
+                         t->type, tt->name);
     /* ggml counts values in an int64 */
     uint64_t numel = 1;
     for (int d = 0; d < GGUF_MAX_DIMS; d++) {
         if (t->dims[d] != 0 && numel > (uint64_t)INT64_MAX / t->dims[d])
-            return fail(err, errlen, "tensor %s: dims %llu x %llu x %llu x %llu overflow 63 bits",
-                        name.s, (unsigned long long)t->dims[0], (unsigned long long)t->dims[1],
-                        (unsigned long long)t->dims[2], (unsigned long long)t->dims[3]);
+            return gguf_fail(err, errlen,
+                             "tensor %s: dims %llu x %llu x %llu x %llu overflow 63 bits", name.s,
+                             (unsigned long long)t->dims[0], (unsigned long long)t->dims[1],
+                             (unsigned long long)t->dims[2], (unsigned long long)t->dims[3]);
         numel *= t->dims[d];
     }
     if (t->dims[0] % tt->values != 0)
-        return fail(err, errlen,
-                    "tensor %s: its rows of %llu values are not whole blocks of %u (%s)", name.s,
-                    (unsigned long long)t->dims[0], tt->values, tt->name);
+        return gguf_fail(err, errlen,
+                         "tensor %s: its rows of %llu values are not whole blocks of %u (%s)",
+                         name.s, (unsigned long long)t->dims[0], tt->values, tt->name);
     if (numel / tt->values > UINT64_MAX / tt->bytes)
-        return fail(err, errlen, "tensor %s: its size in bytes overflows 64 bits", name.s);
+        return gguf_fail(err, errlen, "tensor %s: its size in bytes overflows 64 bits", name.s);
     t->bytes = numel / tt->values * tt->bytes;
     return 0;
 }
@@ -267,12 +264,12 @@ static int parse_alignment(Gguf *g, char *err, size_t errlen) {
     const GgufKV *kv = gguf_find(g, "general.alignment");
     if (!kv) return 0;
     if (kv->type != GGUF_UINT32)
-        return fail(err, errlen, "general.alignment is a %s, not a uint32",
-                    value_type_names[kv->type]);
+        return gguf_fail(err, errlen, "general.alignment is a %s, not a uint32",
+                         value_type_names[kv->type]);
     uint32_t a;
     memcpy(&a, kv->value, sizeof a);
     if (a == 0 || (a & (a - 1)) != 0)
-        return fail(err, errlen, "general.alignment %u is not a power of two", a);
+        return gguf_fail(err, errlen, "general.alignment %u is not a power of two", a);
     g->alignment = a;
     return 0;
 }
@@ -285,17 +282,18 @@ static int place_tensors(Gguf *g, const Cursor *c, char *err, size_t errlen) {
     uint64_t avail = c->size - g->data_start;
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         GgufTensor *t = &g->tensors[i];
-        Shown name = shown(t->name);
+        GgufShown name = gguf_shown(t->name);
         if (t->offset % g->alignment != 0)
-            return fail(err, errlen,
-                        "tensor %s: its offset %llu is not a multiple of the alignment %llu",
-                        name.s, (unsigned long long)t->offset, (unsigned long long)g->alignment);
+            return gguf_fail(
+                err, errlen, "tensor %s: its offset %llu is not a multiple of the alignment %llu",
+                name.s, (unsigned long long)t->offset, (unsigned long long)g->alignment);
         if (t->offset > avail || t->bytes > avail - t->offset)
-            return fail(err, errlen,
-                        "tensor %s (offset %llu, %llu bytes) runs past the end of the file: the "
-                        "data section holds %llu bytes",
-                        name.s, (unsigned long long)t->offset, (unsigned long long)t->bytes,
-                        (unsigned long long)avail);
+            return gguf_fail(
+                err, errlen,
+                "tensor %s (offset %llu, %llu bytes) runs past the end of the file: the "
+                "data section holds %llu bytes",
+                name.s, (unsigned long long)t->offset, (unsigned long long)t->bytes,
+                (unsigned long long)avail);
         t->data = c->data + g->data_start + t->offset;
     }
     return 0;
@@ -338,21 +336,21 @@ static int check_unique(const Gguf *g, char *err, size_t errlen) {
         (const GgufTensor **)sorted(g->tensors, g->n_tensors, sizeof *g->tensors, cmp_tensor_names);
     const GgufTensor **offs = (const GgufTensor **)sorted(g->tensors, g->n_tensors,
                                                           sizeof *g->tensors, cmp_tensor_offsets);
-    int rc = kvs && names && offs ? 0 : fail(err, errlen, "out of memory reading the file");
+    int rc = kvs && names && offs ? 0 : gguf_fail(err, errlen, "out of memory reading the file");
     for (uint64_t i = 1; rc == 0 && i < g->n_kvs; i++)
         if (string_cmp(kvs[i - 1]->key, kvs[i]->key) == 0)
-            rc = fail(err, errlen, "duplicate key %s", shown(kvs[i]->key).s);
+            rc = gguf_fail(err, errlen, "duplicate key %s", gguf_shown(kvs[i]->key).s);
     for (uint64_t i = 1; rc == 0 && i < g->n_tensors; i++)
         if (string_cmp(names[i - 1]->name, names[i]->name) == 0)
-            rc = fail(err, errlen, "duplicate tensor name %s", shown(names[i]->name).s);
+            rc = gguf_fail(err, errlen, "duplicate tensor name %s", gguf_shown(names[i]->name).s);
     /* the tensor reaching furthest so far: one starting before its end overlaps it */
     const GgufTensor *reach = NULL;
     for (uint64_t i = 0; rc == 0 && i < g->n_tensors; i++) {
         const GgufTensor *t = offs[i];
         if (t->bytes == 0) continue;
         if (reach && t->offset < reach->offset + reach->bytes)
-            rc = fail(err, errlen, "tensors %s and %s overlap in the file", shown(reach->name).s,
-                      shown(t->name).s);
+            rc = gguf_fail(err, errlen, "tensors %s and %s overlap in the file",
+                           gguf_shown(reach->name).s, gguf_shown(t->name).s);
         if (!reach || t->offset + t->bytes > reach->offset + reach->bytes) reach = t;
     }
     free(kvs);
@@ -367,17 +365,18 @@ int gguf_parse(Gguf *g, const uint8_t *data, size_t size, char *err, size_t errl
     if (parse_header(&c, g, err, errlen) != 0) return -1;
     g->kvs = calloc(g->n_kvs ? g->n_kvs : 1, sizeof *g->kvs);
     if (!g->kvs)
-        return fail(err, errlen, "out of memory for %llu key/values", (unsigned long long)g->n_kvs);
+        return gguf_fail(err, errlen, "out of memory for %llu key/values",
+                         (unsigned long long)g->n_kvs);
     int rc = 0;
     for (uint64_t i = 0; rc == 0 && i < g->n_kvs; i++)
         rc = parse_kv(&c, &g->kvs[i], i, g->n_kvs, err, errlen);
     if (rc == 0 && g->n_tensors > remaining(&c) / MIN_TENSOR_BYTES)
-        rc =
-            fail(err, errlen, "tensor count %llu cannot fit in the %llu bytes after the key/values",
-                 (unsigned long long)g->n_tensors, (unsigned long long)remaining(&c));
+        rc = gguf_fail(err, errlen,
+                       "tensor count %llu cannot fit in the %llu bytes after the key/values",
+                       (unsigned long long)g->n_tensors, (unsigned long long)remaining(&c));
     if (rc == 0 && !(g->tensors = calloc(g->n_tensors ? g->n_tensors : 1, sizeof *g->tensors)))
-        rc = fail(err, errlen, "out of memory for %llu tensor infos",
-                  (unsigned long long)g->n_tensors);
+        rc = gguf_fail(err, errlen, "out of memory for %llu tensor infos",
+                       (unsigned long long)g->n_tensors);
     for (uint64_t i = 0; rc == 0 && i < g->n_tensors; i++)
         rc = parse_tensor_info(&c, &g->tensors[i], i, err, errlen);
     if (rc == 0) rc = parse_alignment(g, err, errlen);
@@ -423,7 +422,7 @@ static const char *with_article(GgufValueType type, char buf[16]) {
 /* The key's entry, or NULL with err saying it is missing. */
 static const GgufKV *require(const Gguf *g, const char *key, char *err, size_t errlen) {
     const GgufKV *kv = gguf_find(g, key);
-    if (!kv) fail(err, errlen, "key %s is missing", key);
+    if (!kv) gguf_fail(err, errlen, "key %s is missing", key);
     return kv;
 }
 
@@ -438,11 +437,11 @@ int gguf_get_uint(const Gguf *g, const char *key, uint64_t *out, char *err, size
                  kv->type == GGUF_UINT32 || kv->type == GGUF_UINT64;
     char buf[16];
     if (!is_int)
-        return fail(err, errlen, "%s is %s, not an integer", key, with_article(kv->type, buf));
+        return gguf_fail(err, errlen, "%s is %s, not an integer", key, with_article(kv->type, buf));
     memcpy(&u, kv->value, size);
     if (is_signed && size < 8 && (u >> (8 * size - 1)) != 0) u |= UINT64_MAX << (8 * size);
     if (is_signed && (int64_t)u < 0)
-        return fail(err, errlen, "%s is %lld, negative", key, (long long)(int64_t)u);
+        return gguf_fail(err, errlen, "%s is %lld, negative", key, (long long)(int64_t)u);
     *out = u;
     return 0;
 }
@@ -458,7 +457,7 @@ int gguf_get_float(const Gguf *g, const char *key, float *out, char *err, size_t
         memcpy(&d, kv->value, sizeof d);
         *out = (float)d;
     } else {
-        return fail(err, errlen, "%s is %s, not a float", key, with_article(kv->type, buf));
+        return gguf_fail(err, errlen, "%s is %s, not a float", key, with_article(kv->type, buf));
     }
     return 0;
 }
@@ -468,7 +467,7 @@ int gguf_get_string(const Gguf *g, const char *key, GgufString *out, char *err, 
     if (!kv) return -1;
     char buf[16];
     if (kv->type != GGUF_STRING)
-        return fail(err, errlen, "%s is %s, not a string", key, with_article(kv->type, buf));
+        return gguf_fail(err, errlen, "%s is %s, not a string", key, with_article(kv->type, buf));
     gguf_array_strings(kv, out);
     return 0;
 }
@@ -479,11 +478,11 @@ int gguf_get_array(const Gguf *g, const char *key, GgufValueType elem_type, cons
     if (!kv) return -1;
     char buf[16];
     if (kv->type != GGUF_ARRAY)
-        return fail(err, errlen, "%s is %s, not an array of %s", key, with_article(kv->type, buf),
-                    value_type_names[elem_type]);
+        return gguf_fail(err, errlen, "%s is %s, not an array of %s", key,
+                         with_article(kv->type, buf), value_type_names[elem_type]);
     if (kv->elem_type != elem_type)
-        return fail(err, errlen, "%s is an array of %s, not of %s", key,
-                    value_type_names[kv->elem_type], value_type_names[elem_type]);
+        return gguf_fail(err, errlen, "%s is an array of %s, not of %s", key,
+                         value_type_names[kv->elem_type], value_type_names[elem_type]);
     *out = kv;
     return 0;
 }

@@ -169,6 +169,17 @@ int32_t gguf_array_int32(const GgufKV *kv, uint64_t i);
  * one string into out[0] (its n is 1). */
 void gguf_array_strings(const GgufKV *kv, GgufString *out);
 
+/* Writes printf's fmt into err[errlen] and returns -1: the one-line errors of the reader and of
+ * the code that reads a GGUF's keys (bpe_load.c). */
+int gguf_fail(char *err, size_t errlen, const char *fmt, ...);
+
+/* A string of the file (a name, a token) for a message: at most its first 64 bytes, control and
+ * non-ASCII bytes as \xNN (a newline must not break the message's one line), "..." when cut. */
+typedef struct {
+    char s[64 * 4 + 4];
+} GgufShown;
+GgufShown gguf_shown(GgufString s);
+
 /* The name of a value type ("uint32", "array"), for messages; "unknown" past the last. */
 const char *gguf_value_type_name(uint32_t type);
 

@@ -148,6 +148,45 @@ static void require_vocab(const Tokenizer *t, const char *path, const Config *c)
             c->vocab_size);
 }
 
+/* Dies unless the tokenizer file at `path` (-z) holds the vocabulary the model file carries,
+ * `own`: the same pieces with the same scores. */
+static void require_same_vocab(const Tokenizer *own, const char *path, const char *model_path) {
+    char err[1024];
+    Tokenizer given;
+    if (tokenizer_load(&given, path, err, sizeof(err)) != 0) die_loading(path, 0, err);
+    int id = tokenizer_first_difference(&given, own);
+    int n_given = given.vocab_size;
+    tokenizer_free(&given);
+    if (id >= 0 && n_given != own->vocab_size)
+        die("-z %s has %d pieces but %s carries a vocabulary of %d (leave out -z to use it)", path,
+            n_given, model_path, own->vocab_size);
+    if (id >= 0)
+        die("-z %s contradicts the vocabulary %s carries at piece %d (leave out -z to use it)",
+            path, model_path, id);
+}
+
+/* The tokenizer into t: the model file's own vocabulary when it carries one (a -z must then hold
+ * the same), else -z's file or one found beside the model (found: room for its path). Returns
+ * the path the tokenizer came from. */
+static const char *load_tokenizer(const Options *o, const Config *header, Tokenizer *t,
+                                  char found[1024]) {
+    char err[1024];
+    int rc = model_read_vocabulary(t, o->model_path, err, sizeof(err));
+    if (rc < 0) die("%s", err);
+    if (rc == 0) {
+        if (o->tokenizer_path) require_same_vocab(t, o->tokenizer_path, o->model_path);
+        return o->model_path;
+    }
+    const char *path = o->tokenizer_path;
+    if (!path) {
+        find_tokenizer(o->model_path, header->vocab_size, found, 1024);
+        path = found;
+    }
+    if (tokenizer_load(t, path, err, sizeof(err)) != 0) die_loading(path, 0, err);
+    require_vocab(t, path, header);
+    return path;
+}
+
 /* ----------------------------------------------------------------------------
  * main: every check, then one mode */
 
@@ -175,15 +214,8 @@ int main(int argc, char **argv) {
     int steps_given = o.steps != 0; /* -n given: clamping it to seq_len is worth a notice */
     if (!o.steps) o.steps = o.chat ? header.seq_len : 256; /* no -n: 256, a chat the context */
     char found[1024];
-    const char *tokenizer_path = o.tokenizer_path;
-    if (!tokenizer_path) {
-        find_tokenizer(o.model_path, header.vocab_size, found, sizeof(found));
-        tokenizer_path = found;
-    }
     Tokenizer tokenizer;
-    if (tokenizer_load(&tokenizer, tokenizer_path, err, sizeof(err)) != 0)
-        die_loading(tokenizer_path, 0, err);
-    require_vocab(&tokenizer, tokenizer_path, &header);
+    const char *tokenizer_path = load_tokenizer(&o, &header, &tokenizer, found);
     if (o.tokenize_text || o.tokenize_file) {
         run_tokenize(&tokenizer, o.tokenize_text, o.tokenize_file, o.json);
         tokenizer_free(&tokenizer);
@@ -216,6 +248,9 @@ int main(int argc, char **argv) {
     if (o.logits_path) remove_on_error(o.logits_path, logits_out.file);
 
     /* notices after every check, so that an error is the only line */
+    if (model.converted[0])
+        fprintf(stderr, "run: %s: converted at load: %s (not the file's values exactly)\n",
+                o.model_path, model.converted);
     if (c->norm_bias && model.norm != layernorm) /* the RMSNorms have no shift */
         fprintf(stderr, "run: the model was trained with %s; %s ignores its norm biases\n",
                 norm_name(c->trained_norm), norm_name(model.norm));
