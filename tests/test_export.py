@@ -38,6 +38,10 @@ TOK_BIN = "models/tok512.bin"
 TOK_MODEL = "models/tok512.model"
 SP = spm.SentencePieceProcessor(model_file=TOK_MODEL)
 TMP = tempfile.mkdtemp(prefix="normllama-export-")
+# the vocabulary export.py finds beside the checkpoints built here (tok<vocab_size>.model beside a
+# .pt; tokenizer.model in a directory's parent), as beside stories260K.pt in models/
+for _name in ("tok512.model", "tokenizer.model"):
+    shutil.copy(TOK_MODEL, os.path.join(TMP, _name))
 
 TESTS = []
 test = collector(TESTS)
@@ -441,7 +445,7 @@ def random_model_of_each_dtype_matches_float64():
         assert header["shared"] == 1 and np.all(t["attn_norm"] == 1)
         # f16 rounds to nearest: up to half a step (2^-11 relative) past the bound
         assert 0.05 < np.abs(t["wq"]).max() <= 1 / np.sqrt(288) * (1 + 2.0 ** -11)
-        sizes[dtype] = os.path.getsize(out)
+        sizes[dtype] = os.path.getsize(out) - header["vocab_bytes"]  # the weights
         code, _, err = run(out, "-z", "models/tokenizer.bin", "-t", "0", "-n", str(len(ids)),
                            "--logits", tmp("random.f32"), "Once upon a time, there was a dog")
         assert code == 0, err
@@ -1077,6 +1081,7 @@ def export_never_writes_over_its_input_or_through_other_files():
     pt, model = os.path.join(d, "in.pt"), os.path.join(d, "in.model")
     shutil.copy(PT, pt)
     shutil.copy(TOK_MODEL, model)
+    shutil.copy(TOK_MODEL, os.path.join(d, "tok512.model"))  # in.pt's vocabulary
     alias = os.path.join(d, "alias.nllm")
     if not os.path.lexists(alias):
         os.symlink(pt, alias)
@@ -1151,8 +1156,8 @@ def header_alone_serves_tokenizer_checks():
     assert code == 0, err
     assert [int(line.split()[0]) for line in stdout.splitlines()] == [1] + SP.encode(text), stdout
     code, _, err = limited(out, "-z", "models/tokenizer.bin", text)
-    assert (code, err) == (1, "run: models/tokenizer.bin has 32000 pieces but the model's "
-                              "vocab_size is 512\n"), err
+    assert (code, err) == (1, f"run: -z models/tokenizer.bin has 32000 pieces but {out} carries "
+                              "a vocabulary of 512 (leave out -z to use it)\n"), err
     n = 1 + len(SP.encode(text))
     code, _, err = limited(out, "-z", TOK_BIN, "-n", "2", text)
     assert (code, err) == (1, f"run: the prompt is {n} tokens, more than -n 2 (which counts the "

@@ -140,8 +140,9 @@ def run_logits_equal_the_training_forward_at_every_position_for_each_norm():
         assert err < 1e-4, err
         header = open(tmp(name + ".nllm"), "rb").read(56)
         assert struct.unpack_from("<II", header, 44) == ((0, 0) if norm == "rmsnorm" else (1, 1))
-        p = subprocess.run([sys.executable, "export.py", tmp(name + ".pt"), "--out",
-                            tmp(name + "-export.nllm"), "--quiet"], capture_output=True, text=True)
+        p = subprocess.run([sys.executable, "export.py", tmp(name + ".pt"), "--tokenizer",
+                            TOK_MODEL, "--out", tmp(name + "-export.nllm"), "--quiet"],
+                           capture_output=True, text=True)
         assert p.returncode == 0, p.stderr
         assert open(tmp(name + "-export.nllm"), "rb").read() == \
             open(tmp(name + ".nllm"), "rb").read()
