@@ -365,20 +365,7 @@ def reader_reads_what_gguf_py_reads_from_three_writers():
     gguf = gguf_py()
     need(GGUF_DUMP, "our reader's dump (make build/gguf_dump)")
     files = [write_stories260k(dtype)[0] for dtype in nllm_gguf.TENSOR_TYPES]
-    c, tensors = stories260k()
-    vocab = nllm_gguf.sentencepiece_vocab(TOK_MODEL)
-    w = gguf.GGUFWriter(tmp("gguf_py.gguf"), "llama")
-    w.add_block_count(c.n_layers)
-    w.add_token_list(vocab.tokens)
-    w.add_token_scores(vocab.scores)
-    w.add_add_bos_token(True)
-    for name, t in tensors.items():
-        w.add_tensor(name, np.asarray(t, np.float32))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    files.append(tmp("gguf_py.gguf"))
+    files.append(gguf_py_llama(gguf))
     if os.path.exists(LLAMA_LOGITS):
         for ftype in ("F16", "BF16", "Q8_0", "Q4_0", "Q4_K_M", "Q5_K_M", "Q6_K"):
             out = tmp(f"stories260K_{ftype}.gguf")
@@ -587,13 +574,10 @@ def run_agrees_with_llama_cpp_on_its_quantizers_files():
         assert bool(notice) == converted, (path, p.stderr)
 
 
-@test
-def run_reads_gguf_py_files_and_version_2():
-    """A llama GGUF of stories260K written by llama.cpp's gguf-py (its GGUFWriter, the keys
+def gguf_py_llama(gguf):
+    """stories260K as llama.cpp's gguf-py writes a llama GGUF (its GGUFWriter, the keys
     convert_hf_to_gguf.py writes for a llama model: no remove_extra_whitespaces, no
-    normllama.norm, f32 matrices), and our f32 file with its version field made 2 (versions 2 and
-    3 lay a file out alike): run's logits equal stories260K.bin's bit for bit."""
-    gguf = gguf_py()
+    normllama.norm, f32 matrices); its path."""
     c, tensors = stories260k()
     vocab = nllm_gguf.sentencepiece_vocab(TOK_MODEL)
     path = tmp("gguf_py_llama.gguf")
@@ -620,6 +604,14 @@ def run_reads_gguf_py_files_and_version_2():
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
+    return path
+
+
+@test
+def run_reads_gguf_py_files_and_version_2():
+    """stories260K as gguf-py writes it, and our f32 file with its version field made 2 (versions
+    2 and 3 lay a file out alike): run's logits equal stories260K.bin's bit for bit."""
+    path = gguf_py_llama(gguf_py())
     version_2 = tmp("version_2.gguf")
     data = bytearray(open(write_stories260k("f32")[0], "rb").read())
     data[4:8] = (2).to_bytes(4, "little")
