@@ -139,9 +139,9 @@ build/fuzz_tokenizer: tests/fuzz_tokenizer.c $(TOKENIZER_SRC) $(TOKENIZER_HEADER
 	@mkdir -p build
 	$(FUZZ_CC) -o $@ tests/fuzz_tokenizer.c $(TOKENIZER_SRC)
 
-build/fuzz_gguf: tests/fuzz_gguf.c gguf.c gguf.h | deps-fuzz
+build/fuzz_gguf: tests/fuzz_gguf.c $(TOKENIZER_SRC) $(TOKENIZER_HEADERS) | deps-fuzz
 	@mkdir -p build
-	$(FUZZ_CC) -o $@ tests/fuzz_gguf.c gguf.c
+	$(FUZZ_CC) -o $@ tests/fuzz_gguf.c $(TOKENIZER_SRC)
 
 fuzz: build/fuzz_tokenizer build/fuzz_gguf
 	models/fetch.sh tok512.bin
