@@ -188,6 +188,10 @@ def meta_consolidated_two_shards_export_equals_pt_export():
     assert code == 0, err
     # stories260K.pt stores output.weight (tied): the shards do too, so both files equal
     assert open(tmp("meta.nllm"), "rb").read() == open(stories_nllm(), "rb").read()
+    code, _, err = export_cli(tmp("meta"), "--out", tmp("meta.gguf"), "--seq-len", "512")
+    assert code == 0, err  # and as GGUF: the same model
+    assert np.array_equal(run_logits(tmp("meta.gguf"), "Once upon a time")[1],
+                          run_logits(stories_nllm(), "Once upon a time")[1])
 
 
 @test
@@ -592,6 +596,10 @@ def check_hf(name, storage, dtype, **overrides):
     err = np.abs(ref - logits).max()
     print(f"  {name}: {len(ids)} positions, max |logit - HF reference| = {err:.2e}")
     assert err < 1e-4, err
+    # the same checkpoint as GGUF (export.py --out X.gguf): run's logits on it are the same
+    code, _, err = export_cli(path, "--out", tmp(name + ".gguf"))
+    assert code == 0, err
+    assert np.array_equal(run_logits(tmp(name + ".gguf"), PROMPT)[1], logits), name
     return path, ours, c, ids, logits
 
 
