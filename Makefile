@@ -18,19 +18,19 @@ LDLIBS = -lm -lpcre2-8 -lutf8proc
 SANITIZE = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
 # the tokenizer alone, which the tokenizer's tools and fuzzer build without the model
-TOKENIZER_SRC = tokenizer.c tokenizer_load.c
-TOKENIZER_HEADERS = tokenizer.h tokenizer_pieces.h
+TOKENIZER_SRC = tokenizer.c tokenizer_load.c gguf.c
+TOKENIZER_HEADERS = tokenizer.h tokenizer_pieces.h gguf.h
 # byte-level BPE (GPT-2, Llama 3, Qwen, SmolLM vocabularies in GGUF), with the GGUF reader
 BPE_SRC = bpe.c bpe_load.c bpe_pretok.c
 BPE_HEADERS = bpe.h bpe_tables.h bpe_pretok.h
 # the weight matrices: the dtype table, the panels and their products, which tools/stream and
 # build/dtypes build alone
-KERNEL_SRC = dtype.c panel.c matmul.c
-KERNEL_HEADERS = dtype.h panel.h matmul.h simd.h
-LIB_SRC = model.c reference.c $(KERNEL_SRC) attention.c load.c format.c state.c norm.c \
-          $(TOKENIZER_SRC) eval.c profile.c sampler.c threads.c gguf.c $(BPE_SRC)
+KERNEL_SRC = dtype.c gguf_blocks.c panel.c matmul.c
+KERNEL_HEADERS = dtype.h gguf.h gguf_blocks.h panel.h matmul.h simd.h
+LIB_SRC = model.c reference.c $(KERNEL_SRC) attention.c load.c format.c format_gguf.c state.c \
+          norm.c $(TOKENIZER_SRC) $(BPE_SRC) eval.c profile.c sampler.c threads.c
 HEADERS = model.h reference.h $(KERNEL_HEADERS) attention.h load.h format.h state.h norm.h \
-          $(TOKENIZER_HEADERS) eval.h profile.h sampler.h threads.h gguf.h $(BPE_HEADERS)
+          $(TOKENIZER_HEADERS) $(BPE_HEADERS) eval.h profile.h sampler.h threads.h
 # the program's own files, one a mode or concern of the command line (run.c holds main)
 RUN_SRC = run.c options.c io.c generate.c chat.c compare.c tokenize.c vocab.c info.c trace.c
 RUN_HEADERS = options.h io.h generate.h chat.h compare.h tokenize.h vocab.h info.h trace.h
@@ -114,12 +114,18 @@ build/gguf_dump: tests/gguf_dump.c tests/helpers.c tests/helpers.h gguf.c gguf.h
 	@mkdir -p build
 	$(CC) $(CFLAGS) -I. -o $@ tests/gguf_dump.c tests/helpers.c gguf.c -lcriterion
 
+# tests/test_gguf_run.py holds our block decoders (gguf_blocks.c) to ggml's through this helper
+build/dequantize: tests/dequantize.c $(KERNEL_SRC) $(KERNEL_HEADERS) | deps-build
+	@mkdir -p build
+	$(CC) $(CFLAGS) -I. -o $@ tests/dequantize.c $(KERNEL_SRC) gguf.c $(LDLIBS)
+
 # the dtype table as JSON lines, which the Python side of the file format is checked against
 build/dtypes: tests/dtypes.c $(KERNEL_SRC) $(KERNEL_HEADERS) | deps-build
 	@mkdir -p build
 	$(CC) $(CFLAGS) -I. -o $@ tests/dtypes.c $(KERNEL_SRC) $(LDLIBS)
 
-test: deps-test run build/tests build/tokenize_corpus build/gguf_dump build/dtypes build/bpe_corpus llama-oracle
+test: deps-test run build/tests build/tokenize_corpus build/gguf_dump build/dequantize build/dtypes \
+      build/bpe_corpus llama-oracle
 	$(FETCH_TEST_MODELS)
 	STB_INCLUDE="$(STB_INCLUDE)" $(PYTHON) tests/test_deps.py
 	NORMLLAMA_RUN=./run build/tests
@@ -148,7 +154,7 @@ bpe-parity: deps-test run build/bpe_corpus llama-oracle
 	NORMLLAMA_RUN=./run $(PYTHON) tests/bpe_parity.py --full
 
 # The twin study (tools/twins.py): the stories260K shape trained with RMSNorm and with LayerNorm
-# (train.py), exported, compared with run; TWIN_SEEDS pairs; the table and picture go to
+# (train.py), exported (our files, and GGUFs for llama.cpp), compared with run; TWIN_SEEDS pairs; the table and picture go to
 # docs/NORMS.md and docs/twins_loss.png.
 TWIN_SEEDS ?= 1
 TWIN_STEPS ?= 2400
@@ -182,9 +188,9 @@ build/fuzz_tokenizer: tests/fuzz_tokenizer.c $(TOKENIZER_SRC) $(TOKENIZER_HEADER
 	@mkdir -p build
 	$(FUZZ_CC) -o $@ tests/fuzz_tokenizer.c $(TOKENIZER_SRC)
 
-build/fuzz_gguf: tests/fuzz_gguf.c gguf.c gguf.h | deps-fuzz
+build/fuzz_gguf: tests/fuzz_gguf.c $(TOKENIZER_SRC) $(TOKENIZER_HEADERS) | deps-fuzz
 	@mkdir -p build
-	$(FUZZ_CC) -o $@ tests/fuzz_gguf.c gguf.c
+	$(FUZZ_CC) -o $@ tests/fuzz_gguf.c $(TOKENIZER_SRC)
 
 build/fuzz_bpe: tests/fuzz_bpe.c $(BPE_SRC) $(BPE_HEADERS) gguf.c gguf.h | deps-fuzz
 	@mkdir -p build
@@ -308,11 +314,13 @@ build/tokenize_corpus-sanitize: tests/tokenize_corpus.c $(TOKENIZER_SRC) $(TOKEN
 	@mkdir -p build
 	$(CC) $(CFLAGS) -O1 -g $(SANITIZE) -I. -o $@ tests/tokenize_corpus.c $(TOKENIZER_SRC) $(LDLIBS)
 
-sanitize: deps-test run-sanitize build/tests-sanitize build/tokenize_corpus-sanitize
+sanitize: deps-test run-sanitize build/tests-sanitize build/tokenize_corpus-sanitize build/gguf_dump \
+          build/dequantize
 	$(FETCH_TEST_MODELS)
 	NORMLLAMA_RUN=./run-sanitize build/tests-sanitize
 	NORMLLAMA_RUN=./run-sanitize $(PYTHON) tests/test_export.py
 	NORMLLAMA_RUN=./run-sanitize $(PYTHON) tests/test_trace.py
+	NORMLLAMA_RUN=./run-sanitize $(PYTHON) tests/test_gguf_writer.py
 	NORMLLAMA_RUN=./run-sanitize TOKENIZE_CORPUS=build/tokenize_corpus-sanitize \
 		$(PYTHON) tests/tokenizer_parity.py
 

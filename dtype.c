@@ -1,8 +1,11 @@
-/* The weight dtypes' table (dtype.h) and the 16-bit conversions. */
+/* The weight dtypes' table (dtype.h), the GGUF types' table, the 16-bit conversions and q8_0's
+ * quantizer. */
 #include "dtype.h"
 
 #include <math.h>
 
+#include "gguf.h"
+#include "gguf_blocks.h"
 #include "matmul.h"
 #include "panel.h"
 
@@ -13,6 +16,26 @@ const DTypeInfo DTYPES[N_DTYPES] = {
     [DTYPE_F16] = {"f16", TENSOR_F16, 1, 2, {0}, pack_16bit, value_f16, tiles_f16},
     [DTYPE_Q4_0] = {"q4_0", TENSOR_Q4, 2, 1, {32}, pack_q4_0, value_q4_0, tiles_q4_0},
 };
+
+static const GgufDType GGUF_DTYPES[] = {
+    {GGUF_TENSOR_F32, DTYPE_F32, GGUF_IN_PLACE, NULL, gguf_f32_to_f32},
+    {GGUF_TENSOR_F16, DTYPE_F16, GGUF_IN_PLACE, NULL, gguf_f16_to_f32},
+    {GGUF_TENSOR_BF16, DTYPE_BF16, GGUF_IN_PLACE, NULL, gguf_bf16_to_f32},
+    {GGUF_TENSOR_Q8_0, DTYPE_Q8_0, GGUF_REPACKED, gguf_q8_0_as_q8_0, gguf_q8_0_to_f32},
+    {GGUF_TENSOR_Q4_0, DTYPE_Q4_0, GGUF_REPACKED, gguf_q4_0_as_q4_0, gguf_q4_0_to_f32},
+    {GGUF_TENSOR_Q5_0, DTYPE_Q8_0, GGUF_REPACKED, gguf_q5_0_as_q8_0, gguf_q5_0_to_f32},
+    {GGUF_TENSOR_Q4_1, DTYPE_Q8_0, GGUF_CONVERTED, NULL, gguf_q4_1_to_f32},
+    {GGUF_TENSOR_Q5_1, DTYPE_Q8_0, GGUF_CONVERTED, NULL, gguf_q5_1_to_f32},
+    {GGUF_TENSOR_Q4_K, DTYPE_Q8_0, GGUF_CONVERTED, NULL, gguf_q4_K_to_f32},
+    {GGUF_TENSOR_Q5_K, DTYPE_Q8_0, GGUF_CONVERTED, NULL, gguf_q5_K_to_f32},
+    {GGUF_TENSOR_Q6_K, DTYPE_Q8_0, GGUF_CONVERTED, NULL, gguf_q6_K_to_f32},
+};
+
+const GgufDType *gguf_dtype(uint32_t ggml_type) {
+    for (size_t i = 0; i < sizeof(GGUF_DTYPES) / sizeof(GGUF_DTYPES[0]); i++)
+        if (GGUF_DTYPES[i].ggml_type == ggml_type) return &GGUF_DTYPES[i];
+    return NULL;
+}
 
 int dtype_grouped(DType d) {
     return DTYPES[d].group_sizes[0] != 0;
@@ -51,4 +74,17 @@ float f16_to_f32(uint16_t h) {
     float f;
     memcpy(&f, &bits, sizeof(f));
     return f;
+}
+
+void quantize_q8_0_row(const float *x, int n, int group_size, int8_t *values, float *scales) {
+    for (int start = 0; start < n; start += group_size) {
+        int end = n - start < group_size ? n : start + group_size;
+        float amax = 0.0f;
+        for (int j = start; j < end; j++) amax = fmaxf(amax, fabsf(x[j]));
+        float scale = amax / 127.0f;
+        scales[start / group_size] = scale;
+        for (int j = start; j < end; j++)
+            values[j] =
+                scale > 0.0f ? (int8_t)fminf(fmaxf(rintf(x[j] / scale), -127.0f), 127.0f) : 0;
+    }
 }

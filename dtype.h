@@ -1,7 +1,9 @@
 /* The weight dtypes, one row each in one table (dtype.c), as ggml's type_traits: what a file
  * holds of a matrix in that dtype, how it goes into panels (panel.h) and which tiles multiply it
- * (matmul.c). Adding a dtype is a row here plus its pack, value and tiles functions. Beside the
- * table, the half-precision and bfloat16 conversions that reading such values takes.
+ * (matmul.c). Adding a dtype is a row here plus its pack, value and tiles functions. A second
+ * table says which dtype each GGUF tensor type run reads becomes, and how (GGUF_DTYPES). Beside
+ * the tables, the half-precision and bfloat16 conversions that reading such values takes, and
+ * q8_0's quantizer, which the GGUF types converted at load go through.
  */
 #ifndef DTYPE_H
 #define DTYPE_H
@@ -62,6 +64,33 @@ typedef struct {
 
 extern const DTypeInfo DTYPES[N_DTYPES];
 
+/* How a GGUF tensor of a type run reads becomes a matrix of one of its dtypes. */
+typedef enum {
+    GGUF_IN_PLACE,  /* the dtype's own row layout (F32, F16, BF16): packed from the file as it is */
+    GGUF_REPACKED,  /* the same values regrouped into the dtype's rows, fp16 scales widened to f32
+                       (Q8_0 and Q5_0 as q8_0, Q4_0 as q4_0): exact */
+    GGUF_CONVERTED, /* decoded to float32, then quantized to the dtype (q8_0 in groups of 32): the
+                       values move by up to half a q8_0 step, max |w| / 254 of their group */
+} GgufReading;
+
+/* One GGUF tensor type (ggml's id, gguf.h) as run reads it. Rows are whole blocks of the type. */
+typedef struct {
+    uint32_t ggml_type;
+    DType dtype; /* the dtype it is held in (q8_0 and q4_0 in groups of 32) */
+    GgufReading reading;
+    /* GGUF_REPACKED: a row of n values into the dtype's row layout (values and scales, as a
+     * normllama file holds them, FORMAT.md); NULL otherwise */
+    void (*repack)(const uint8_t *row, int n, void *values, float *scales);
+    /* any: a row of n values to float32, as ggml's dequantize_row_* gives them */
+    void (*to_f32)(const uint8_t *row, int n, float *out);
+} GgufDType;
+
+/* The GGUF type's row of GGUF_DTYPES, or NULL for a type run does not read (a one-line error
+ * names it). q8_0 and q4_0 keep their values exactly; the types that other quantizations of
+ * llama.cpp's Q4_0, Q4_K_M and Q5_K_M files mix in (Q4_1, Q5_1, Q4_K, Q5_K, Q6_K) are converted
+ * to q8_0 (docs/MODELS.md says what that costs); Q5_0 fits q8_0 exactly. */
+const GgufDType *gguf_dtype(uint32_t ggml_type);
+
 /* Whether a dtype's values come in groups with a scale each (q8_0 and q4_0). */
 int dtype_grouped(DType d);
 
@@ -75,6 +104,12 @@ size_t dtype_row_bytes(DType d, int cols);
 /* The value of an IEEE 754 binary16 (fp16) number given by its bits; subnormals, infinities and
  * NaN included. */
 float f16_to_f32(uint16_t h);
+
+/* x (n values) as q8_0 in groups of group_size along the row, the last one shorter when n is not
+ * a multiple: scale = max |x| / 127 of its group (in float), values round(x / scale) (half to
+ * even) in -127..127, a group of zeros scale 0; as nllm_format.py's quantize_q8_0. values: n
+ * int8, scales: ceil(n / group_size) floats. */
+void quantize_q8_0_row(const float *x, int n, int group_size, int8_t *values, float *scales);
 
 /* The value of a bfloat16 number given by its bits (the upper half of an fp32). Inline: the
  * embedding lookup calls it per weight. */

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Export checkpoints to normllama's model file (docs/FORMAT.md) and SentencePiece models to the
-tokenizer file run reads.
+"""Export checkpoints to normllama's model file (docs/FORMAT.md) or to GGUF, llama.cpp's, and
+SentencePiece models to the tokenizer file run reads.
 
 Inputs (the kind is told from the path):
   llama2.c checkpoint   a .pt file written by llama2.c's train.py: "model_args" and a "model"
@@ -17,6 +17,15 @@ Weight matrices are written as --dtype: f32, bf16 or f16 (the last two rounding 
 nearest), q8_0 (int8 with one f32 scale per --group-size values of a row) or q4_0 (4-bit codes
 with one f32 scale per 32 values of a row); norm weights and biases are always f32.
 
+The file carries the model's vocabulary, so that run needs no -z: the SentencePiece model given
+with --tokenizer, or found beside the input (tokenizer.model in a Hugging Face or Meta directory,
+or in a Meta directory's parent; tok<vocab_size>.model, then tokenizer.model, beside a .pt; for
+--random, the Llama 2 vocabulary in models/tokenizer.model).
+
+An --out ending in .gguf writes GGUF (nllm_gguf.py), which llama.cpp runs: an RMSNorm model as
+the llama architecture, a LayerNorm one as stablelm; q8_0 and q4_0 in ggml's blocks of 32 with
+fp16 scales (a matrix whose rows are not whole blocks is written f16). docs/MODELS.md says more.
+
 Run with Debian's Python (/usr/bin/python3, see `make deps-train`): numpy, torch, sentencepiece
 and tqdm. Errors print one line "export.py: error: ..." and exit 1.
 """
@@ -24,8 +33,8 @@ import argparse
 import importlib.util
 import os
 import signal
-import struct
 import sys
+from collections.abc import Mapping
 
 # Started as ./export.py, the python3 first on PATH runs it, which may lack Debian's packages:
 # one line naming the interpreter to use, not an ImportError's traceback (here or mid-export)
@@ -41,8 +50,12 @@ for _module in ("numpy", "torch", "sentencepiece", "tqdm"):
 import numpy as np  # noqa: E402 (after the check above)
 from nllm_checkpoint import (TensorSource, field, read_json,  # noqa: E402
                              require_regular_file, torch_load)
+import nllm_gguf  # noqa: E402
 from nllm_format import (DTYPES, MATRICES, MAX_SIZE, NORM_CODES, Config,  # noqa: E402
-                         ExportError, Output, shown, tensor_order, write_model)
+                         ExportError, Output, check_vocab, sentencepiece_vocab, shown,
+                         tensor_order, tokenizer_bytes, write_model)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 # Random-weight models for benchmarks (--random): (dim, hidden_dim, n_layers, n_heads, n_kv_heads,
 # vocab_size, seq_len)
@@ -307,31 +320,69 @@ def load_random(shape, seed, seq_len):
 
 
 def export_tokenizer(path, out):
-    """llama2.c's tokenizer layout: int32 max_token_length, then per piece float32 score, int32
-    length, bytes; U+2581 becomes a space, BOS/EOS are written as "\\n<s>\\n" and "\\n</s>\\n" as
-    llama2.c's tokenizer.py does."""
-    import sentencepiece as spm
-
-    # SentencePiece aborts the process (a C++ exception) on a directory
+    """llama2.c's tokenizer layout (nllm_format.tokenizer_bytes)."""
     require_regular_file(path)
-    try:
-        sp = spm.SentencePieceProcessor(model_file=path)
-        # a corrupt model can load and hold a piece that is not UTF-8, which id_to_piece refuses
-        texts = [sp.id_to_piece(i) for i in range(sp.vocab_size())]
-    except Exception as e:
-        raise ExportError(f"{path}: not a SentencePiece model ({e})")
-    pieces, scores = [], []
-    for i, t in enumerate(texts):
-        if i == sp.bos_id():
-            t = "\n<s>\n"
-        elif i == sp.eos_id():
-            t = "\n</s>\n"
-        pieces.append(t.replace("\u2581", " ").encode("utf-8"))
-        scores.append(sp.get_score(i))
+    vocab = sentencepiece_vocab(path)
     with Output(out) as f:
-        f.write(struct.pack("<i", max(len(p) for p in pieces)))
-        for p, s in zip(pieces, scores):
-            f.write(struct.pack("<fi", s, len(p)) + p)
+        f.write(tokenizer_bytes(vocab))
+
+
+def find_vocab(a, c):
+    """The vocabulary the exported file carries: --tokenizer's SentencePiece model, else the first
+    found of the places the module's docstring lists, checked against the model c."""
+    if a.tokenizer:
+        tried = [a.tokenizer]
+    elif a.random:
+        tried = [os.path.join(HERE, "models", "tokenizer.model")]
+    elif os.path.isdir(a.input):
+        tried = [os.path.join(a.input, "tokenizer.model"),
+                 os.path.join(os.path.dirname(os.path.abspath(a.input)), "tokenizer.model")]
+    else:
+        beside = os.path.dirname(a.input)
+        tried = [os.path.join(beside, f"tok{c.vocab_size}.model"),
+                 os.path.join(beside, "tokenizer.model")]
+    for path in tried:
+        if a.tokenizer or os.path.isfile(path):
+            require_regular_file(path)
+            vocab = sentencepiece_vocab(path)
+            check_vocab(vocab, c, path)
+            return vocab
+    raise ExportError(f"no vocabulary for the model: tried {', '.join(tried)} (give its "
+                      "SentencePiece model with --tokenizer; the file carries it so that run needs "
+                      "no -z)")
+
+
+class GgufTensors(Mapping):
+    """The model's tensors by their GGUF names, each read from get when the writer asks."""
+
+    def __init__(self, c, get):
+        self.get = get
+        self.names = {nllm_gguf.gguf_name(name, layer): (name, layer)
+                      for name, per_layer, _ in tensor_order(c)
+                      for layer in (range(c.n_layers) if per_layer else [None])}
+
+    def __getitem__(self, key):
+        return self.get(*self.names[key])
+
+    def __iter__(self):
+        return iter(self.names)
+
+    def __len__(self):
+        return len(self.names)
+
+
+def write(a, c, get):
+    """The model file --out names: GGUF for a .gguf name, else ours; carrying the vocabulary."""
+    vocab = find_vocab(a, c)
+    if not a.out.endswith(".gguf"):
+        write_model(a.out, c, get, a.dtype, a.group_size, progress=not a.quiet, vocab=vocab)
+        return
+    if a.group_size not in (None, 32):
+        raise ExportError(f"--group-size {a.group_size} goes with a normllama file: GGUF's q8_0 "
+                          "blocks are 32 values")
+    name = os.path.basename(os.path.normpath(a.input)) if a.input else f"random {a.random}"
+    with Output(a.out) as f:
+        nllm_gguf.write_model(f, c, GgufTensors(c, get), vocab, a.dtype, name)
 
 
 def load(path, seq_len):
@@ -364,7 +415,8 @@ def refuse_options_that_do_not_apply(a):
         raise ExportError("--seed goes with --random")
     if a.input is not None and a.input.endswith(".model"):
         given = [f for f, v in (("--dtype", a.dtype), ("--group-size", a.group_size),
-                                ("--seq-len", a.seq_len)) if v is not None]
+                                ("--seq-len", a.seq_len), ("--tokenizer", a.tokenizer))
+                 if v is not None]
         if given:
             raise ExportError(f"{given[0]} goes with a model export, not with a tokenizer "
                               f"({a.input})")
@@ -378,6 +430,7 @@ def main(argv=None):
         "  export.py ../shared/models/stories260K.pt --out models/stories260K.nllm\n"
         "  export.py path/to/TinyLlama-1.1B --out tinyllama.nllm\n"
         "  export.py ../shared/models/tok512.model --out models/tok512.bin\n"
+        "  export.py ../shared/models/stories260K.pt --dtype q8_0 --out stories260K.gguf\n"
         "  export.py --random 110M --dtype q8_0 --out build/bench/110M-q8_0.nllm\n")
     p.add_argument("input", nargs="?",
                    help="checkpoint file or directory, or a SentencePiece .model")
@@ -394,6 +447,9 @@ def main(argv=None):
                    help="kv cache length to record, 1..%d (default: the checkpoint's max_seq_len "
                    "/ max_position_embeddings; 2048 for Meta checkpoints, which do not store it; "
                    "the shape's for --random)" % MAX_SIZE)
+    p.add_argument("--tokenizer", metavar="MODEL",
+                   help="the SentencePiece model whose vocabulary the file carries (default: "
+                   "found beside the input)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     a = p.parse_args(argv)
     # a SIGTERM (kill, timeout) unwinds like an error, so that no temporary file is left
@@ -415,13 +471,11 @@ def main(argv=None):
         if a.input is not None:
             refuse_input_as_output(a.input, a.out)
         if a.random:
-            c, get = load_random(a.random, a.seed, a.seq_len)
-            write_model(a.out, c, get, a.dtype, a.group_size, progress=not a.quiet)
+            write(a, *load_random(a.random, a.seed, a.seq_len))
         elif a.input.endswith(".model"):
             export_tokenizer(a.input, a.out)
         else:
-            c, get = load(a.input, a.seq_len)
-            write_model(a.out, c, get, a.dtype, a.group_size, progress=not a.quiet)
+            write(a, *load(a.input, a.seq_len))
     except ExportError as e:
         print_error(str(e))
         return 1

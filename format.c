@@ -6,19 +6,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_SIZE (1 << 20) /* bound on every header field, so each tensor size fits in 64 bits */
-
 /* First four bytes, read as a little-endian uint32. */
 #define NLLM_MAGIC 0x4d4c4c4eu /* "NLLM" */
 #define AK42_MAGIC 0x616b3432u /* "24ka" on disk: llama2.c writes the number 0x616b3432 */
+#define GGUF_MAGIC 0x46554747u /* "GGUF" */
 
 #define NLLM_VERSION  1
 #define LEGACY_HEADER 28  /* 7 int32 */
 #define FIXED_HEADER  256 /* normllama and llama2.c version 1/2 headers, zero-padded */
 
-/* normllama: offset of the uint32 group_size of q8_0 weights (0 for other dtypes), the header's
- * last field; the reserved zero bytes follow */
-#define NLLM_GROUP_SIZE_OFF 64
+/* normllama: offsets of the uint32 group_size of q8_0 and q4_0 weights (0 for other dtypes), and
+ * of the tokenizer section's uint32 size in bytes (0: none) and flags, the header's last field;
+ * the reserved zero bytes follow */
+#define NLLM_GROUP_SIZE_OFF      64
+#define NLLM_VOCAB_BYTES_OFF     68
+#define NLLM_VOCAB_FLAGS_OFF     72
+#define NLLM_RESERVED_OFF        76
+#define NLLM_VOCAB_FLAGS_DEFINED 1u /* bit 0: remove_extra_whitespaces */
 
 /* Trained-norm codes of the normllama header, in norm.c's naming (nllm_format.NORM_CODES). */
 static const char *const norm_codes[] = {
@@ -35,7 +39,7 @@ static const char *const site_scalar_names[][3] = {
 /* ----------------------------------------------------------------------------
  * Headers, their checks and the tensor layouts */
 
-static int check_config(const Config *c, char *err, size_t errlen) {
+int check_config(const Config *c, char *err, size_t errlen) {
     const struct {
         const char *name;
         int value;
@@ -447,7 +451,14 @@ static int read_normllama(Model *m, const char *map, Layout *l, char *err, size_
         snprintf(err, errlen, "alignment is %u, not a power of two in 4..4096", align);
         return -1;
     }
-    for (int i = NLLM_GROUP_SIZE_OFF + 4; i < FIXED_HEADER; i++) {
+    uint32_t vocab_bytes = read_u32(map + NLLM_VOCAB_BYTES_OFF);
+    uint32_t vocab_flags = read_u32(map + NLLM_VOCAB_FLAGS_OFF);
+    if ((vocab_flags & ~NLLM_VOCAB_FLAGS_DEFINED) != 0 || (vocab_bytes == 0 && vocab_flags != 0)) {
+        snprintf(err, errlen, "tokenizer flags are 0x%x, not 0 or 1%s", vocab_flags,
+                 vocab_bytes == 0 ? " with a tokenizer section" : "");
+        return -1;
+    }
+    for (int i = NLLM_RESERVED_OFF; i < FIXED_HEADER; i++) {
         if (map[i] != 0) {
             snprintf(err, errlen, "reserved header byte %d is not zero", i);
             return -1;
@@ -462,12 +473,25 @@ static int read_normllama(Model *m, const char *map, Layout *l, char *err, size_
         return -1;
     }
     normllama_layout(l, &m->weights, c, align, d->kind, (int)group_size);
+    l->has_vocab = vocab_bytes != 0;
+    l->vocab_bytes = vocab_bytes;
+    l->vocab_flags = vocab_flags;
     m->format = normllama_format(dtype);
     return 0;
 }
 
+void layout_free(Layout *l) {
+    if (l->gguf) gguf_free(l->gguf);
+    free(l->gguf);
+    free(l->owned);
+    l->gguf = NULL;
+    l->owned = NULL;
+}
+
 int read_layout(Model *m, const char *map, size_t size, Layout *l, char *what, size_t whatlen) {
     uint32_t magic = read_u32(map);
+    *l = (Layout){0};
+    if (magic == GGUF_MAGIC) return read_gguf(m, map, size, l, what, whatlen);
     size_t header = magic == NLLM_MAGIC || magic == AK42_MAGIC ? FIXED_HEADER : LEGACY_HEADER;
     if (size < header) {
         snprintf(what, whatlen, "model file is %zu bytes, shorter than its %zu-byte header", size,
@@ -480,6 +504,10 @@ int read_layout(Model *m, const char *map, size_t size, Layout *l, char *what, s
     if (rc != 0) return -1;
     const Config *c = &m->config;
     uint64_t expected = layout_end(l);
+    if (l->has_vocab && expected != UINT64_MAX) { /* the tokenizer section ends the file */
+        l->vocab_offset = align_up(expected, l->align);
+        expected = l->vocab_offset + l->vocab_bytes;
+    }
     if (expected != size) {
         snprintf(what, whatlen,
                  "file is %zu bytes but its %s header (dim %d, hidden_dim %d, n_layers %d, "

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gguf.h"
 #include "model.h"
 
 /* One tensor of a file layout, in file order, and how it is stored (TensorKind: dtype.h). */
@@ -22,7 +23,16 @@ typedef struct {
      * followed by one fp32 scale per group_size values of that piece (the scales not
      * float-aligned in general) */
     uint64_t parts;
+    /* GGUF: the `parts` tensors (one per layer, numel / parts values each) in the map, which
+     * layout_place copies in order; NULL: the tensor is at the layout's running offset */
+    const uint8_t *const *pieces;
 } TensorSpec;
+
+/* A GGUF matrix's layer: its own tensor in the map, of its own type (dtype.h's GgufDType). */
+typedef struct {
+    const uint8_t *data;
+    const GgufDType *type;
+} LayerTensor;
 
 /* A matrix row-major, in the map or dequantized (version 2), until model_load packs it into
  * `matrix`: layer l's values (rows, cols) start value_stride bytes after layer l - 1's values, and
@@ -38,6 +48,14 @@ typedef struct {
     int layers;
     int in_map; /* 1: values and scales point into the file map; 0: into a dequantized copy */
     int pieces; /* 1: the version 2 q8_0 case, values and scales alternating layer by layer */
+    /* GGUF: each layer's tensor (`layers` of them), read into the matrix's dtype as its type says
+     * (in place, repacked or converted); values, scales and the strides are unused. NULL for the
+     * other layouts. */
+    const LayerTensor *layer_tensors;
+    /* GGUF stablelm's wq and wk: head_size, their rows within each head in rotate-half order (file
+     * row i of a head holds our row 2i, file row head_size / 2 + i our row 2i + 1; model.h's RoPE
+     * pairs (2i, 2i + 1)); 0: rows in order */
+    int rotate_half;
 } Source;
 
 typedef struct {
@@ -48,13 +66,42 @@ typedef struct {
     uint64_t start;      /* file offset of the first tensor */
     uint64_t align;      /* every tensor starts at a multiple of this (1: packed) */
     uint64_t group_size; /* of the file's q8_0, q4_0 or llama2.c version 2 groups; 0 otherwise */
+    /* 1 (GGUF): every tensor's place is the file's own, checked by gguf_parse, and set by the
+     * reader (TensorSpec's pieces, Source's layer_tensors): no running offset, and no size the
+     * layout implies */
+    int placed;
+    /* the vocabulary the file carries: a normllama tokenizer section (vocab_bytes of llama2.c's
+     * tokenizer layout at vocab_offset, vocab_flags its normalizer bits, FORMAT.md), or a GGUF's
+     * tokenizer.ggml.* keys (has_vocab); none in llama2.c's layouts */
+    int has_vocab;
+    uint64_t vocab_offset, vocab_bytes;
+    uint32_t vocab_flags;
+    Gguf *gguf;  /* GGUF: the parsed file, pointing into the map */
+    void *owned; /* GGUF: the tables of pieces and layer tensors */
+    /* what the reader converts rather than reads exactly, for run's notice: "q4_K, q6_K as q8_0";
+     * "" when nothing */
+    char converted[128];
 } Layout;
 
 /* Reads the header at map (the whole file, size bytes) into m->config and m->format, the tensors'
  * layout into l and the matrices' shapes and dtypes (matrix_init) into m->weights, and checks the
  * header (model_load's list of refusals) and the layout against the file size; reads no tensor.
- * Returns 0, or -1 with the problem, without the path, in what[whatlen]. */
+ * Returns 0, or -1 with the problem, without the path, in what[whatlen]. Either way, layout_free
+ * frees what l holds. */
 int read_layout(Model *m, const char *map, size_t size, Layout *l, char *what, size_t whatlen);
+
+/* read_layout's reader of GGUF files (format_gguf.c): the keys into m->config, the tensors into
+ * l's pieces and sources; l->gguf the parsed file. */
+int read_gguf(Model *m, const char *map, size_t size, Layout *l, char *what, size_t whatlen);
+
+void layout_free(Layout *l);
+
+/* The checks every layout's header passes (model_load's list). Returns 0, or -1 with the
+ * problem in err. */
+int check_config(const Config *c, char *err, size_t errlen);
+
+/* The bound on every size field of a header, so that each tensor size fits in 64 bits. */
+#define MAX_SIZE (1 << 20)
 
 /* Bytes a tensor takes in the file (group_size: the layout's). */
 uint64_t tensor_bytes(const TensorSpec *t, uint64_t group_size);

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "dtype.h"
 #include "io.h"
 
 /* The matrices, in the order the forward pass uses them. */
@@ -19,39 +20,13 @@ static void matrices(const Model *m, const Matrix *out[N_MATRICES]) {
     memcpy(out, all, sizeof(all));
 }
 
-static const char *dtype_label(DType d) {
-    switch (d) {
-    case DTYPE_F32:
-        return "f32";
-    case DTYPE_BF16:
-        return "bf16";
-    case DTYPE_Q8_0:
-        return "q8_0";
-    case DTYPE_F16:
-        return "f16";
-    case DTYPE_Q4_0:
-        return "q4_0";
-    }
-    return "?";
-}
-
-/* Bytes of one layer's values of a (rows, cols) matrix of its dtype. */
+/* Bytes of one layer's values of a (rows, cols) matrix as a file stores it: its rows of blocks
+ * (dtype.h), and a grouped dtype's float32 scale per group of each row. */
 static size_t matrix_bytes(const Matrix *x) {
-    size_t n = (size_t)x->rows * x->cols;
-    size_t groups =
-        (size_t)x->rows * ((x->cols + x->group_size - 1) / (x->group_size ? x->group_size : 1));
-    switch (x->dtype) {
-    case DTYPE_F32:
-        return 4 * n;
-    case DTYPE_BF16:
-    case DTYPE_F16:
-        return 2 * n;
-    case DTYPE_Q8_0:
-        return n + 4 * groups;
-    case DTYPE_Q4_0:
-        return n / 2 + 4 * groups;
-    }
-    return 0;
+    size_t bytes = (size_t)x->rows * dtype_row_bytes(x->dtype, x->cols);
+    if (dtype_grouped(x->dtype))
+        bytes += (size_t)x->rows * ((x->cols + x->group_size - 1) / x->group_size) * sizeof(float);
+    return bytes;
 }
 
 size_t info_weight_bytes(const Model *m) {
@@ -94,10 +69,10 @@ static void print_text(const Model *m, const Tokenizer *t, const InfoRequest *re
            c->dim, c->hidden_dim, c->n_layers, c->n_heads, c->n_kv_heads, head_size);
     printf("  dtype         ");
     if (one_dtype(mat)) {
-        printf("%s, every matrix", dtype_label(mat[0]->dtype));
+        printf("%s, every matrix", DTYPES[mat[0]->dtype].name);
     } else {
         for (int i = 0; i < N_MATRICES; i++)
-            printf("%s%s %s", i ? ", " : "", matrix_names[i], dtype_label(mat[i]->dtype));
+            printf("%s%s %s", i ? ", " : "", matrix_names[i], DTYPES[mat[i]->dtype].name);
     }
     if (mat[0]->dtype == DTYPE_Q8_0 || mat[0]->dtype == DTYPE_Q4_0)
         printf(" (groups of %d)", mat[0]->group_size);
@@ -142,7 +117,7 @@ static void print_json(const Model *m, const Tokenizer *t, const InfoRequest *re
            c->vocab_size, c->seq_len);
     printf("  \"dtypes\": {");
     for (int i = 0; i < N_MATRICES; i++)
-        printf("%s\"%s\": \"%s\"", i ? ", " : "", matrix_names[i], dtype_label(mat[i]->dtype));
+        printf("%s\"%s\": \"%s\"", i ? ", " : "", matrix_names[i], DTYPES[mat[i]->dtype].name);
     printf(", \"norms\": \"f32\"},\n  \"group_size\": %d,\n", mat[0]->group_size);
     printf("  \"shared_classifier\": %s,\n", c->shared_classifier ? "true" : "false");
     printf("  \"norm\": \"%s\", \"norm_eps\": %g, \"norm_bias\": %s,\n", norm_name(c->trained_norm),

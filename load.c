@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <omp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,6 +71,12 @@ static void layout_place(const Layout *l, const char *map, char *owned, float *n
     uint64_t off = l->start;
     for (int i = 0; i < l->n; i++) {
         const TensorSpec *t = &l->tensors[i];
+        if (t->pieces) { /* GGUF: a norm's layers, each a tensor of its own */
+            *t->vec = norms;
+            for (uint64_t p = 0; p < t->parts; p++, norms += t->numel / t->parts)
+                memcpy(norms, t->pieces[p], t->numel / t->parts * sizeof(float));
+            continue;
+        }
         off = align_up(off, l->align);
         const char *data = map + off;
         uint64_t bytes = tensor_bytes(t, l->group_size);
@@ -148,11 +155,121 @@ static int panel_end_row(const Matrix *m, int q) {
     return row < m->rows ? row : m->rows;
 }
 
-/* Packs panel q (numbered as in panel_end_row) of a source into dst (panel_bytes). */
-static void pack_panel(const Source *src, char *dst, int q) {
+/* ----------------------------------------------------------------------------
+ * A GGUF source's rows, each layer a tensor of its own type (format.h's LayerTensor), read into
+ * its matrix's dtype as dtype.h's GgufReading says */
+
+/* Bytes of a row of cols values of a GGUF type in the file. */
+static size_t gguf_row_bytes(uint32_t type, int cols) {
+    return (size_t)cols / gguf_tensor_types[type].values * gguf_tensor_types[type].bytes;
+}
+
+/* The file's row holding row `row` of a source's matrix: the same, or with rotate_half (format.h)
+ * row 2i of a head from file row i, row 2i + 1 from file row head_size / 2 + i. */
+static int file_row(const Source *src, int row) {
+    int d = src->rotate_half;
+    if (d == 0) return row;
+    int k = row % d;
+    return row - k + (k % 2 ? d / 2 + k / 2 : k / 2);
+}
+
+/* Whether layer l of a GGUF source is packed from the map as it is: its type's row layout is its
+ * matrix's dtype's, in the same row order. */
+static int gguf_in_place(const Source *src, int l) {
+    const GgufDType *t = src->layer_tensors[l].type;
+    return t->reading == GGUF_IN_PLACE && t->dtype == src->matrix->dtype && !src->rotate_half;
+}
+
+/* One thread's scratch for a panel of a GGUF source's rows in its matrix's dtype's row layout
+ * (values, and scales for q8_0 and q4_0), and one row as float32 on its way to q8_0. */
+typedef struct {
+    char *values;
+    float *scales;
+    float *row;
+} PanelScratch;
+
+/* Row `row` of layer l of a GGUF source into values and scales, in its matrix's dtype's row
+ * layout: copied, repacked, or decoded to float32 (and for q8_0 quantized from there). */
+static void read_gguf_row(const Source *src, int l, int row, char *values, float *scales,
+                          float *f32) {
+    const Matrix *m = src->matrix;
+    const GgufDType *t = src->layer_tensors[l].type;
+    const uint8_t *data = src->layer_tensors[l].data +
+                          (size_t)file_row(src, row) * gguf_row_bytes(t->ggml_type, m->cols);
+    if (t->dtype == m->dtype && t->reading == GGUF_IN_PLACE) {
+        memcpy(values, data, dtype_row_bytes(m->dtype, m->cols));
+    } else if (t->dtype == m->dtype && t->reading == GGUF_REPACKED) {
+        t->repack(data, m->cols, values, scales);
+    } else if (m->dtype == DTYPE_F32) { /* a stack joining layers of different dtypes */
+        t->to_f32(data, m->cols, (float *)values);
+    } else { /* q8_0: a converted type, or q4_0 layers joined with q8_0 ones */
+        t->to_f32(data, m->cols, f32);
+        quantize_q8_0_row(f32, m->cols, m->group_size, (int8_t *)values, scales);
+    }
+}
+
+/* Packs panel p of layer l of a GGUF source into dst, its rows first read into scratch. */
+static void pack_gguf_panel(const Source *src, char *dst, int l, int p, const PanelScratch *s) {
+    const Matrix *m = src->matrix;
+    int first = p * PANEL_ROWS;
+    int n_rows = m->rows - first < PANEL_ROWS ? m->rows - first : PANEL_ROWS;
+    size_t row_bytes = dtype_row_bytes(m->dtype, m->cols);
+    int n_groups = dtype_grouped(m->dtype) ? (m->cols + m->group_size - 1) / m->group_size : 0;
+    for (int r = 0; r < n_rows; r++)
+        read_gguf_row(src, l, first + r, s->values + r * row_bytes, s->scales + r * n_groups,
+                      s->row);
+    DTYPES[m->dtype].pack(m, dst, s->values, s->scales, 0, n_rows);
+}
+
+/* Scratch for each thread packing a GGUF source that is not read in place (NULL when every layer
+ * is, or out of memory: *failed set). One block, freed with free(). */
+static PanelScratch *scratch_alloc(const Source *src, int threads, int *failed) {
+    const Matrix *m = src->matrix;
+    int needed = 0;
+    for (int l = 0; l < src->layers && src->layer_tensors; l++) needed |= !gguf_in_place(src, l);
+    *failed = 0;
+    if (!needed) return NULL;
+    size_t values = PANEL_ROWS * dtype_row_bytes(m->dtype, m->cols);
+    size_t scales = PANEL_ROWS * ((size_t)m->cols / 32 + 1) * sizeof(float);
+    size_t row = (size_t)m->cols * sizeof(float);
+    size_t each = (values + scales + row + 63) / 64 * 64;
+    PanelScratch *s = malloc(threads * (sizeof(*s) + each));
+    if (!s) {
+        *failed = 1;
+        return NULL;
+    }
+    char *at = (char *)(s + threads);
+    for (int i = 0; i < threads; i++, at += each)
+        s[i] = (PanelScratch){at, (float *)(at + values), (float *)(at + values + scales)};
+    return s;
+}
+
+/* Packs panel q (numbered as in panel_end_row) of a source into dst (panel_bytes); scratch: this
+ * thread's, for a GGUF source's layers not read in place. */
+static void pack_panel(const Source *src, char *dst, int q, const PanelScratch *scratch) {
     const Matrix *m = src->matrix;
     int layer = q / m->n_panels;
-    matrix_pack_panel(m, dst, layer_values(src, layer), layer_scales(src, layer), q % m->n_panels);
+    if (src->layer_tensors && !gguf_in_place(src, layer))
+        pack_gguf_panel(src, dst, layer, q % m->n_panels, scratch);
+    else if (src->layer_tensors)
+        matrix_pack_panel(m, dst, src->layer_tensors[layer].data, NULL, q % m->n_panels);
+    else
+        matrix_pack_panel(m, dst, layer_values(src, layer), layer_scales(src, layer),
+                          q % m->n_panels);
+}
+
+/* Gives back the map's pages of a GGUF source's layers that panels q0 .. q1 - 1 have packed:
+ * each layer its own tensor, from its start to the end of its rows packed (with rotate_half, of
+ * its heads packed whole). */
+static void release_gguf_layers(const Source *src, int q0, int q1) {
+    const Matrix *m = src->matrix;
+    for (int l = q0 / m->n_panels; l <= (q1 - 1) / m->n_panels; l++) {
+        int end = l < (q1 - 1) / m->n_panels ? m->rows : panel_end_row(m, q1 - 1);
+        if (src->rotate_half) end = end / src->rotate_half * src->rotate_half;
+        const LayerTensor *t = &src->layer_tensors[l];
+        release_pages(&(Release){(const char *)t->data, 1},
+                      t->data + (size_t)end * gguf_row_bytes(t->type->ggml_type, m->cols));
+    }
 }
 
 /* Packs a source's stack of matrices into dst (packed_bytes(src)) and points its Matrix there:
@@ -160,9 +277,12 @@ static void pack_panel(const Source *src, char *dst, int q) {
  * part is the page faults: each file page is read in as it is first touched, and where the OS gave
  * no 2 MiB pages, each new page of dst that fault_in did not reach is zeroed as it is first
  * written), giving the map's pages back after each chunk. */
-static void pack_matrix(const Source *src, char *dst) {
+static int pack_matrix(const Source *src, char *dst) {
     Matrix *m = src->matrix;
     m->data = dst;
+    int threads = omp_get_max_threads(), failed;
+    PanelScratch *scratch = scratch_alloc(src, threads, &failed);
+    if (failed) return -1;
     int grouped = dtype_grouped(m->dtype);
     int n_groups = grouped ? (m->cols + m->group_size - 1) / m->group_size : 0;
     Release values = {src->values, src->in_map}, scales = {(const char *)src->scales, src->in_map};
@@ -172,7 +292,13 @@ static void pack_matrix(const Source *src, char *dst) {
     for (int q0 = 0; q0 < n_panels; q0 += chunk) {
         int q1 = n_panels - q0 < chunk ? n_panels : q0 + chunk;
 #pragma omp parallel for
-        for (int q = q0; q < q1; q++) pack_panel(src, dst + (size_t)q * m->panel_bytes, q);
+        for (int q = q0; q < q1; q++)
+            pack_panel(src, dst + (size_t)q * m->panel_bytes, q,
+                       scratch ? &scratch[omp_get_thread_num()] : NULL);
+        if (src->layer_tensors) {
+            release_gguf_layers(src, q0, q1);
+            continue;
+        }
         int layer = (q1 - 1) / m->n_panels;
         size_t end = panel_end_row(m, q1 - 1);
         release_pages(&values, layer_values(src, layer) + end * dtype_row_bytes(m->dtype, m->cols));
@@ -183,6 +309,8 @@ static void pack_matrix(const Source *src, char *dst) {
             release_pages(&scales, layer_scales(src, layer) + end * n_groups);
     }
     if (src->pieces) release_pages(&values, layer_values(src, src->layers)); /* the last scales */
+    free(scratch);
+    return 0;
 }
 
 /* Packs every source of the layout into one allocation of huge_pages, m->packed. Returns -1 when
@@ -195,7 +323,7 @@ static int pack_weights(Model *m, const Layout *l) {
     m->packed = packed;
     fault_in(packed, total);
     for (int i = 0; i < l->n_sources; i++) {
-        pack_matrix(&l->sources[i], packed);
+        if (pack_matrix(&l->sources[i], packed) != 0) return -1;
         packed += packed_bytes(&l->sources[i]);
     }
     return 0;
@@ -214,22 +342,29 @@ static int fail(char *err, size_t errlen, const char *path, const char *what) {
  * m->norms, the matrices packed into m->packed; nothing points into the map afterwards. */
 static int load_weights(Model *m, const char *map, size_t size, char *what, size_t whatlen) {
     Layout l;
-    if (read_layout(m, map, size, &l, what, whatlen) != 0) return -1;
+    if (read_layout(m, map, size, &l, what, whatlen) != 0) {
+        layout_free(&l);
+        return -1;
+    }
     uint64_t owned_size = layout_owned_bytes(&l);
     char *owned = NULL;
     if (owned_size > 0 && !(owned = malloc(owned_size))) {
         snprintf(what, whatlen, "out of memory for %llu bytes of converted weights",
                  (unsigned long long)owned_size);
+        layout_free(&l);
         return -1;
     }
     if (!(m->norms = malloc(layout_norm_floats(&l) * sizeof(float)))) {
         free(owned);
+        layout_free(&l);
         snprintf(what, whatlen, "out of memory for the norms' weights");
         return -1;
     }
     layout_place(&l, map, owned, m->norms);
     int rc = pack_weights(m, &l);
     free(owned);
+    snprintf(m->converted, sizeof(m->converted), "%s", l.converted);
+    layout_free(&l);
     if (rc != 0) {
         snprintf(what, whatlen, "out of memory for the weights");
         return -1;
@@ -277,12 +412,35 @@ int model_read_config(Config *c, const char *path, char *err, size_t errlen) {
     if (map_file(path, &map, &size, err, errlen) != 0) return -1;
     Model m = {0}; /* a scratch model for read_layout; only its config is kept */
     Layout l;
-    char what[256];
+    char what[512];
     int rc = read_layout(&m, map, size, &l, what, sizeof(what));
     if (rc == 0)
         *c = m.config;
     else
         fail(err, errlen, path, what);
+    layout_free(&l);
+    munmap(map, size);
+    return rc;
+}
+
+int model_read_vocabulary(Tokenizer *t, const char *path, char *err, size_t errlen) {
+    char *map;
+    size_t size;
+    if (map_file(path, &map, &size, err, errlen) != 0) return -1;
+    Model m = {0}; /* a scratch model for read_layout */
+    Layout l;
+    char what[512];
+    int rc = read_layout(&m, map, size, &l, what, sizeof(what));
+    if (rc != 0)
+        fail(err, errlen, path, what);
+    else if (!l.has_vocab)
+        rc = 1;
+    else if (l.gguf)
+        rc = tokenizer_load_gguf(t, l.gguf, path, err, errlen);
+    else if ((rc = tokenizer_load_bytes(t, (const unsigned char *)map + l.vocab_offset,
+                                        l.vocab_bytes, path, err, errlen)) == 0)
+        t->remove_extra_whitespaces = l.vocab_flags & 1;
+    layout_free(&l);
     munmap(map, size);
     return rc;
 }
@@ -292,7 +450,7 @@ int model_load(Model *m, const char *path, char *err, size_t errlen) {
     char *map;
     size_t size;
     if (map_file(path, &map, &size, err, errlen) != 0) return -1;
-    char what[256];
+    char what[512];
     int rc = load_weights(m, map, size, what, sizeof(what));
     /* every weight is copied: the file is not read again, so that changing or truncating it while
      * the model runs does no harm (a read of a truncated map's page faults with SIGBUS) */

@@ -4,15 +4,17 @@
  * Model is load.h's; the plain forward pass beside this one is reference.h's, chosen in its place
  * through Model's forward.
  *
- * model_load (load.h) reads four file layouts, told apart by their first four bytes:
+ * model_load (load.h) reads five file layouts, told apart by their first four bytes:
  *   - normllama's own format (magic "NLLM"): docs/FORMAT.md, the one export.py writes;
+ *   - GGUF (magic "GGUF", versions 2 and 3), llama.cpp's, of the llama architecture, or of
+ *     stablelm as export.py writes our LayerNorm models for llama.cpp (format_gguf.c);
  *   - llama2.c "version 1" (magic "ak42", version 1): fp32, norms first;
  *   - llama2.c "version 2" (magic "ak42", version 2): int8 with one fp32 scale per group;
  *   - llama2.c's legacy layout (no magic: the file starts with dim).
  * docs/FORMAT.md lists the header and tensor order of each. Norm weights and biases are fp32;
  * the matrices are one of dtype.h's dtypes, f32, bf16, f16, q8_0 or q4_0 (normllama files; a
- * version 2 file's int8 as q8_0, or dequantized to f32, see model_load), copied at load into the
- * panel layout of Matrix (panel.h).
+ * version 2 file's int8 as q8_0, or dequantized to f32, see model_load; a GGUF's types as dtype.h's
+ * GGUF_DTYPES says), copied at load into the panel layout of Matrix (panel.h).
  */
 #ifndef MODEL_H
 #define MODEL_H
@@ -110,6 +112,9 @@ struct Model {
     ForwardFn forward;  /* NULL (model_load's): model_forward and model_prefill run model.c's
                            fast pass; else this one, a position at a time (run --reference sets
                            reference_forward) */
+    /* what model_load converted rather than read exactly (a GGUF's types, dtype.h): "q4_K, q6_K
+     * as q8_0"; "" when nothing */
+    char converted[128];
 };
 
 /* Runs one token through the model at position `pos` and returns the logits (vocab_size),

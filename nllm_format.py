@@ -2,8 +2,10 @@
 train.py, the tools and the tests write and read it by. The header (Config, header_bytes), the
 tensors in file order (tensor_order), the weight dtypes (DTYPES: each one's header code, group
 sizes and conversions to and from float32, checked against run's C table by tests/test_export.py),
-the writer (write_model) and the reader (read_model), and Output, the file an export is written
-through. Needs numpy (and tqdm for write_model's progress bar).
+the vocabulary a file carries (Vocab, read from a SentencePiece model by sentencepiece_vocab, and
+its tokenizer section, tokenizer_bytes), the writer (write_model) and the reader (read_model), and
+Output, the file an export is written through. Needs numpy (and tqdm for write_model's progress
+bar; sentencepiece to read a vocabulary).
 """
 import numbers
 import os
@@ -31,11 +33,13 @@ MAX_SIZE = 1 << 20  # run's bound on every size field of the header (format.c, c
 
 # The header's fields in file order and their struct layout; zeros fill it to HEADER_BYTES. norm
 # and dtype are their codes (NORM_CODES, DTYPES), norm_bias and shared (the shared classifier) 0
-# or 1, align the alignment of every tensor.
-HEADER = struct.Struct("<II7iffIIIIII")
+# or 1, align the alignment of every tensor, vocab_bytes the size of the tokenizer section that
+# ends the file (0: none) and vocab_flags its normalizer's options (VOCAB_REMOVE_EXTRA_WHITESPACES).
+HEADER = struct.Struct("<II7iffIIIIIIII")
 SIZE_FIELDS = ("dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads", "vocab_size", "seq_len")
 HEADER_FIELDS = ("magic", "version", *SIZE_FIELDS, "rope_theta", "norm_eps", "norm", "norm_bias",
-                 "shared", "dtype", "align", "group_size")
+                 "shared", "dtype", "align", "group_size", "vocab_bytes", "vocab_flags")
+VOCAB_REMOVE_EXTRA_WHITESPACES = 1
 
 
 class ExportError(Exception):
@@ -149,16 +153,19 @@ def tensor_order(c):
     return order
 
 
-def header_bytes(c, dtype="f32", group_size=None):
+def header_bytes(c, dtype="f32", group_size=None, vocab=None):
     """The 256-byte header of c's file with matrices of dtype and, for a dtype with scales, its
-    group_size (None: the dtype's default, the first of DTYPES's)."""
+    group_size (None: the dtype's default, the first of DTYPES's), and vocab's tokenizer section
+    (a Vocab, or None for a file without one)."""
     d = DTYPES[dtype]
     fields = dict(magic=MAGIC, version=VERSION, dim=c.dim, hidden_dim=c.hidden_dim,
                   n_layers=c.n_layers, n_heads=c.n_heads, n_kv_heads=c.n_kv_heads,
                   vocab_size=c.vocab_size, seq_len=c.seq_len, rope_theta=c.rope_theta,
                   norm_eps=c.norm_eps, norm=NORM_CODES[c.norm], norm_bias=int(c.norm_bias),
                   shared=int(c.shared_classifier), dtype=d.code, align=ALIGN,
-                  group_size=d.header_group_size(group_size))
+                  group_size=d.header_group_size(group_size),
+                  vocab_bytes=len(tokenizer_bytes(vocab)) if vocab else 0,
+                  vocab_flags=vocab.flags() if vocab else 0)
     h = HEADER.pack(*(fields[name] for name in HEADER_FIELDS))
     return h + bytes(HEADER_BYTES - len(h))
 
@@ -299,6 +306,127 @@ DTYPE_OF_CODE = {d.code: d for d in DTYPES.values()}
 
 
 # ----------------------------------------------------------------------------
+# The vocabulary a file carries
+
+
+# SentencePiece's token types (its sentencepiece_model.proto, llama.cpp's llama_token_type)
+TOKEN_NORMAL, TOKEN_UNKNOWN, TOKEN_CONTROL, TOKEN_USER_DEFINED, TOKEN_UNUSED, TOKEN_BYTE = \
+    range(1, 7)
+
+
+class Vocab:
+    """A SentencePiece vocabulary: pieces as SentencePiece writes them (U+2581 for a space),
+    scores, token types (TOKEN_*), the special ids, and the normalizer's two options that the
+    encoder needs (its NormalizerSpec's add_dummy_prefix and remove_extra_whitespaces)."""
+
+    def __init__(self, tokens, scores, token_types, bos_id, eos_id, unk_id,
+                 add_space_prefix=True, remove_extra_whitespaces=True):
+        self.tokens, self.scores, self.token_types = tokens, scores, token_types
+        self.bos_id, self.eos_id, self.unk_id = bos_id, eos_id, unk_id
+        self.add_space_prefix = add_space_prefix
+        self.remove_extra_whitespaces = remove_extra_whitespaces
+
+    def flags(self):
+        """The header's vocab_flags."""
+        return VOCAB_REMOVE_EXTRA_WHITESPACES if self.remove_extra_whitespaces else 0
+
+
+def proto_fields(data, where):
+    """The top-level fields of a protobuf message (the wire format: a varint key, field << 3 |
+    wire type, then the value): (field, value) pairs, varints as ints, length-delimited values as
+    bytes, fixed-width ones as bytes; the protobuf module is not a dependency."""
+    def varint(i):
+        value = shift = 0
+        while True:
+            if i >= len(data) or shift > 63:
+                raise ExportError(f"{where}: not a SentencePiece model (a truncated protobuf)")
+            value |= (data[i] & 0x7F) << shift
+            shift += 7
+            i += 1
+            if data[i - 1] < 0x80:
+                return value, i
+    i = 0
+    while i < len(data):
+        key, i = varint(i)
+        wire = key & 7
+        if wire == 0:
+            value, i = varint(i)
+        elif wire in (1, 2, 5):
+            n, i = (8, i) if wire == 1 else (4, i) if wire == 5 else varint(i)
+            value, i = data[i:i + n], i + n
+        else:
+            raise ExportError(f"{where}: not a SentencePiece model (protobuf wire type {wire})")
+        yield key >> 3, value
+
+
+def normalizer_options(proto, where):
+    """(add_dummy_prefix, remove_extra_whitespaces) of a serialized ModelProto: fields 3 and 4 of
+    its NormalizerSpec (field 3), each true when not written (the proto's defaults)."""
+    options = {3: True, 4: True}
+    for field, value in proto_fields(proto, where):
+        if field == 3 and isinstance(value, bytes):
+            for option, flag in proto_fields(value, where):
+                if option in options:
+                    options[option] = bool(flag)
+    return options[3], options[4]
+
+
+def sentencepiece_vocab(path):
+    """The vocabulary of a SentencePiece .model file, its normalizer's options from its
+    NormalizerSpec. ExportError when it is not one."""
+    import sentencepiece as spm
+
+    if not os.path.isfile(path):  # SentencePiece aborts the process (a C++ exception) on a directory
+        raise ExportError(f"{path}: not a regular file")
+    try:
+        sp = spm.SentencePieceProcessor(model_file=path)
+        n = sp.vocab_size()
+        # a corrupt model can load and hold a piece that is not UTF-8, which id_to_piece refuses
+        tokens = [sp.id_to_piece(i) for i in range(n)]
+    except Exception as e:
+        raise ExportError(f"{path}: not a SentencePiece model ({e})")
+
+    def token_type(i):
+        for test, kind in ((sp.is_unknown, TOKEN_UNKNOWN), (sp.is_control, TOKEN_CONTROL),
+                           (sp.is_unused, TOKEN_UNUSED), (sp.is_byte, TOKEN_BYTE)):
+            if test(i):
+                return kind
+        return TOKEN_NORMAL
+
+    add_prefix, remove_spaces = normalizer_options(sp.serialized_model_proto(), path)
+    return Vocab(tokens, [sp.get_score(i) for i in range(n)], [token_type(i) for i in range(n)],
+                 sp.bos_id(), sp.eos_id(), sp.unk_id(), add_space_prefix=add_prefix,
+                 remove_extra_whitespaces=remove_spaces)
+
+
+def tokenizer_bytes(vocab):
+    """The vocabulary in llama2.c's tokenizer layout (docs/FORMAT.md, run's tokenizer.h): int32
+    max_token_length, then per piece float32 score, int32 length, bytes; U+2581 becomes a space,
+    BOS and EOS are written "\n<s>\n" and "\n</s>\n" as llama2.c's tokenizer.py does. What
+    export.py writes for a .model, and a normllama file's tokenizer section."""
+    pieces = []
+    for i, t in enumerate(vocab.tokens):
+        t = "\n<s>\n" if i == vocab.bos_id else "\n</s>\n" if i == vocab.eos_id else t
+        pieces.append(t.replace("\u2581", " ").encode("utf-8"))
+    return struct.pack("<i", max(len(p) for p in pieces)) + b"".join(
+        struct.pack("<fi", s, len(p)) + p for p, s in zip(pieces, vocab.scores))
+
+
+def check_vocab(vocab, c, where):
+    """Refuses a vocabulary run's tokenizer cannot take for the model c: another size, other
+    special ids than <unk> 0, <s> 1, </s> 2, no dummy prefix (run's encoder always adds it)."""
+    if len(vocab.tokens) != c.vocab_size:
+        raise ExportError(f"{where} has {len(vocab.tokens)} pieces but the model's vocab_size is "
+                          f"{c.vocab_size}")
+    if (vocab.unk_id, vocab.bos_id, vocab.eos_id) != (0, 1, 2):
+        raise ExportError(f"{where}: <unk>, <s>, </s> are ids {vocab.unk_id}, {vocab.bos_id}, "
+                          f"{vocab.eos_id}; run's tokenizer takes 0, 1, 2")
+    if not vocab.add_space_prefix:
+        raise ExportError(f"{where}: its normalizer adds no dummy prefix, which run's encoder "
+                          "always adds")
+
+
+# ----------------------------------------------------------------------------
 # Writing and reading
 
 
@@ -357,13 +485,16 @@ class Output:
                 os.remove(self.tmp)
 
 
-def write_model(path, c, get, dtype="f32", group_size=None, progress=True):
+def write_model(path, c, get, dtype="f32", group_size=None, progress=True, vocab=None):
     """Writes our file. get(name, layer) returns one tensor as an array of the shape in
     tensor_order (layer is None for the tensors that are not per layer). Matrices are written as
     `dtype` (q8_0 and q4_0: every layer's values, then every layer's scales, groups of group_size,
-    None for the dtype's default); norms as f32."""
+    None for the dtype's default); norms as f32. vocab (a Vocab, check_vocab'd): the tokenizer
+    section after the tensors, so that run needs no -z; None writes none."""
     from tqdm import tqdm
 
+    if vocab is not None:
+        check_vocab(vocab, c, "the vocabulary")
     group_size = DTYPES[dtype].header_group_size(group_size)
     if dtype == "q4_0" and c.hidden_dim % 2 != 0:  # run refuses it too
         raise ExportError(f"hidden_dim {c.hidden_dim} is odd; q4_0 packs two codes a byte along "
@@ -372,7 +503,7 @@ def write_model(path, c, get, dtype="f32", group_size=None, progress=True):
     total = sum(c.n_layers if per_layer else 1 for _, per_layer, _ in order)
     with Output(path) as f, tqdm(total=total, desc="export", unit="tensor",
                                  disable=None if progress else True) as bar:
-        f.write(header_bytes(c, dtype, group_size))
+        f.write(header_bytes(c, dtype, group_size, vocab))
         for name, per_layer, shape in order:
             f.write(bytes(-f.tell() % ALIGN))
             d = DTYPES[dtype if name in MATRICES else "f32"]
@@ -394,10 +525,14 @@ def write_model(path, c, get, dtype="f32", group_size=None, progress=True):
                 f.write(bytes(-f.tell() % ALIGN))
                 for s in scales:
                     f.write(s.tobytes())
+        if vocab is not None:
+            f.write(bytes(-f.tell() % ALIGN))
+            f.write(tokenizer_bytes(vocab))
 
 
 def read_model(path, raw=None):
-    """(header, tensors) of our file at path: header the dict of its HEADER_FIELDS as stored,
+    """(header, tensors) of our file at path: header the dict of its HEADER_FIELDS as stored (and
+    "vocab", the tokenizer section's bytes, b"" when none),
     tensors float32 arrays by name (tensor_order's names and shapes, the per-layer ones stacked
     (n_layers, ...)), the matrices decoded from the file's dtype. With raw={} it also gets each
     q8_0 or q4_0 matrix's (int8 values or codes 0..15, scales), (stacked rows, cols) and
@@ -444,6 +579,7 @@ def read_model(path, raw=None):
             if raw is not None:
                 raw[name] = (values, scales)
         tensors[name] = kind.decode(values, scales, group_size).reshape(full)
+    header["vocab"] = take(header["vocab_bytes"]).tobytes() if header["vocab_bytes"] else b""
     if off != len(data):
         raise ExportError(f"{path}: {len(data)} bytes, its layout ends at {off}")
     return header, tensors

@@ -1,6 +1,6 @@
-"""GGUF writer: a llama-architecture model file that llama.cpp runs, written from the format's
-specification (ggml's docs/gguf.md, version 3; the layout summary opens ggml/include/gguf.h in
-llama.cpp's source), not from gguf-py.
+"""GGUF writer: a model file that llama.cpp runs, written from the format's specification
+(ggml's docs/gguf.md, version 3; the layout summary opens ggml/include/gguf.h in llama.cpp's
+source), not from gguf-py.
 
 The file, every number little-endian:
   "GGUF", uint32 version 3, uint64 tensor count, uint64 key/value count
@@ -13,26 +13,40 @@ The file, every number little-endian:
 
 A PyTorch matrix (rows, cols) is a GGUF tensor of dims [cols, rows] with the same bytes.
 
-The llama architecture (llama.cpp's src/models/llama.cpp): RMSNorm, RoPE of LLAMA_ROPE_TYPE_NORM,
-which rotates the pairs (2i, 2i + 1) of each head as llama2.c and Meta's checkpoints do, so wq
-and wk are written as they are (llama.cpp's convert_hf_to_gguf.py permutes Hugging Face's
-rotate-half rows back into this order; our models never hold that order); SwiGLU feed-forward;
-grouped kv heads; an output matrix, or none for a classifier tied to the embedding.
+Two architectures, one for each norm of the twins (ARCHITECTURES):
+  llama (llama.cpp's src/models/llama.cpp): RMSNorm, RoPE of LLAMA_ROPE_TYPE_NORM, which rotates
+      the pairs (2i, 2i + 1) of each head as llama2.c and Meta's checkpoints do, so wq and wk are
+      written as they are (llama.cpp's convert_hf_to_gguf.py permutes Hugging Face's rotate-half
+      rows back into this order; our models never hold that order); SwiGLU feed-forward; grouped
+      kv heads; an output matrix, or none for a classifier tied to the embedding.
+  stablelm (src/models/stablelm.cpp, StableLM 2's graph): the same with LayerNorm (weight and
+      bias, pre-norm) and RoPE of LLAMA_ROPE_TYPE_NEOX, which rotates the pairs (i, i +
+      head_size / 2): each head's rows of wq and wk are permuted into that order (rotate_half),
+      so that the function is ours; rope.dimension_count the whole head; an output matrix always
+      (the embedding's copy when ours is tied); biases of zero for a LayerNorm without them.
+  normllama.norm records the norm (norm.c's name), which run reads back as the trained norm.
+
+Matrices are f32, f16, bf16, or q8_0 and q4_0 in ggml's blocks (quantized as ggml's reference
+quantizers do, fp16 scales; a matrix whose rows are not whole blocks of 32 is written f16, as
+llama.cpp's quantizer falls back); norms f32.
 
 Use (nllm_format's Config carries the fields):
-    write_llama(f, c, tensors, sentencepiece_vocab("tok512.model"), dtype="f16")
-where tensors maps GGUF names (llama_tensor_shapes(c) lists them, gguf_name maps ours) to arrays
-of the PyTorch shape; anything np.asarray takes and with a .shape works, read one at a time as
-it is written. The 16-bit conversions are nllm_format's (those of our own files), so that a GGUF
-and an NLLM file of one dtype hold the same weights. Problems raise nllm_format's ExportError
-with a one-line message.
+    write_model(f, c, tensors, sentencepiece_vocab("tok512.model"), dtype="q8_0")
+where tensors maps GGUF names (tensor_shapes(c) lists them, gguf_name maps ours) to arrays of
+the PyTorch shape, in our row order; anything np.asarray takes and with a .shape works, read one
+at a time as it is written. The 16-bit conversions are nllm_format's (those of our own files), so
+that a GGUF and an NLLM file of one dtype hold the same weights. Problems raise nllm_format's
+ExportError with a one-line message.
 """
 import json
 import struct
+from typing import NamedTuple
 
 import numpy as np
 
-from nllm_format import ExportError, f32_to_bf16, f32_to_f16
+from nllm_format import (TOKEN_BYTE, TOKEN_CONTROL, TOKEN_NORMAL,  # noqa: F401 (re-exported)
+                         TOKEN_UNKNOWN, TOKEN_UNUSED, TOKEN_USER_DEFINED, ExportError, Vocab,
+                         check_vocab, f32_to_bf16, f32_to_f16, sentencepiece_vocab)
 
 MAGIC = b"GGUF"
 VERSION = 3
@@ -45,32 +59,94 @@ UINT8, INT8, UINT16, INT16, UINT32, INT32, FLOAT32, BOOL, STRING, ARRAY, UINT64,
 SCALAR_FORMATS = {UINT8: "<B", INT8: "<b", UINT16: "<H", INT16: "<h", UINT32: "<I", INT32: "<i",
                   FLOAT32: "<f", BOOL: "<?", UINT64: "<Q", INT64: "<q", FLOAT64: "<d"}
 
+
+def round_away(v):
+    """C's roundf (halves away from zero) of a float32 array, exactly: the fraction v - trunc(v)
+    is exact, where adding 0.5 first can round (0.49999997 + 0.5 is 1.0 in float32)."""
+    whole = np.trunc(v)
+    return whole + np.sign(v) * (np.abs(v - whole) >= 0.5)
+
+
+def blocks_of(a):
+    """(rows, cols) float32 as (rows, cols / 32, 32) blocks of ggml's 32-value types."""
+    rows, cols = a.shape
+    return a.reshape(rows, cols // 32, 32)
+
+
+def ggml_q8_0(a, where):
+    """ggml's Q8_0 blocks (quantize_row_q8_0_ref): d = max |x| / 127, q = roundf(x * (1 / d)),
+    in float32, d stored as the nearest half: 2 + 32 bytes a block."""
+    x = blocks_of(a)
+    d = np.abs(x).max(axis=2) / np.float32(127)
+    inv = np.divide(np.float32(1), d, out=np.zeros_like(d), where=d != 0)
+    q = round_away(x * inv[..., None]).astype(np.int8)
+    return np.concatenate([d.astype("<f2")[..., None].view(np.uint8), q.view(np.uint8)], axis=2)
+
+
+def ggml_q4_0(a, where):
+    """ggml's Q4_0 blocks (quantize_row_q4_0_ref): m the value of largest magnitude (the first),
+    d = m / -8, codes min(15, trunc(x * (1 / d) + 8.5)), d stored as the nearest half; byte j of
+    the 16 holds value j in its low nibble and value j + 16 in its high one: 2 + 16 bytes."""
+    x = blocks_of(a)
+    m = np.take_along_axis(x, np.abs(x).argmax(axis=2)[..., None], axis=2)[..., 0]
+    d = m / np.float32(-8)
+    inv = np.divide(np.float32(1), d, out=np.zeros_like(d), where=d != 0)
+    codes = np.minimum(15, np.trunc(x * inv[..., None] + np.float32(8.5))).astype(np.uint8)
+    qs = codes[..., :16] | codes[..., 16:] << 4
+    return np.concatenate([d.astype("<f2")[..., None].view(np.uint8), qs], axis=2)
+
+
 # The tensor types written here: ggml_type id (ggml.h), llama.cpp's general.file_type
-# (llama_ftype) of a file whose matrices are all of that type, bytes a value, and the conversion
-# of a float32 array (and its name, for a message) to the values stored
+# (llama_ftype) of a file whose matrices are that type, values and bytes a block, and the
+# conversion of a float32 (rows, cols) array (and its name, for a message) to the bytes stored
 TENSOR_TYPES = {
-    "f32": (0, 0, 4, lambda a, where: a),
-    "f16": (1, 1, 2, f32_to_f16),
-    "bf16": (30, 32, 2, lambda a, where: f32_to_bf16(a)),
+    "f32": (0, 0, 1, 4, lambda a, where: a),
+    "f16": (1, 1, 1, 2, f32_to_f16),
+    "bf16": (30, 32, 1, 2, lambda a, where: f32_to_bf16(a)),
+    "q8_0": (8, 7, 32, 34, ggml_q8_0),
+    "q4_0": (2, 2, 32, 18, ggml_q4_0),
 }
 
-# SentencePiece token types (llama_token_type)
-TOKEN_NORMAL, TOKEN_UNKNOWN, TOKEN_CONTROL, TOKEN_USER_DEFINED, TOKEN_UNUSED, TOKEN_BYTE = \
-    range(1, 7)
-
-# our tensor names (export.py's tensor_order) -> llama.cpp's
-LLAMA_NAMES = {
+# our tensor names (nllm_format's tensor_order) -> llama.cpp's
+GGUF_NAMES = {
     "token_embedding": "token_embd.weight", "attn_norm": "blk.{}.attn_norm.weight",
+    "attn_norm_bias": "blk.{}.attn_norm.bias",
     "wq": "blk.{}.attn_q.weight", "wk": "blk.{}.attn_k.weight", "wv": "blk.{}.attn_v.weight",
     "wo": "blk.{}.attn_output.weight", "ffn_norm": "blk.{}.ffn_norm.weight",
+    "ffn_norm_bias": "blk.{}.ffn_norm.bias",
     "w1": "blk.{}.ffn_gate.weight", "w2": "blk.{}.ffn_down.weight", "w3": "blk.{}.ffn_up.weight",
-    "final_norm": "output_norm.weight", "wcls": "output.weight",
+    "final_norm": "output_norm.weight", "final_norm_bias": "output_norm.bias",
+    "wcls": "output.weight",
 }
+
+
+class Architecture(NamedTuple):
+    name: str  # general.architecture
+    eps_key: str  # the norms' eps, after "<name>."
+    bias: bool  # its norms have a bias (beta), which llama.cpp requires
+    rotate_half: bool  # RoPE pairs (i, i + head_size / 2): wq's and wk's rows permuted
+    output: bool  # output.weight required (no tied classifier)
+
+
+# the architecture of each norm run computes that llama.cpp has a graph for
+ARCHITECTURES = {
+    "rmsnorm": Architecture("llama", "attention.layer_norm_rms_epsilon", False, False, False),
+    "layernorm": Architecture("stablelm", "attention.layer_norm_epsilon", True, True, True),
+}
+
+
+def architecture(c):
+    """The architecture of the model c describes, or ExportError."""
+    if c.norm not in ARCHITECTURES or (c.norm_bias and not ARCHITECTURES[c.norm].bias):
+        raise ExportError(f"no llama.cpp architecture computes {c.norm}"
+                          + (" with biases" if c.norm_bias else "") + "; GGUF takes rmsnorm "
+                          "(llama) and layernorm (stablelm)")
+    return ARCHITECTURES[c.norm]
 
 
 def gguf_name(name, layer=None):
     """llama.cpp's name of our tensor `name` (of `layer` for the per-layer ones)."""
-    return LLAMA_NAMES[name].format(layer)
+    return GGUF_NAMES[name].format(layer)
 
 
 # ----------------------------------------------------------------------------
@@ -121,7 +197,8 @@ def tensor_info_bytes(name, shape, ggml_type, offset):
 
 
 def tensor_bytes(shape, dtype):
-    return int(np.prod(shape)) * TENSOR_TYPES[dtype][2]
+    _, _, values, nbytes, _ = TENSOR_TYPES[dtype]
+    return int(np.prod(shape)) // values * nbytes
 
 
 def tensor_data(array, shape, dtype, where):
@@ -131,13 +208,13 @@ def tensor_data(array, shape, dtype, where):
         raise ExportError(f"{where} has shape {a.shape}, expected {tuple(shape)}")
     if not np.isfinite(a).all():
         raise ExportError(f"{where} has a NaN or infinite value")
-    return TENSOR_TYPES[dtype][3](a, where).tobytes()
+    return np.asarray(TENSOR_TYPES[dtype][4](a, where)).tobytes()
 
 
 def write_gguf(f, metadata, tensors):
     """Writes a GGUF file to the binary file object f. metadata: (key, value type, value) in file
-    order; tensors: (name, PyTorch shape, dtype, array-like) in file order, each array read when
-    its data is written."""
+    order; tensors: (name, PyTorch shape, dtype, array-like or a function returning one) in file
+    order, each array read (or made) when its data is written."""
     keys = [k for k, _, _ in metadata]
     names = [t[0] for t in tensors]
     for kind, seen in (("key", keys), ("tensor", names)):
@@ -155,85 +232,59 @@ def write_gguf(f, metadata, tensors):
     head = b"".join(head)
     f.write(head + bytes(align(len(head))))
     for name, shape, dtype, array in tensors:
-        data = tensor_data(array, shape, dtype, name)
+        data = tensor_data(array() if callable(array) else array, shape, dtype, name)
         f.write(data + bytes(align(len(data))))
 
 
 # ----------------------------------------------------------------------------
-# The llama architecture
+# The model
 
 
-class Vocab:
-    """A SentencePiece vocabulary as GGUF's tokenizer.ggml.* keys hold it."""
-
-    def __init__(self, tokens, scores, token_types, bos_id, eos_id, unk_id,
-                 add_space_prefix=True, remove_extra_whitespaces=True):
-        self.tokens, self.scores, self.token_types = tokens, scores, token_types
-        self.bos_id, self.eos_id, self.unk_id = bos_id, eos_id, unk_id
-        self.add_space_prefix = add_space_prefix
-        self.remove_extra_whitespaces = remove_extra_whitespaces
-
-
-def sentencepiece_vocab(path):
-    """The vocabulary of a SentencePiece .model file. Its normalizer's two settings are read off
-    its behaviour (the protobuf module is not a dependency): a dummy prefix makes "x"'s first
-    piece start with U+2581, and removing extra whitespace turns "a  b" back into "a b"."""
-    import sentencepiece as spm
-
-    sp = spm.SentencePieceProcessor(model_file=path)
-    n = sp.vocab_size()
-
-    def token_type(i):
-        for test, kind in ((sp.is_unknown, TOKEN_UNKNOWN), (sp.is_control, TOKEN_CONTROL),
-                           (sp.is_unused, TOKEN_UNUSED), (sp.is_byte, TOKEN_BYTE)):
-            if test(i):
-                return kind
-        return TOKEN_NORMAL
-
-    return Vocab([sp.id_to_piece(i) for i in range(n)], [sp.get_score(i) for i in range(n)],
-                 [token_type(i) for i in range(n)], sp.bos_id(), sp.eos_id(), sp.unk_id(),
-                 add_space_prefix=sp.encode("x", out_type=str)[0].startswith("\u2581"),
-                 remove_extra_whitespaces=sp.decode(sp.encode("a  b")) == "a b")
-
-
-def llama_tensor_shapes(c):
-    """{GGUF name: PyTorch shape} of the model c describes, in the order written (llama.cpp's
-    converters' order: the embedding, the layers, the final norm and classifier)."""
+def tensor_shapes(c):
+    """{GGUF name: PyTorch shape} of the model c describes as its architecture holds it, in the
+    order written (llama.cpp's converters' order: the embedding, the layers, the final norm and
+    classifier)."""
+    arch = architecture(c)
     kv_dim = c.n_kv_heads * (c.dim // c.n_heads)
+    norms = ("norm", "norm_bias") if arch.bias else ("norm",)
     shapes = {gguf_name("token_embedding"): (c.vocab_size, c.dim)}
     for layer in range(c.n_layers):
-        for name, shape in (("attn_norm", (c.dim,)), ("wq", (c.dim, c.dim)),
-                            ("wk", (kv_dim, c.dim)), ("wv", (kv_dim, c.dim)),
-                            ("wo", (c.dim, c.dim)), ("ffn_norm", (c.dim,)),
-                            ("w1", (c.hidden_dim, c.dim)), ("w2", (c.dim, c.hidden_dim)),
-                            ("w3", (c.hidden_dim, c.dim))):
+        for name, shape in ([("attn_" + n, (c.dim,)) for n in norms] +
+                            [("wq", (c.dim, c.dim)), ("wk", (kv_dim, c.dim)),
+                             ("wv", (kv_dim, c.dim)), ("wo", (c.dim, c.dim))] +
+                            [("ffn_" + n, (c.dim,)) for n in norms] +
+                            [("w1", (c.hidden_dim, c.dim)), ("w2", (c.dim, c.hidden_dim)),
+                             ("w3", (c.hidden_dim, c.dim))]):
             shapes[gguf_name(name, layer)] = shape
-    shapes[gguf_name("final_norm")] = (c.dim,)
-    if not c.shared_classifier:
+    for n in norms:
+        shapes[gguf_name("final_" + n)] = (c.dim,)
+    if arch.output or not c.shared_classifier:
         shapes[gguf_name("wcls")] = (c.vocab_size, c.dim)
     return shapes
 
 
-def llama_metadata(c, vocab, dtype, name):
-    """The key/values llama.cpp's llama architecture reads (src/models/llama.cpp and
-    llama-model.cpp's hparams), the tokenizer's and the general ones."""
+def metadata(c, vocab, dtype, name):
+    """The key/values llama.cpp's graph of the architecture reads (src/models/ and
+    llama-model.cpp's hparams), the tokenizer's, the general ones and normllama.norm."""
+    arch = architecture(c)
+    a = arch.name
     head_size = c.dim // c.n_heads
-    n = len(vocab.tokens)
     return [
-        ("general.architecture", STRING, "llama"),
+        ("general.architecture", STRING, a),
         ("general.name", STRING, name),
         ("general.file_type", UINT32, TENSOR_TYPES[dtype][1]),
         ("general.alignment", UINT32, ALIGNMENT),
-        ("llama.context_length", UINT32, c.seq_len),
-        ("llama.embedding_length", UINT32, c.dim),
-        ("llama.block_count", UINT32, c.n_layers),
-        ("llama.feed_forward_length", UINT32, c.hidden_dim),
-        ("llama.attention.head_count", UINT32, c.n_heads),
-        ("llama.attention.head_count_kv", UINT32, c.n_kv_heads),
-        ("llama.attention.layer_norm_rms_epsilon", FLOAT32, c.norm_eps),
-        ("llama.rope.freq_base", FLOAT32, c.rope_theta),
-        ("llama.rope.dimension_count", UINT32, head_size),
-        ("llama.vocab_size", UINT32, n),
+        (f"{a}.context_length", UINT32, c.seq_len),
+        (f"{a}.embedding_length", UINT32, c.dim),
+        (f"{a}.block_count", UINT32, c.n_layers),
+        (f"{a}.feed_forward_length", UINT32, c.hidden_dim),
+        (f"{a}.attention.head_count", UINT32, c.n_heads),
+        (f"{a}.attention.head_count_kv", UINT32, c.n_kv_heads),
+        (f"{a}.{arch.eps_key}", FLOAT32, c.norm_eps),
+        (f"{a}.rope.freq_base", FLOAT32, c.rope_theta),
+        (f"{a}.rope.dimension_count", UINT32, head_size),
+        (f"{a}.vocab_size", UINT32, len(vocab.tokens)),
+        ("normllama.norm", STRING, c.norm),
         ("tokenizer.ggml.model", STRING, "llama"),
         ("tokenizer.ggml.tokens", ARRAY, (STRING, vocab.tokens)),
         ("tokenizer.ggml.scores", ARRAY, (FLOAT32, vocab.scores)),
@@ -248,29 +299,52 @@ def llama_metadata(c, vocab, dtype, name):
     ]
 
 
-def write_llama(f, c, tensors, vocab, dtype="f32", name="normllama"):
+def rotate_half(w, n_heads):
+    """w's rows (n_heads heads of head_size) with each head's in rotate-half order: row 2i of a
+    head to row i, row 2i + 1 to row head_size / 2 + i (as Hugging Face's checkpoints hold them)."""
+    rows, cols = w.shape
+    return w.reshape(n_heads, rows // n_heads // 2, 2, cols).swapaxes(1, 2).reshape(rows, cols)
+
+
+def write_model(f, c, tensors, vocab, dtype="f32", name="normllama"):
     """Writes the model c describes (nllm_format's Config: dim, hidden_dim, n_layers, n_heads,
-    n_kv_heads, vocab_size, seq_len, rope_theta, norm_eps, norm, shared_classifier) as a llama
-    GGUF to the binary file object f: matrices as dtype ("f32", "f16" or "bf16"), norm weights
-    as f32.
-    tensors: {GGUF name: array-like of the PyTorch shape}, exactly llama_tensor_shapes(c)'s."""
-    if c.norm != "rmsnorm" or c.norm_bias:
-        raise ExportError(f"the llama architecture is RMSNorm's without biases, not {c.norm}'s"
-                          + (" with biases" if c.norm_bias else ""))
+    n_kv_heads, vocab_size, seq_len, rope_theta, norm_eps, norm, norm_bias, shared_classifier) as a
+    GGUF of its architecture to the binary file object f: matrices as dtype (TENSOR_TYPES; q8_0
+    and q4_0 fall back to f16 for rows that are not whole blocks of 32), norms as f32.
+    tensors: {GGUF name: array-like of the PyTorch shape} of our model: tensor_shapes(c)'s but
+    output.weight when tied and the norms' biases when it has none, which are made here."""
+    arch = architecture(c)
     if dtype not in TENSOR_TYPES:
         raise ExportError(f"dtype {dtype} is not one of {', '.join(TENSOR_TYPES)}")
-    if len(vocab.tokens) != c.vocab_size:
-        raise ExportError(f"the vocabulary has {len(vocab.tokens)} pieces, the model vocab_size "
-                          f"{c.vocab_size}")
-    shapes = llama_tensor_shapes(c)
-    missing, extra = sorted(shapes.keys() - tensors.keys()), sorted(tensors.keys() - shapes.keys())
+    check_vocab(vocab, c, "the vocabulary")
+    shapes = tensor_shapes(c)
+    made = {}  # what the architecture holds that our model does not
+    if arch.output and c.shared_classifier:
+        made[gguf_name("wcls")] = gguf_name("token_embedding")
+    if arch.bias and not c.norm_bias:
+        made.update({n: None for n in shapes if n.endswith(".bias")})
+    wanted = shapes.keys() - made.keys()
+    missing, extra = sorted(wanted - tensors.keys()), sorted(tensors.keys() - wanted)
     if missing:
         raise ExportError(f"tensor {missing[0]} is missing")
     if extra:
         raise ExportError(f"tensor {extra[0]} is not part of the model its config describes")
-    listed = [(n, s, dtype if len(s) == 2 else "f32", tensors[n]) for n, s in shapes.items()]
-    write_gguf(f, llama_metadata(c, vocab, dtype, name), listed)
 
+    def array(n):
+        if n in made:
+            return tensors[made[n]] if made[n] else np.zeros(shapes[n], np.float32)
+        t = tensors[n]
+        if arch.rotate_half and n.endswith(("attn_q.weight", "attn_k.weight")):
+            t = rotate_half(np.asarray(t, np.float32),
+                            c.n_heads if n.endswith("attn_q.weight") else c.n_kv_heads)
+        return t
+
+    def stored(shape):
+        blocks = TENSOR_TYPES[dtype][2]
+        return "f32" if len(shape) == 1 else dtype if shape[1] % blocks == 0 else "f16"
+
+    listed = [(n, s, stored(s), lambda n=n: array(n)) for n, s in shapes.items()]
+    write_gguf(f, metadata(c, vocab, dtype, name), listed)
 
 # ----------------------------------------------------------------------------
 # Byte-level BPE vocabularies (GPT-2, Llama 3, Qwen, SmolLM): a Hugging Face tokenizer.json into

@@ -161,6 +161,45 @@ static int finish(char *prompt, int *prompt_tokens, Tokenizer *t, Model *m) {
     return 0;
 }
 
+/* Dies unless the tokenizer file at `path` (-z) holds the vocabulary the model file carries,
+ * `own`: the same pieces with the same scores. */
+static void require_same_vocab(const Tokenizer *own, const char *path, const char *model_path) {
+    char err[1024];
+    Tokenizer given;
+    if (tokenizer_load(&given, path, err, sizeof(err)) != 0) die_loading(path, 0, err);
+    int id = tokenizer_first_difference(&given, own);
+    int n_given = given.vocab_size;
+    tokenizer_free(&given);
+    if (id >= 0 && n_given != own->vocab_size)
+        die("-z %s has %d pieces but %s carries a vocabulary of %d (leave out -z to use it)", path,
+            n_given, model_path, own->vocab_size);
+    if (id >= 0)
+        die("-z %s contradicts the vocabulary %s carries at piece %d (leave out -z to use it)",
+            path, model_path, id);
+}
+
+/* The tokenizer into t: the model file's own vocabulary when it carries one (a -z must then hold
+ * the same), else -z's file or one found beside the model (found: room for its path). Returns
+ * the path the tokenizer came from. */
+static const char *load_tokenizer(const Options *o, const Config *header, Tokenizer *t,
+                                  char found[1024]) {
+    char err[1024];
+    int rc = model_read_vocabulary(t, o->model_path, err, sizeof(err));
+    if (rc < 0) die("%s", err);
+    if (rc == 0) {
+        if (o->tokenizer_path) require_same_vocab(t, o->tokenizer_path, o->model_path);
+        return o->model_path;
+    }
+    const char *path = o->tokenizer_path;
+    if (!path) {
+        find_tokenizer(o->model_path, header->vocab_size, found, 1024);
+        path = found;
+    }
+    if (tokenizer_load(t, path, err, sizeof(err)) != 0) die_loading(path, 0, err);
+    require_vocab(t, path, header);
+    return path;
+}
+
 /* ----------------------------------------------------------------------------
  * main: every check, then one mode */
 
@@ -202,15 +241,8 @@ int main(int argc, char **argv) {
     if (!o.steps) o.steps = o.chat ? ctx : 256;     /* no -n: 256, a chat the context */
     if (o.n_predict != NO_N_PREDICT) o.steps = ctx; /* counted from the prompt's end below */
     char found[1024];
-    const char *tokenizer_path = o.tokenizer_path;
-    if (!tokenizer_path) {
-        find_tokenizer(o.model_path, header.vocab_size, found, sizeof(found));
-        tokenizer_path = found;
-    }
     Tokenizer tokenizer;
-    if (tokenizer_load(&tokenizer, tokenizer_path, err, sizeof(err)) != 0)
-        die_loading(tokenizer_path, 0, err);
-    require_vocab(&tokenizer, tokenizer_path, &header);
+    const char *tokenizer_path = load_tokenizer(&o, &header, &tokenizer, found);
     if (o.tokenize_text || o.tokenize_file) {
         Vocab vocab = vocab_sentencepiece(&tokenizer);
         run_tokenize(&vocab, o.tokenize_text, o.tokenize_file, o.json);
@@ -263,6 +295,9 @@ int main(int argc, char **argv) {
     if (o.logits_path) remove_on_error(o.logits_path, logits_out.file);
 
     /* notices after every check, so that an error is the only line */
+    if (model.converted[0])
+        fprintf(stderr, "run: %s: converted at load: %s (not the file's values exactly)\n",
+                o.model_path, model.converted);
     char notice[256];
     if (model_unread_norm_parameters(&model, notice, sizeof(notice)))
         fprintf(stderr, "run: %s\n", notice);

@@ -1,4 +1,6 @@
-/* SentencePiece-style BPE tokenizer over llama2.c's tokenizer file.
+/* SentencePiece-style BPE tokenizer over llama2.c's tokenizer file, or over the same vocabulary
+ * held elsewhere: a model file's own (a normllama tokenizer section, a GGUF's tokenizer.ggml.*
+ * keys) or any array of pieces.
  *
  * File layout (little-endian), as llama2.c's tokenizer.py writes it:
  *   int32 max_token_length
@@ -11,6 +13,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "gguf.h"
 
 #define TOKEN_UNK 0
 #define TOKEN_BOS 1
@@ -28,15 +32,20 @@ typedef struct {
     int byte_tokens[256]; /* id of the piece <0xXX> for each byte, -1 if the vocabulary lacks it */
     /* SentencePiece's normalizer option remove_extra_whitespaces, which the file does not store:
      * 1 = drop leading and trailing spaces and squeeze runs of spaces (U+0020 only) to one before
-     * encoding. tokenizer_load sets it to 1 when no piece holds two spaces in a row: the
-     * normalizer then never let "  " reach the trainer, as for the vocabularies llama2.c trains
-     * (tok512: remove_extra_whitespaces true), while Llama 2's (false) has the piece "  ".
-     * Set it after loading to override. llama2.c's encode behaves as 0. */
+     * encoding. A vocabulary that records it (a normllama tokenizer section, a GGUF's
+     * tokenizer.ggml.remove_extra_whitespaces) sets it; otherwise tokenizer_load guesses 1 when no
+     * piece holds two spaces in a row: the normalizer then never let "  " reach the trainer, as
+     * for the vocabularies llama2.c trains (tok512: remove_extra_whitespaces true), while Llama
+     * 2's (false) has the piece "  " (a vocabulary trained with the option off that has no such
+     * piece is guessed wrong: only the record tells). Set it after loading to override.
+     * llama2.c's encode behaves as 0. */
     int remove_extra_whitespaces;
     /* private */
-    int split_at_spaces; /* 1 if no piece holds a non-space followed by a space (see encode) */
-    int ascii_ids[128];  /* id of each ASCII character's piece, -1 if none */
-    int32_t *index;      /* piece text -> id: open addressing, index_mask + 1 ids, -1 = empty */
+    int split_at_spaces;     /* 1 if no piece holds a non-space followed by a space (see encode) */
+    unsigned char *not_text; /* NULL, or vocab_size flags: control and unused pieces past id 2
+                                (tokenizer_from_pieces), which text never becomes */
+    int ascii_ids[128];      /* id of each ASCII character's piece, -1 if none */
+    int32_t *index;          /* piece text -> id: open addressing, index_mask + 1 ids, -1 = empty */
     size_t index_mask;
     struct Merge *merges; /* open-addressing table of merge_slots slots */
     size_t merge_slots;
@@ -54,6 +63,44 @@ typedef struct {
  * index holds the pieces text can be made of, as SentencePiece's piece map does: not the control
  * pieces (ids 0..2) nor the byte pieces "<0xXX>" (those are in byte_tokens). */
 int tokenizer_load(Tokenizer *t, const char *path, char *err, size_t errlen);
+
+/* tokenizer_load on the file's bytes data[0..size) (size <= 64 MiB), already in memory: a
+ * normllama file's tokenizer section. `name` stands for the file in messages. */
+int tokenizer_load_bytes(Tokenizer *t, const unsigned char *data, size_t size, const char *name,
+                         char *err, size_t errlen);
+
+/* A vocabulary given as arrays, in the tokenizer file's convention (spaces plain): vocab_size
+ * pieces (pieces[i] of lengths[i] bytes, no NUL inside), their scores, and optionally which are
+ * not text (not_text: control and unused pieces past id 2; NULL: none). remove_extra_whitespaces
+ * 1 or 0 as the vocabulary records it, -1 to guess as tokenizer_load does. */
+typedef struct {
+    int vocab_size;
+    const char *const *pieces;
+    const size_t *lengths;
+    const float *scores;
+    const unsigned char *not_text;
+    int remove_extra_whitespaces;
+} TokenizerPieces;
+
+/* Builds t from p (copied: t owns what it holds). The same checks as tokenizer_load (no pieces, a
+ * NUL in a piece, a NaN score, two equal pieces), the messages naming `name`. Returns 0, or -1
+ * with t empty and the message in err. */
+int tokenizer_from_pieces(Tokenizer *t, const TokenizerPieces *p, const char *name, char *err,
+                          size_t errlen);
+
+/* The SentencePiece vocabulary of a GGUF file (gguf.h; `name` for messages), as llama.cpp's
+ * "llama" tokenizer reads it: tokenizer.ggml.model "llama", tokenizer.ggml.tokens (U+2581 for a
+ * space, as SentencePiece writes it), .scores (float32, 0 when absent), .token_type (int32:
+ * 3 control and 5 unused pieces are not text; absent: all normal), .bos_token_id 1,
+ * .eos_token_id 2 and .unknown_token_id 0 when present (the ids this tokenizer takes),
+ * .add_space_prefix true when present, .remove_extra_whitespaces (absent: guessed). Returns 0,
+ * or -1 with a one-line message naming the key. */
+int tokenizer_load_gguf(Tokenizer *t, const Gguf *g, const char *name, char *err, size_t errlen);
+
+/* The first id at which two vocabularies differ, in piece or score (ids 0..2 compared by score
+ * alone: a file writes <s> as "\n<s>\n" where a GGUF writes "<s>"), or -1 when they agree;
+ * vocab_size when one is longer. */
+int tokenizer_first_difference(const Tokenizer *a, const Tokenizer *b);
 
 /* Frees what tokenizer_load allocated; safe on an empty or already-freed tokenizer. */
 void tokenizer_free(Tokenizer *t);

@@ -60,12 +60,13 @@ static inline int piece_id(const Tokenizer *t, const char *s, size_t len) {
 }
 
 /* 1 if piece id belongs in the index. As SentencePiece's pieces_ map, it holds only the pieces
- * text can be made of: not the control pieces (ids 0..2), the byte pieces (those are in
- * byte_tokens) nor an empty piece, so a literal "<s>" or "<0x41>" in the text is never merged
- * into them. */
+ * text can be made of: not the control pieces (ids 0..2, and those not_text marks), the byte
+ * pieces (those are in byte_tokens) nor an empty piece, so a literal "<s>" or "<0x41>" in the text
+ * is never merged into them. */
 static inline int indexed(const Tokenizer *t, int id) {
     const char *piece = piece_text(t, id);
-    return id > TOKEN_EOS && piece[0] != '\0' && byte_piece_value(piece) < 0;
+    return id > TOKEN_EOS && piece[0] != '\0' && byte_piece_value(piece) < 0 &&
+           !(t->not_text && t->not_text[id]);
 }
 
 /* Fills the merge table and whole_piece from the loaded pieces (tokenizer.c, where the merges are

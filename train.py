@@ -21,7 +21,7 @@ vocabulary of more than 65,536), keyed by the sha256 of the text and of the toke
 Outputs: --out, a checkpoint (llama2.c's layout: "model_args" and a "model" state dict, plus the
 optimizer's state and the step, for --resume; export.py reads it too); --export, the normllama file
 (it records the norm and carries its biases and per-site scalars, so run uses that norm by
-default);
+default; the file carries --tokenizer's vocabulary, so run needs no -z);
 --log, JSON lines: one "config" record, one "train" record per step (loss, lr, tokens/s, the
 batch's crc32), one "eval" record per --eval-every steps (validation loss, the training wall clock
 so far) and one "norms" record after each eval (the time the norms took, forward and backward,
@@ -49,7 +49,8 @@ import torch
 
 import nllm_model
 from nllm_checkpoint import require_regular_file, torch_load
-from nllm_format import BIASED, NORMS, Config, ExportError, Output, write_model
+from nllm_format import (BIASED, NORMS, Config, ExportError, Output, sentencepiece_vocab,
+                         write_model)
 from nllm_model import Transformer
 
 STORY_END = "\n<|endoftext|>\n"
@@ -366,7 +367,7 @@ class Run:
         state = self.model.state_dict()
         write_model(self.a.export, self.config,
                     lambda name, layer: state[nllm_model.parameter_name(name, layer)].numpy(),
-                    progress=False)
+                    progress=False, vocab=sentencepiece_vocab(self.a.tokenizer))
 
     def run(self):
         from tqdm import tqdm

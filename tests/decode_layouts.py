@@ -6,7 +6,8 @@ classifier), and llama2.c's version 1 (float32) and version 2 (int8, groups that
 rows). read_model(path) returns (header, tensors, offsets): the header in forward_f64's terms;
 the tensors decoded to float64 under FORMAT.md's names, each matrix stacked (n_layers, rows,
 cols); and the file offset where each tensor starts (a quantized matrix's scales under
-NAME.scales; a version 2 matrix's first piece), for tests that alter a file.
+NAME.scales; a version 2 matrix's first piece; a normllama file's tokenizer section under vocab),
+for tests that alter a file.
 """
 import struct
 
@@ -109,6 +110,11 @@ def read_nllm(data, path):
     cur = Cursor(data, 256, align)
     t = {name: nllm_matrix(cur, h, name) if name in MATRICES else cur.floats(h, name)
          for name in order}
+    vocab_bytes, vocab_flags = struct.unpack_from("<2I", data, 68)
+    assert vocab_flags in (0, 1) and (vocab_bytes or not vocab_flags), (vocab_bytes, vocab_flags)
+    if vocab_bytes:  # the tokenizer section: llama2.c's tokenizer layout, aligned
+        cur.take("u1", vocab_bytes, "vocab")
+    h["vocab_bytes"] = vocab_bytes
     cur.end(path)
     return h, t, cur.offsets
 

@@ -1,17 +1,20 @@
-/* libFuzzer target for gguf.c, the GGUF reader. Built and run by `make fuzz` (clang
- * -fsanitize=fuzzer,address,undefined), seeded with small real GGUF files (tests/gguf_seed.py).
+/* libFuzzer target for gguf.c, the GGUF reader, and the SentencePiece vocabulary read from it
+ * (tokenizer_load_gguf). Built and run by `make fuzz` (clang -fsanitize=fuzzer,address,undefined),
+ * seeded with small real GGUF files (tests/gguf_seed.py).
  *
  * Input: a whole GGUF file (libFuzzer's buffer is exactly its size, so that a read past it is
  * caught). A refusal must be one non-empty line. A file that parses must hold what gguf.h
  * promises: every tensor's data inside the file at an aligned offset, of a known type and its
  * size from its dims, found by its name; and every typed lookup and array walk over its key/values
- * must stay inside the file (each string read is checked to be).
+ * must stay inside the file (each string read is checked to be). Its vocabulary then loads or is
+ * refused in one line, and a vocabulary that loads encodes and decodes a text.
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gguf.h"
+#include "tokenizer.h"
 
 static const uint8_t *begin, *end;
 
@@ -67,6 +70,20 @@ static void check_tensor(const Gguf *g, const GgufTensor *t) {
     check_lookup(g, t);
 }
 
+/* The file's vocabulary, as run reads a GGUF's: loaded and used, or refused in one line. */
+static void check_vocabulary(const Gguf *g) {
+    Tokenizer t;
+    char err[512];
+    if (tokenizer_load_gguf(&t, g, "fuzz", err, sizeof err) != 0) {
+        if (err[0] == '\0' || strchr(err, '\n')) abort();
+        return;
+    }
+    int ids[128]; /* 3 a byte of invalid UTF-8, BOS and EOS */
+    int n = tokenizer_encode(&t, "Once upon a  time\xe2\x96\x81 \xff", 1, 1, ids);
+    for (int i = 1; i < n; i++) (void)tokenizer_decode(&t, ids[i - 1], ids[i]);
+    tokenizer_free(&t);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     begin = data, end = data + size;
     Gguf g;
@@ -81,6 +98,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         walk_strings(&g.kvs[i]);
     }
     for (uint64_t i = 0; i < g.n_tensors; i++) check_tensor(&g, &g.tensors[i]);
+    check_vocabulary(&g);
     gguf_free(&g);
     return 0;
 }

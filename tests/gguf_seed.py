@@ -28,19 +28,19 @@ def main(out_dir):
                     bos_id=1, eos_id=2, unk_id=0)
     rng = np.random.default_rng(0)
     tensors = {name: rng.standard_normal(shape).astype(np.float32)
-               for name, shape in g.llama_tensor_shapes(c).items()}
+               for name, shape in g.tensor_shapes(c).items()}
     os.makedirs(out_dir, exist_ok=True)
     for dtype in g.TENSOR_TYPES:
         with open(os.path.join(out_dir, f"tiny_{dtype}.gguf"), "wb") as f:
-            g.write_llama(f, c, tensors, vocab, dtype, name="tiny")
+            g.write_model(f, c, tensors, vocab, dtype, name="tiny")
     values = {g.UINT8: 200, g.INT8: -100, g.UINT16: 60000, g.INT16: -30000, g.UINT32: 7,
               g.INT32: -7, g.FLOAT32: 0.5, g.BOOL: True, g.STRING: "seven", g.UINT64: 2**40,
               g.INT64: -2**40, g.FLOAT64: 1e-300}
     every_type = [(f"test.{t}", t, v) for t, v in values.items()]
     every_type += [(f"test.array_{t}", g.ARRAY, (t, [v, v])) for t, v in values.items()]
-    listed = [(n, s, "f32", tensors[n]) for n, s in g.llama_tensor_shapes(c).items()]
+    listed = [(n, s, "f32", tensors[n]) for n, s in g.tensor_shapes(c).items()]
     with open(os.path.join(out_dir, "tiny_every_value_type.gguf"), "wb") as f:
-        g.write_gguf(f, g.llama_metadata(c, vocab, "f32", "tiny") + every_type, listed)
+        g.write_gguf(f, g.metadata(c, vocab, "f32", "tiny") + every_type, listed)
 
 
 if __name__ == "__main__":

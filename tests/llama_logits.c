@@ -14,6 +14,8 @@
  *       (vocab_only), so a vocabulary-only GGUF will do.
  *   llama_logits MODEL.gguf --quantize OUT.gguf TYPE   writes MODEL as llama.cpp's quantizer
  *       does (llama-quantize): TYPE one of F16, BF16, Q8_0, Q4_0, Q4_K_M, Q5_K_M, Q6_K
+ *   llama_logits --dequantize TYPE IN OUT   decodes IN, whole blocks of ggml type id TYPE, to
+ *       float32 in OUT with ggml's own to_float (ggml_get_type_traits; F32 has none)
  *
  * The kv cache is F32 (llama.cpp's default F16 cache moves the logits by ~2e-2) and flash
  * attention off, so that llama.cpp computes in f32 throughout as run does. llama.cpp's own log
@@ -26,6 +28,7 @@
 #include <string.h>
 
 #include "ggml-backend.h"
+#include "ggml.h"
 #include "llama.h"
 
 static void die(const char *fmt, ...) {
@@ -171,7 +174,37 @@ static void quantize(const char *in, const char *out, const char *type) {
     if (llama_model_quantize(in, out, &qp) != 0) die("llama.cpp cannot quantize %s", in);
 }
 
+/* The blocks of type `type` in file `in` decoded by ggml into `out`. */
+static void dequantize(const char *type_id, const char *in, const char *out) {
+    int type = parse_id(type_id, GGML_TYPE_COUNT);
+    const struct ggml_type_traits *traits = ggml_get_type_traits((enum ggml_type)type);
+    if (!traits->to_float || traits->blck_size == 0) die("ggml cannot decode type %d", type);
+    FILE *f = fopen(in, "rb");
+    if (!f) die("cannot open %s: %s", in, strerror(errno));
+    fseek(f, 0, SEEK_END);
+    long bytes = ftell(f);
+    rewind(f);
+    if (bytes <= 0 || bytes % (long)traits->type_size != 0)
+        die("%s is not whole blocks of %s", in, traits->type_name);
+    char *blocks = malloc((size_t)bytes);
+    if (!blocks || fread(blocks, 1, (size_t)bytes, f) != (size_t)bytes) die("cannot read %s", in);
+    fclose(f);
+    int64_t n = bytes / (long)traits->type_size * traits->blck_size;
+    float *values = malloc((size_t)n * sizeof(float));
+    if (!values) die("out of memory");
+    traits->to_float(blocks, values, n);
+    f = fopen(out, "wb");
+    if (!f || fwrite(values, sizeof(float), (size_t)n, f) != (size_t)n || fclose(f) != 0)
+        die("cannot write %s", out);
+    free(blocks);
+    free(values);
+}
+
 int main(int argc, char **argv) {
+    if (argc == 5 && strcmp(argv[1], "--dequantize") == 0) {
+        dequantize(argv[2], argv[3], argv[4]);
+        return 0;
+    }
     const char *mode = argc >= 3 ? argv[2] : "";
     int is_logits = strcmp(mode, "--logits") == 0, is_quantize = strcmp(mode, "--quantize") == 0;
     int is_corpus = strcmp(mode, "--tokenize-corpus") == 0;
@@ -179,7 +212,8 @@ int main(int argc, char **argv) {
     if (!((is_logits && argc >= 4) || (strcmp(mode, "--tokenize") == 0 && argc == 4) ||
           (is_quantize && argc == 5) || (is_corpus && (argc == 4 || special))))
         die("usage: llama_logits MODEL.gguf --logits OUT ID... | --tokenize TEXT | "
-            "--tokenize-corpus CORPUS [special] | --quantize OUT.gguf TYPE");
+            "--tokenize-corpus CORPUS [special] | --quantize OUT.gguf TYPE; "
+            "llama_logits --dequantize TYPE IN OUT");
     llama_log_set(log_errors_only, NULL);
     llama_backend_init();
     if (is_quantize) {

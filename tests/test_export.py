@@ -38,6 +38,10 @@ TOK_BIN = "models/tok512.bin"
 TOK_MODEL = "models/tok512.model"
 SP = spm.SentencePieceProcessor(model_file=TOK_MODEL)
 TMP = tempfile.mkdtemp(prefix="normllama-export-")
+# the vocabulary export.py finds beside the checkpoints built here (tok<vocab_size>.model beside a
+# .pt; tokenizer.model in a directory's parent), as beside stories260K.pt in models/
+for _name in ("tok512.model", "tokenizer.model"):
+    shutil.copy(TOK_MODEL, os.path.join(TMP, _name))
 
 TESTS = []
 test = collector(TESTS)
@@ -184,6 +188,10 @@ def meta_consolidated_two_shards_export_equals_pt_export():
     assert code == 0, err
     # stories260K.pt stores output.weight (tied): the shards do too, so both files equal
     assert open(tmp("meta.nllm"), "rb").read() == open(stories_nllm(), "rb").read()
+    code, _, err = export_cli(tmp("meta"), "--out", tmp("meta.gguf"), "--seq-len", "512")
+    assert code == 0, err  # and as GGUF: the same model
+    assert np.array_equal(run_logits(tmp("meta.gguf"), "Once upon a time")[1],
+                          run_logits(stories_nllm(), "Once upon a time")[1])
 
 
 @test
@@ -441,7 +449,7 @@ def random_model_of_each_dtype_matches_float64():
         assert header["shared"] == 1 and np.all(t["attn_norm"] == 1)
         # f16 rounds to nearest: up to half a step (2^-11 relative) past the bound
         assert 0.05 < np.abs(t["wq"]).max() <= 1 / np.sqrt(288) * (1 + 2.0 ** -11)
-        sizes[dtype] = os.path.getsize(out)
+        sizes[dtype] = os.path.getsize(out) - header["vocab_bytes"]  # the weights
         code, _, err = run(out, "-z", "models/tokenizer.bin", "-t", "0", "-n", str(len(ids)),
                            "--logits", tmp("random.f32"), "Once upon a time, there was a dog")
         assert code == 0, err
@@ -588,6 +596,10 @@ def check_hf(name, storage, dtype, **overrides):
     err = np.abs(ref - logits).max()
     print(f"  {name}: {len(ids)} positions, max |logit - HF reference| = {err:.2e}")
     assert err < 1e-4, err
+    # the same checkpoint as GGUF (export.py --out X.gguf): run's logits on it are the same
+    code, _, err = export_cli(path, "--out", tmp(name + ".gguf"))
+    assert code == 0, err
+    assert np.array_equal(run_logits(tmp(name + ".gguf"), PROMPT)[1], logits), name
     return path, ours, c, ids, logits
 
 
@@ -1077,6 +1089,7 @@ def export_never_writes_over_its_input_or_through_other_files():
     pt, model = os.path.join(d, "in.pt"), os.path.join(d, "in.model")
     shutil.copy(PT, pt)
     shutil.copy(TOK_MODEL, model)
+    shutil.copy(TOK_MODEL, os.path.join(d, "tok512.model"))  # in.pt's vocabulary
     alias = os.path.join(d, "alias.nllm")
     if not os.path.lexists(alias):
         os.symlink(pt, alias)
@@ -1151,8 +1164,8 @@ def header_alone_serves_tokenizer_checks():
     assert code == 0, err
     assert [int(line.split()[0]) for line in stdout.splitlines()] == [1] + SP.encode(text), stdout
     code, _, err = limited(out, "-z", "models/tokenizer.bin", text)
-    assert (code, err) == (1, "run: models/tokenizer.bin has 32000 pieces but the model's "
-                              "vocab_size is 512\n"), err
+    assert (code, err) == (1, f"run: -z models/tokenizer.bin has 32000 pieces but {out} carries "
+                              "a vocabulary of 512 (leave out -z to use it)\n"), err
     n = 1 + len(SP.encode(text))
     code, _, err = limited(out, "-z", TOK_BIN, "-n", "2", text)
     assert (code, err) == (1, f"run: the prompt is {n} tokens, more than -n 2 (which counts the "

@@ -2,10 +2,10 @@
 """The Python side's paths that test_export.py and test_train.py leave: tools/twins.py end to end
 on a few steps (the table it writes holds the numbers of the runs it made, each read again here
 from its source), the tokenizer's remove_extra_whitespaces inference on SentencePiece vocabularies
-trained here, and train.py's token ids past uint16. Run from the repository root with
-/usr/bin/python3 (make test does); the program under test is $NORMLLAMA_RUN (default ./run), the
-tokenizer helper $TOKENIZE_CORPUS (default build/tokenize_corpus). Prints one line per test and
-"N passed, M failed, K skipped"."""
+trained here and the option carried in a model file, and train.py's token ids past uint16. Run
+from the repository root with /usr/bin/python3 (make test does); the program under test is
+$NORMLLAMA_RUN (default ./run), the tokenizer helper $TOKENIZE_CORPUS (default
+build/tokenize_corpus). Prints one line per test and "N passed, M failed, K skipped"."""
 import json
 import os
 import re
@@ -16,6 +16,8 @@ import numpy as np
 import sentencepiece as spm
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import nllm_format  # noqa: E402
+import nllm_gguf  # noqa: E402
 import train as train_py  # noqa: E402
 from harness import Skip, collector, run_tests, scratch  # noqa: E402  (tests/)
 
@@ -58,7 +60,8 @@ def twins_writes_a_table_read_from_the_runs_it_made():
     test): the section between the markers of a docs file is replaced and the rest kept, the
     picture written beside it; the final validation loss is each twin's last eval record; run
     --ppl of each twin and of stories260K on the same text, and run --compare of the twin, give
-    the perplexity, swap KL and top-1 cells and the greedy texts when run here again."""
+    the perplexity, swap KL and top-1 cells and the greedy texts when run here again; each twin's
+    GGUF gives its own file's logits bit for bit, under its own norm by default."""
     s = stories()
     open(tmp("train.txt"), "w").write(END.join(s[300:450]) + END)
     open(tmp("valid.txt"), "w").write(END.join(s[:40]) + END)
@@ -73,6 +76,15 @@ def twins_writes_a_table_read_from_the_runs_it_made():
     doc = open(docs).read()
     assert doc.startswith("# before\n\n<!-- twins:begin -->\nMade by") and "old" not in doc
     assert doc.endswith("<!-- twins:end -->\n\nafter\n") and os.path.exists(tmp("twins_loss.png"))
+    for norm in ("rmsnorm", "layernorm"):  # the twins for llama.cpp, read back under their norm
+        logits = []
+        for ext in ("nllm", "gguf"):
+            logits.append(tmp(f"{norm}-{ext}.f32"))
+            p = subprocess.run([RUN, os.path.join(out, "seed1", f"{norm}.{ext}"), "-t", "0", "-n",
+                                "40", "--logits", logits[-1], "Once upon"],
+                               capture_output=True, text=True, errors="replace")
+            assert p.returncode == 0 and f"norm {norm}" in p.stderr, p.stderr
+        assert open(logits[0], "rb").read() == open(logits[1], "rb").read(), norm
     section = doc[doc.index("<!-- twins:begin -->"):]
     text = os.path.join(out, "valid_ppl.txt")
     assert open(text).read().count("\n") >= 8
@@ -168,6 +180,33 @@ def whitespace_inference_on_vocabularies_trained_here():
             assert got == [1] + sp.encode(s), (name, s, got, [1] + sp.encode(s))
         # the two vocabularies disagree on runs of spaces, so the inference decided something
         assert (sp.encode("a  b") == sp.encode("a b")) == squeezes, name
+
+
+@test
+def remove_extra_whitespaces_travels_in_the_model_file():
+    """The case the inference gets wrong: a vocabulary trained with remove_extra_whitespaces off on
+    text with no runs of spaces learns no piece "  ", so its .bin is taken for one that squeezes
+    runs, and encodes "a  b" as "a b". A model file that carries the vocabulary (our own file and
+    our GGUF, export.py reading the option from the model's NormalizerSpec) records the option,
+    and run --tokenize then gives SentencePiece's ids for strings with runs of spaces."""
+    sp, bin_path = trained_vocabulary("few-runs", END.join(stories()[:400]), False)
+    assert not any("\u2581\u2581" in sp.id_to_piece(i) for i in range(sp.vocab_size()))
+    assert sp.encode("a  b") != sp.encode("a b")  # SentencePiece keeps the run
+    assert our_ids(bin_path, ["a  b"])[0] == [1] + sp.encode("a b")  # the .bin's wrong guess
+    vocab = nllm_format.sentencepiece_vocab(tmp("few-runs.model"))
+    assert not vocab.remove_extra_whitespaces
+    c = nllm_format.Config(8, 16, 1, 2, 1, sp.vocab_size(), 16)
+    shapes = {name: shape for name, _, shape in nllm_format.tensor_order(c)}
+    zeros = {name: np.zeros(shape, np.float32) for name, shape in shapes.items()}
+    nllm_format.write_model(tmp("few-runs.nllm"), c, lambda name, layer: zeros[name],
+                            progress=False, vocab=vocab)
+    with open(tmp("few-runs.gguf"), "wb") as f:
+        nllm_gguf.write_model(f, c, {nllm_gguf.gguf_name(name, 0): zeros[name] for name in shapes},
+                              vocab)
+    for model in ("few-runs.nllm", "few-runs.gguf"):
+        for s in SPACED:
+            got = json.loads(run_out(tmp(model), "--tokenize", s, "--json"))["ids"]
+            assert got == [1] + sp.encode(s), (model, s, got)
 
 
 # ----------------------------------------------------------------------------

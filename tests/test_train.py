@@ -170,8 +170,9 @@ def run_logits_equal_the_training_forward_at_every_position_for_each_norm():
                 got = tensors[tensor] if layer is None else tensors[tensor][layer]
                 want = state[nllm_model.parameter_name(tensor, layer)].numpy()
                 assert np.array_equal(got.reshape(-1), want.reshape(-1)), (norm, tensor, layer)
-        p = subprocess.run([sys.executable, "export.py", tmp(name + ".pt"), "--out",
-                            tmp(name + "-export.nllm"), "--quiet"], capture_output=True, text=True)
+        p = subprocess.run([sys.executable, "export.py", tmp(name + ".pt"), "--tokenizer",
+                            TOK_MODEL, "--out", tmp(name + "-export.nllm"), "--quiet"],
+                           capture_output=True, text=True)
         assert p.returncode == 0, p.stderr
         assert open(tmp(name + "-export.nllm"), "rb").read() == \
             open(tmp(name + ".nllm"), "rb").read()

@@ -3,7 +3,8 @@
 # each weight dtype, against the machine's measured read bandwidth (tools/bandwidth.c; the
 # multiply-add peaks of the kernels' products, tools/flops.c, bound prefill), and prefill of a
 # 256-token prompt, batched and (but for 1.1B) one position at a time. Prints one table (medians of
-# the repeats). Needs no network.
+# the repeats), then tools/bench_gguf.sh's: run against llama.cpp on the same GGUF files (which
+# builds llama.cpp's llama-bench once from make llama-oracle's source; skipped without npm).
 #   BENCH_QUICK=1   15M and 110M only, fewer repeats and tokens (about 5 minutes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -157,3 +158,7 @@ echo "busy machine: 110M f32 decode tokens/s (median of $repeats) with the defau
 printf '%-6s %-8s %-20s %9s\n' shape machine threads tokens/s
 busy_block idle
 busy_block busy
+
+# The same GGUF files in llama.cpp and run (docs/BENCH.md): tools/bench_gguf.sh, alone too.
+echo
+tools/bench_gguf.sh "${shapes[@]}"

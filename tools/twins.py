@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The twin study (`make twins`): train the stories260K shape with RMSNorm and with LayerNorm
-(train.py, the same seed, init, batches and optimizer), export both, and compare them with run:
+(train.py, the same seed, init, batches and optimizer), export both (normllama files, and GGUFs
+for llama.cpp: llama and stablelm), and compare them with run:
 validation loss and perplexity (each twin with its own norm, and the 2 x 2 swap), stories260K on
 the same text, training and inference speed and the norms' share of each, the norm sites'
 |mean| / RMS, the greedy texts; over --seeds seeds (mean and spread). Prints the table, writes
@@ -71,6 +72,9 @@ def train_twins(a, seed, times):
                 other.kill()
             sys.exit(f"twins: training seed {seed} {norm} failed")
         times[f"train seed {seed} {norm}"] = time.time() - start
+    for norm in NORMS:  # the twins for llama.cpp too (docs/MODELS.md): llama and stablelm
+        sh([PYTHON, "export.py", f"{d}/{norm}.pt", "--tokenizer", "models/tok512.model", "--out",
+            f"{d}/{norm}.gguf", "--quiet"])
     return d
 
 
