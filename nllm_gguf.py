@@ -102,7 +102,7 @@ def ggml_q4_0(a, where):
 TENSOR_TYPES = {
     "f32": (0, 0, 1, 4, lambda a, where: a),
     "f16": (1, 1, 1, 2, f32_to_f16),
-    "bf16": (30, 32, 1, 2, lambda a, where: f32_to_bf16(a)),
+    "bf16": (30, 32, 1, 2, f32_to_bf16),
     "q8_0": (8, 7, 32, 34, ggml_q8_0),
     "q4_0": (2, 2, 32, 18, ggml_q4_0),
 }

@@ -291,6 +291,28 @@ def export_refuses_weights_beyond_f16s_range():
 
 
 @test
+def export_refuses_weights_beyond_bf16s_range():
+    """bf16's largest is bits 0x7F7F (3.3895e38); an f32 at or past 0x7F7F8000, halfway to the next
+    step, rounds (ties to even) to 0x7F80, infinity; the f32 just below it rounds to the largest."""
+    out = tmp("never.nllm")
+    wq = torch.load(PT, map_location="cpu")["model"]["_orig_mod.layers.1.attention.wq.weight"]
+    wq = wq.clone()
+    halfway, below = torch.tensor([0x7F7F8000, 0x7F7F7FFF], dtype=torch.int32).view(torch.float32)
+    wq[0, 0] = halfway
+    path = pt_checkpoint("big-bf16", tensors={"layers.1.attention.wq.weight": wq})
+    expect_export_error([path, "--out", out, "--dtype", "bf16"],
+                        "wq of layer 1 has a value of magnitude 3.39618e+38, beyond bf16's largest "
+                        "3.38953e+38")
+    assert_nothing_written(out)
+    wq[0, 0] = below
+    path = pt_checkpoint("big-bf16-ok", tensors={"layers.1.attention.wq.weight": wq})
+    code, _, err = export_cli(path, "--out", out, "--dtype", "bf16")
+    assert code == 0, err
+    assert read_nllm(out)[1]["wq"][1, 0, 0] == nllm_format.BF16_MAX
+    os.remove(out)
+
+
+@test
 def q8_0_export_groups_each_row_with_a_short_tail_group():
     legacy = read_legacy(LEGACY)
     for group_size in (32, 64):

@@ -402,7 +402,7 @@ def random_blocks(type_name, rng):
     if values == 1:
         x = rng.normal(0, 1, 4096).astype(np.float32)
         return x.astype(np.float16).view(np.uint8) if type_name == "f16" else \
-            nllm_format.f32_to_bf16(x).view(np.uint8)
+            nllm_format.f32_to_bf16(x, type_name).view(np.uint8)
     blocks = rng.integers(0, 256, (64, nbytes), dtype=np.uint8)
     for at in halves:
         blocks[:, at:at + 2] = rng.normal(0, 0.05, (64, 1)).astype("<f2").view(np.uint8)

@@ -22,7 +22,8 @@ PORTABLE = os.environ.get("NORMLLAMA_RUN_PORTABLE")
 LEGACY = "models/stories260K.bin"
 PT = "models/stories260K.pt"
 TOK_BIN = "models/tok512.bin"
-SP = spm.SentencePieceProcessor(model_file="models/tok512.model")
+TOK_MODEL = "models/tok512.model"
+SP = spm.SentencePieceProcessor(model_file=TOK_MODEL)
 TEXT = "Once upon a time, there was a big dog named Max. He liked to run in the park."
 TMP, tmp = scratch("normllama-paths-")
 TESTS = []
@@ -188,8 +189,9 @@ def the_forward_pass_on_2_and_3_threads_gives_the_1_thread_logits_bit_for_bit():
     for dtype, group in (("f32", 0), ("bf16", 0), ("f16", 0), ("q8_0", 64), ("q4_0", 0)):
         model = tmp(f"threads-{dtype}.nllm")
         sizes = ["--group-size", str(group)] if group else []
-        p = subprocess.run([sys.executable, "export.py", source, "--out", model, "--dtype", dtype,
-                            *sizes, "--quiet"], capture_output=True, text=True)
+        p = subprocess.run([sys.executable, "export.py", source, "--tokenizer", TOK_MODEL, "--out",
+                            model, "--dtype", dtype, *sizes, "--quiet"], capture_output=True,
+                           text=True)
         assert p.returncode == 0, p.stderr
         one = logits(model, steps, ("--threads=1",), env=env)
         assert one.shape == (steps, 512) and np.isfinite(one).all(), (dtype, one.shape)
