@@ -72,7 +72,7 @@ def train_twins(a, seed, times):
                 other.kill()
             sys.exit(f"twins: training seed {seed} {norm} failed")
         times[f"train seed {seed} {norm}"] = time.time() - start
-    for norm in NORMS:  # the twins for llama.cpp too (docs/MODELS.md): llama and stablelm
+    for norm in TWINS:  # the twins for llama.cpp too (docs/MODELS.md): llama and stablelm
         sh([PYTHON, "export.py", f"{d}/{norm}.pt", "--tokenizer", "models/tok512.model", "--out",
             f"{d}/{norm}.gguf", "--quiet"])
     return d
