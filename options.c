@@ -208,7 +208,7 @@ static const Option options[N_OPTIONS] = {
                                  {RULE_CHAT_STDIN, IN_MODES, CHAT, .value = "-",
                                   .message = "-m chat reads its turns from stdin; give the first "
                                              "one with -i TEXT or -f FILE"}}},
-    [OPT_TEXT] = {.names = {"-i"},
+    [OPT_TEXT] = {.names = {"--prompt", "-i"},
                   .goes_with = TRACE,
                   .kind = ARG_PROMPT,
                   .value = " TEXT",
@@ -232,7 +232,7 @@ static const Option options[N_OPTIONS] = {
                   .refusals = {{RULE_CHAT_MODES, IN_MODES, NOT_GENERATION, .value = "chat",
                                 .message = "-m chat is a mode of its own, not one to combine with "
                                            "--compare, --ppl or --tokenize"}}},
-    [OPT_SYSTEM_PROMPT] = {.names = {"-y"},
+    [OPT_SYSTEM_PROMPT] = {.names = {"--system-prompt", "-y"},
                            .kind = ARG_TEXT,
                            .value = " TEXT",
                            .field = FIELD(system_prompt),
@@ -247,7 +247,7 @@ static const Option options[N_OPTIONS] = {
                        .field = FIELD(tokenizer_path),
                        .help = "tokenizer file (default: tok<vocab_size>.bin beside the\n"
                                "model, else tokenizer.bin beside it)"},
-    [OPT_TEMPERATURE] = {.names = {"--temp", "-t"},
+    [OPT_TEMPERATURE] = {.names = {"--temp", "--temperature", "-t"},
                          .kind = ARG_FLOAT,
                          .value = " FLOAT",
                          .field = FIELD(temperature),
@@ -262,8 +262,8 @@ static const Option options[N_OPTIONS] = {
                   .help = "top-p (nucleus) mass in [0, 1]; 0 or 1 disables it\n"
                           "(default 0.9)",
                   .range = {0, 1, "-p (top-p)", "in [0, 1]", .as_typed = 1},
-                  .not_a_number = "-p is top-p here, as in llama2.c; the prompt is -i TEXT, "
-                                  "-f FILE or the argument after MODEL",
+                  .not_a_number = "-p is top-p here, as in llama2.c; the prompt is --prompt "
+                                  "TEXT (-i), -f FILE or the argument after MODEL",
                   .refusals = {SAMPLER_ONLY}},
     [OPT_TOP_K] = {.names = {"--top-k"},
                    .kind = ARG_INT,
@@ -313,7 +313,7 @@ static const Option options[N_OPTIONS] = {
                            "seq_len, for all turns together)",
                    .range = {1, INT_MAX, "-n (steps)"},
                    .refusals = {SAMPLER_ONLY}},
-    [OPT_N_PREDICT] = {.names = {"--n-predict"},
+    [OPT_N_PREDICT] = {.names = {"--predict", "--n-predict"},
                        .kind = ARG_INT,
                        .value = " INT",
                        .field = FIELD(n_predict),
@@ -396,7 +396,7 @@ static const Option options[N_OPTIONS] = {
                                               "position at a time or none"},
                                   {RULE_CHAT_PREFILL, IN_MODES, CHAT, .message = NOT_CHAT}}},
     /* the upper bound, the model's seq_len, is checked once it is loaded */
-    [OPT_BATCH] = {.names = {"-b", "--batch"},
+    [OPT_BATCH] = {.names = {"-b", "--batch-size", "--batch"},
                    .kind = ARG_INT,
                    .value = "=N",
                    .field = FIELD(batch),

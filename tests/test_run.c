@@ -377,15 +377,15 @@ Test(bad_input, options) {
 /* An unknown option names the nearest known one (a third of its letters edited, or one starting
  * the other); -p's text that is not a number says what -p is here. */
 Test(bad_input, unknown_options_suggest_the_nearest) {
-    expect_error((const char *[]){MODEL, "--temperature", "0.5", NULL},
-                 "unknown option '--temperature' (did you mean --temp? see run --help)");
+    expect_error((const char *[]){MODEL, "--tmp", "0.5", NULL},
+                 "unknown option '--tmp' (did you mean --temp? see run --help)");
     expect_error((const char *[]){MODEL, "--top_k", "5", NULL}, "(did you mean --top-k?");
     expect_error((const char *[]){MODEL, "--seeds", "5", NULL}, "(did you mean --seed?");
     expect_error((const char *[]){MODEL, "--ctx", "5", NULL}, "(did you mean --ctx-size?");
     expect_error((const char *[]){MODEL, "--n_predict=5", NULL}, "(did you mean --n-predict?");
     expect_error((const char *[]){MODEL, "-p", "Once upon a time", NULL},
                  "-p needs a number, got 'Once upon a time' (-p is top-p here, as in llama2.c; "
-                 "the prompt is -i TEXT, -f FILE or the argument after MODEL)");
+                 "the prompt is --prompt TEXT (-i), -f FILE or the argument after MODEL)");
     expect_error((const char *[]){MODEL, "--top-k", "-1", NULL}, "--top-k must be >= 0, got -1");
     expect_error((const char *[]){MODEL, "--min-p", "1.5", NULL}, "--min-p must be in [0, 1]");
     expect_error((const char *[]){MODEL, "--repeat-penalty", "0", NULL},
@@ -401,6 +401,49 @@ Test(bad_input, unknown_options_suggest_the_nearest) {
                  "--n-predict goes with -m generate, not with -m chat");
     expect_error((const char *[]){MODEL, "-c", "8", "--tokenize", "x", NULL},
                  "--ctx-size sizes the kv cache, which --tokenize uses none of");
+}
+
+/* llama.cpp's other names for the same options (common/arg.cpp: --temperature, --prompt,
+ * --predict, --system-prompt, --batch-size): each prints what the name it stands for prints,
+ * which differs from what leaving the option out prints, so that the name is not ignored. */
+Test(run, llama_cpp_names_do_what_ours_do) {
+    enum { OURS, THEIRS, NEITHER };
+    static const struct {
+        const char *args[3][12]; /* after MODEL: with our name, with llama.cpp's, without */
+        const char *input;       /* stdin, for -m chat; NULL: none */
+    } cases[] = {
+        {.args = {{"-s", "7", "-n", "40", "-t", "0", "Once"},
+                  {"-s", "7", "-n", "40", "--temperature", "0", "Once"},
+                  {"-s", "7", "-n", "40", "Once"}}},
+        {.args = {{"-t", "0", "-n", "40", "-i", "Lily"},
+                  {"-t", "0", "-n", "40", "--prompt", "Lily"},
+                  {"-t", "0", "-n", "40"}}},
+        {.args = {{"-t", "0", "--n-predict", "5", "Once"},
+                  {"-t", "0", "--predict", "5", "Once"},
+                  {"-t", "0", "Once"}}},
+        {.args = {{"-t", "0", "-n", "60", "-m", "chat", "-y", "You tell stories."},
+                  {"-t", "0", "-n", "60", "-m", "chat", "--system-prompt", "You tell stories."},
+                  {"-t", "0", "-n", "60", "-m", "chat"}},
+         .input = "Tell me a story.\n"},
+    };
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        RunResult r[3];
+        for (int v = OURS; v <= NEITHER; v++) {
+            const char *args[16] = {MODEL};
+            for (int i = 0; cases[k].args[v][i]; i++) args[i + 1] = cases[k].args[v][i];
+            const char *in = cases[k].input;
+            r[v] = in ? run_program_input(args, in, strlen(in)) : run_program(args);
+            cr_assert_eq(r[v].exit_code, 0, "case %zu, %d: %s", k, v, r[v].err);
+        }
+        cr_assert_str_eq(r[THEIRS].out, r[OURS].out, "case %zu", k);
+        cr_assert_str_neq(r[NEITHER].out, r[OURS].out, "case %zu: the option changes nothing", k);
+        for (int v = OURS; v <= NEITHER; v++) result_free(&r[v]);
+    }
+    /* --batch-size changes no text (its logits are the same at any batch): its errors are -b's */
+    expect_error((const char *[]){MODEL, "--batch-size", "0", NULL},
+                 "--batch must be in 1..seq_len, got 0");
+    expect_error((const char *[]){MODEL, "--batch-size", "8", "--ppl", "data/stories.txt", NULL},
+                 "--batch goes with generation's prefill");
 }
 
 /* --n-predict counts generated tokens as llama.cpp's -n does; -c ends the text at its context. */
