@@ -1354,7 +1354,8 @@ def plot_compare_draws_tiny_kl_where_it_is_and_names_the_norms_compared():
     """The chart of --compare=rmsnorm,rmsnorm_eps_outside (KL about 1e-9, the mean below 1e-8):
     the log axis reaches the smallest positive KL, the mean line sits at the mean and its legend
     gives it in 3 digits, a KL of 0 is drawn on the axis's floor and counted, the middle title
-    names the two norms and not LayerNorm, and the norms' share of time is written on the chart."""
+    names the two norms and not LayerNorm, and the norms' share of time is written on the chart,
+    each speed with its range over the rounds and B's over A's in the title."""
     import importlib.util
     spec = importlib.util.spec_from_file_location("plot_compare", "tools/plot_compare.py")
     plot_compare = importlib.util.module_from_spec(spec)
@@ -1380,6 +1381,16 @@ def plot_compare_draws_tiny_kl_where_it_is_and_names_the_norms_compared():
     assert "rmsnorm and under rmsnorm_eps_outside" in title and "LayerNorm" not in title, title
     shares = [t.get_text() for t in ax_time.texts if t.get_text().startswith("norms ")]
     assert len(shares) == 2, [t.get_text() for t in ax_time.texts]
+    # the texts do not part (first_difference -1), and each speed comes with its rounds' range
+    title = ax_kl.get_title()
+    assert d["first_difference"] == -1 and "texts are the same" in title, title
+    ticks = [t.get_text() for t in ax_time.get_yticklabels()]
+    for run_, tick in zip(d["speed"], ticks):
+        want = f"({run_['tokens_per_s_min']:.0f} to {run_['tokens_per_s_max']:.0f})"
+        assert want in tick, (want, tick)
+    ratio = d["speed_ratio_b_over_a"]
+    assert (f"B faster in {ratio['b_faster_rounds']} of {d['rounds']} rounds"
+            in ax_time.get_title()), ax_time.get_title()
     plt.close("all")
 
 

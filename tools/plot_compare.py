@@ -139,7 +139,28 @@ def plot_kl(ax, d):
     ax.set_xlabel("position")
     ax.set_ylabel("KL divergence, nats (log scale)")
     ax.legend(fontsize=8, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.16))
-    ax.set_title("How far B's next-token distribution is from A's", fontsize=10)
+    same = " (the generated texts are the same)" if d["first_difference"] < 0 else ""
+    ax.set_title(f"How far B's next-token distribution is from A's{same}", fontsize=10)
+
+
+def speed_label(run):
+    """A norm's tick label: its median speed and, from run's --repeat rounds, their range, so that
+    one speed is not read without its noise."""
+    label = f"{run['norm']}\n{run['tokens_per_s']:.0f} tok/s"
+    if "tokens_per_s_min" in run and "tokens_per_s_max" in run:
+        label += f"\n({run['tokens_per_s_min']:.0f} to {run['tokens_per_s_max']:.0f})"
+    return label
+
+
+def speed_ratio_text(d):
+    """B's speed over A's, round by round (compare.c's speed_ratio_b_over_a), for the title; empty
+    when the JSON lacks it."""
+    ratio = d.get("speed_ratio_b_over_a")
+    if not isinstance(ratio, dict) or not {"median", "min", "max", "b_faster_rounds"} <= set(ratio):
+        return ""
+    rounds = d.get("rounds", "?")
+    return (f": B's speed / A's {ratio['median']:.2f} (median; {ratio['min']:.2f} to "
+            f"{ratio['max']:.2f}, B faster in {ratio['b_faster_rounds']} of {rounds} rounds)")
 
 
 def plot_time(ax, d):
@@ -163,13 +184,12 @@ def plot_time(ax, d):
                         fontsize=8, color="white")
             left += share
     ax.set_yticks(range(len(d["speed"])))
-    ax.set_yticklabels([f"{r['norm']}\n{r['tokens_per_s']:.0f} tok/s" for r in d["speed"]],
-                       fontsize=8)
+    ax.set_yticklabels([speed_label(r) for r in d["speed"]], fontsize=8)
     ax.set_ylim(len(d["speed"]) - 0.6, -0.8)  # room above each bar for the norms' label
     ax.set_xlim(0, 1)
     ax.set_xlabel("share of the forward pass's time (teacher-forced, medians)")
     ax.legend(fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.35))
-    ax.set_title("Where the time goes", fontsize=10)
+    ax.set_title("Where the time goes" + speed_ratio_text(d), fontsize=10)
 
 
 def plot(d, out):
