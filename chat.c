@@ -151,7 +151,6 @@ static int chat_reply(Chat *c, float *logits) {
         tokenizer_print_piece(piece);
         finish_stdout();
         if (interrupted()) { /* the reply stops; the chat goes on */
-            clear_interrupt();
             c->ended_by_eos = 1;
             break;
         }
@@ -164,6 +163,9 @@ static int chat_reply(Chat *c, float *logits) {
         require_finite(logits, vocab_size, c->pos++);
         prev = next;
     }
+    /* a Ctrl-C during the turn's feeding or the reply was for the reply, even one that came as it
+     * ended by itself: not for the wait for the next turn, which it would end */
+    clear_interrupt();
     putchar('\n');
     finish_stdout(); /* the reply whole before the next turn is waited for */
     c->summary.generation_seconds += now_seconds() - start;
