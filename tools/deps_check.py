@@ -42,6 +42,8 @@ GROUPS_OF = [
     ("tools/plot_twins.py", ["twins"]),  # make twins
     ("tools/twins.py", ["twins"]),
     ("tools/bench_norm.py", ["bench"]),  # make bench-norm
+    ("tools/norm_half.py", ["twins", "test"]),  # make norm-half; tests/test_tools.py
+    ("tools/norm_share.py", ["twins", "test"]),  # make norm-share; tests/test_tools.py
     ("tools/bench_tokenizer.py", ["test"]),  # make bench-tokenizer asks for the test group
     ("tools/deps_check.py", ["test"]),  # make test
     ("tools/bpe_vocab.py", ["train", "fuzz"]),  # a user's converter; make fuzz's BPE vocabularies
