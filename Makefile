@@ -1,7 +1,7 @@
 # normllama: make run | make test | make test-portable | make test-isas | make sanitize
 #            | make models | make bench | make bench-norm | make bench-tokenizer | make bpe-parity
 #            | make fuzz | make deps-train | make deps-plot | make twins [TWIN_SEEDS=3] | make debug
-#            | make test-fresh
+#            | make test-fresh | make norm-half | make norm-share
 PYTHON ?= /usr/bin/python3
 OPT ?= -O3 -march=native
 # -ffp-contract=off (gcc's default under -std=c11, not clang's) keeps a*b+c in plain C loops from
@@ -49,6 +49,7 @@ FETCH_TEST_MODELS = models/fetch.sh --mirror-only-optional $(TEST_MODELS)
 .PHONY: all test test-portable test-isas sanitize models clean format bench bench-norm \
         bench-tokenizer bpe-parity fuzz fuzz-bpe llama-oracle twins deps-build deps-fetch deps-run \
         deps-test deps-fuzz deps-plot deps-train deps-twins deps-bench deps-fresh debug test-fresh \
+        norm-half norm-share \
         FORCE
 
 all: run
@@ -162,6 +163,23 @@ twins: run | deps-twins
 	models/fetch.sh tok512.bin tok512.model stories260K.pt
 	models/fetch.sh --data tinystories_train.txt tinystories_valid.txt
 	$(PYTHON) tools/twins.py --seeds $(TWIN_SEEDS) --steps $(TWIN_STEPS)
+
+# Issue 28's 16-bit norms (tools/norm_half.py: stories260K's norm inputs and the whole model, about
+# 2 minutes) and the norms' share of the time (tools/norm_share.py: a training step by width and
+# sequence length, run --profile on export.py's random shapes; about 15 minutes here): the tables
+# of docs/NORMS.md, and docs/norm_share.png
+SHARE_SHAPES ?= 15M 110M 1.1B
+norm-half: run | deps-twins
+	models/fetch.sh tok512.model stories260K.pt
+	@mkdir -p build
+	$(PYTHON) tools/norm_half.py --json build/norm_half.json
+norm-share: run | deps-twins
+	models/fetch.sh tokenizer.model
+	@mkdir -p build/norm_share
+	for s in $(SHARE_SHAPES); do test -f build/norm_share/$$s.nllm || \
+	    $(PYTHON) export.py --random $$s --out build/norm_share/$$s.nllm || exit 1; done
+	$(PYTHON) tools/norm_share.py --models $(SHARE_SHAPES:%=build/norm_share/%.nllm) \
+	    --json build/norm_share/share.json --plot docs/norm_share.png
 
 build/bench_tokenizer: tools/bench_tokenizer.c tools/bench_time.h $(TOKENIZER_SRC) \
                        $(TOKENIZER_HEADERS) $(BPE_SRC) $(BPE_HEADERS) gguf.c gguf.h | deps-build

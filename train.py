@@ -174,31 +174,33 @@ class NormTimer:
     """While on, times every norm call: forward from the module's pre-hook to its hook, backward
     from the moment its output's gradient is complete to the moment its input's is (autograd on
     the CPU runs one node at a time, and between the two only the norm's backward runs). A norm
-    that returns its input (Identity) has no backward to time."""
+    that returns its input (Identity) has no backward to time. clock: the wall clock, or another
+    (tools/norm_share.py takes the process's CPU time, which other jobs on the machine do not
+    inflate)."""
 
-    def __init__(self, model):
-        self.seconds, self.on = 0.0, False
+    def __init__(self, model, clock=time.perf_counter):
+        self.seconds, self.on, self.clock = 0.0, False, clock
         for m in model.norms():
             m.register_forward_pre_hook(self.before)
             m.register_forward_hook(self.after)
 
     def before(self, module, inputs):
         if self.on:
-            module._started = time.perf_counter()
+            module._started = self.clock()
 
     def after(self, module, inputs, output):
         if self.on:
-            self.seconds += time.perf_counter() - module._started
+            self.seconds += self.clock() - module._started
             x = inputs[0]
             if output.requires_grad and x.requires_grad and output is not x:
                 output.register_hook(lambda g, m=module: self.backward_started(m))
                 x.register_hook(lambda g, m=module: self.backward_done(m))
 
     def backward_started(self, module):
-        module._backward = time.perf_counter()
+        module._backward = self.clock()
 
     def backward_done(self, module):
-        self.seconds += time.perf_counter() - module._backward
+        self.seconds += self.clock() - module._backward
 
 
 # ----------------------------------------------------------------------------

@@ -2,7 +2,9 @@
 """The Python side's paths that test_export.py and test_train.py leave: tools/twins.py end to end
 on a few steps (the table it writes holds the numbers of the runs it made, each read again here
 from its source), the tokenizer's remove_extra_whitespaces inference on SentencePiece vocabularies
-trained here and the option carried in a model file, and train.py's token ids past uint16. Run
+trained here and the option carried in a model file, train.py's token ids past uint16, and the
+16-bit norms and norm-share tools (tools/norm_half.py, tools/norm_share.py) on hand-derived
+values. Run
 from the repository root with /usr/bin/python3 (make test does); the program under test is
 $NORMLLAMA_RUN (default ./run), the tokenizer helper $TOKENIZE_CORPUS (default
 build/tokenize_corpus). Prints one line per test and "N passed, M failed, K skipped"."""
@@ -19,6 +21,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import nllm_format  # noqa: E402
 import nllm_gguf  # noqa: E402
 import train as train_py  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "tools"))
+import norm_half  # noqa: E402  (tools/)
+import norm_share  # noqa: E402  (tools/)
 from harness import Skip, collector, run_tests, scratch  # noqa: E402  (tests/)
 
 RUN = os.environ.get("NORMLLAMA_RUN", "./run")
@@ -246,6 +252,116 @@ def token_ids_past_uint16_are_stored_whole():
         assert small.dtype == np.uint16 and small[0] == 1 and small.max() < 512
     finally:
         train_py.CACHE_DIR = saved
+
+
+# ----------------------------------------------------------------------------
+# tools/norm_half.py and tools/norm_share.py
+
+
+def half_rmsnorm(row, mode="all16", norm="rmsnorm", fmt="fp16"):
+    x = np.array([row], dtype=np.float32)
+    return norm_half.norm16(x, np.ones(x.shape[-1]), norm, fmt, mode)[0]
+
+
+@test
+def half_sum_of_squares_overflows_where_derived():
+    """A constant row c of dim 64: its fp16 sum of squares 64 c^2 passes 65504 (to inf from
+    65520) past c = sqrt(65504 / 64) = 31.99. c = 31.9 is 31.90625 in fp16, its square 1018 and
+    every pairwise sum (2036, 4072, ... 65152) exact: each output 1 within fp16's rounding. c = 32:
+    1024 * 64 = 65536, inf, 1 / sqrt(inf) = 0: a row of zeros, finite. With float32 sums and fp16
+    squares (PyTorch eager) 32 is fine, and the squares themselves overflow at |x| = 256 (255.875
+    squared is 65472, finite; 256 squared 65536)."""
+    assert np.allclose(half_rmsnorm([31.9] * 64), 1, atol=2 ** -10)
+    assert np.all(half_rmsnorm([32.0] * 64) == 0)
+    assert np.allclose(half_rmsnorm([32.0] * 64, "pow16"), 1, atol=2 ** -10)
+    assert np.allclose(half_rmsnorm([255.875] * 64, "pow16"), 1, atol=2 ** -10)
+    assert np.all(half_rmsnorm([256.0] * 64, "pow16") == 0)
+    assert np.allclose(half_rmsnorm([256.0] * 64, "sum32"), 1, atol=2 ** -10)
+    assert abs(norm_half.overflow_scale_rmsnorm_all16(1.0, 64) - 31.99) < 0.01
+
+
+@test
+def half_layernorm_subtracts_the_mean_that_rmsnorm_squares():
+    """Rows m +- 1 of dim 64 (exact in fp16 for m up to 1024): LayerNorm's fp16 sum of x is 64 m,
+    every pairwise sum exact, finite at m = 1023 (65472) and inf at 1024 (65536), whose mean then
+    gives NaN; its output +-1/sqrt(1 + 1e-5) while finite. RMSNorm squares the mean: (1023 +- 1)^2
+    passes 65504 element by element, a row of zeros, where LayerNorm gave the answer."""
+    signs = np.array([1.0, -1.0] * 32)
+    out = half_rmsnorm(1023 + signs, norm="layernorm")
+    assert np.allclose(out, signs, atol=2 ** -10), out[:4]
+    assert np.all(np.isnan(half_rmsnorm(1024 + signs, norm="layernorm")))
+    assert np.all(half_rmsnorm(1023 + signs) == 0)
+
+
+@test
+def half_and_bfloat16_round_as_ieee():
+    """bf16 keeps 7 fraction bits: 1 + 2^-8 is halfway between 1 and 1 + 2^-7 and goes to the even
+    1; 1 + 3 2^-8 is halfway between 1 + 2^-7 and 1 + 2^-6 and goes to 1 + 2^-6; infinity stays.
+    The fp16 tree sum of [2048, 1, 1, 1] is (2048 + 1) + (1 + 1) = 2048 + 2 = 2050 (2049 ties to
+    the even 2048: fp16's spacing at 2048 is 2), where the exact sum is 2051."""
+    got = norm_half.to_fmt([1 + 2 ** -8, 1 + 3 * 2 ** -8, np.inf], "bf16")
+    assert got.tolist() == [1.0, 1 + 2 ** -6, np.inf], got
+    assert float(norm_half.tree_sum(np.array([2048, 1, 1, 1], np.float16), "fp16")) == 2050
+
+
+@test
+def half_norms_model_in_float64_is_the_reference_perplexity():
+    """norm_half's model (stories260K.pt in nllm_model, float32) with every norm computed by its
+    float64 reference, over data/stories.txt in run --ppl's chunks: the mean NLL of
+    tests/fixtures/ppl_stories_stories260K.txt (an independent float64 forward pass), within
+    1e-4 nats (measured 3.6e-7 and 1.8e-7, within the fixture's six decimals)."""
+    import math
+
+    if not os.path.exists("models/stories260K.pt"):
+        raise Skip("models/stories260K.pt not fetched (make test fetches it)")
+    model = norm_half.load_model("models/stories260K.pt")
+    sp = spm.SentencePieceProcessor(model_file="models/tok512.model")
+    parts = norm_half.chunks(sp.encode(open("data/stories.txt").read()), model.config.seq_len)
+    want = {line.split()[0]: float(line.split()[2])
+            for line in open("tests/fixtures/ppl_stories_stories260K.txt")}
+    swap = norm_half.Norm16(model)
+    for norm in ("rmsnorm", "layernorm"):
+        swap.set(norm, None, None, 1)
+        got = math.log(norm_half.perplexity(model, parts))
+        assert abs(got - want[norm]) < 1e-4, (norm, got, want[norm])
+
+
+@test
+def norm_share_reads_profiles_and_shapes():
+    """LLaMA's hidden_dim rule: 11008 at dim 4096 with multiple_of 256 (Llama 2 7B's w1 rows),
+    768 at dim 288 (stories15M); the share of run --profile's table (NORMS.md's stories260K
+    profile: norms 0.109 ms of 25.829); the median step of three (norm s, step s) pairs."""
+    assert norm_share.llama_hidden_dim(4096, 256) == 11008
+    assert norm_share.llama_hidden_dim(288) == 768
+    table = ("  norms                   0.109    0.4%      2782\n"
+             "  attention              18.305   70.9%      1265\n"
+             "  wall clock             25.829  100.0%\n")
+    n, w, share = norm_share.profile_share(table)
+    assert (n, w) == (0.109, 25.829) and abs(share - 0.109 / 25.829) < 1e-12
+    assert norm_share.median_step([(1, 5.0), (2, 3.0), (3, 4.0)]) == (3, 4.0)
+
+
+@test
+def norm_share_fused_layernorm_is_the_eager_one():
+    """The fused LayerNorm the curve times (F.layer_norm) computes nllm_model's eager LayerNorm:
+    within 1e-5 on a random (3, 64) input with a trained-looking weight and bias (float32; the two
+    sum in different orders); and one timed step gives a share strictly between 0 and 1."""
+    import torch
+
+    import nllm_model
+
+    torch.manual_seed(0)
+    eager = nllm_model.LayerNorm(64, 1e-5)
+    with torch.no_grad():
+        eager.weight.uniform_(0.5, 1.5)
+        eager.bias.uniform_(-0.1, 0.1)
+    fused = nllm_model.LayerNorm(64, 1e-5)
+    fused.load_state_dict(eager.state_dict())
+    norm_share.fused_layernorm(fused)
+    x = torch.randn(3, 64) * 3 + 1
+    assert torch.allclose(eager(x), fused(x), atol=1e-5, rtol=0)
+    norm_s, step_s = norm_share.train_share(64, 32, "layernorm_fused", 0, 1, n_layers=1)
+    assert 0 < norm_s < step_s
 
 
 if __name__ == "__main__":

@@ -207,7 +207,8 @@ def sweep(x, weights, scales):
                 rows = []
                 for s in scales:
                     xs = x * np.float32(s)
-                    err = row_errors(norm16(xs, weights, norm, fmt, mode), norm64(xs, weights, norm))
+                    got = norm16(xs, weights, norm, fmt, mode)
+                    err = row_errors(got, norm64(xs, weights, norm))
                     rows.append((float(s), float(err.max()), float(np.mean(~np.isfinite(err))),
                                  float(np.mean(err > LOST_UNITS * UNIT[fmt]))))
                 out[(norm, fmt, mode)] = rows
