@@ -164,15 +164,18 @@ twins: run | deps-twins
 	models/fetch.sh --data tinystories_train.txt tinystories_valid.txt
 	$(PYTHON) tools/twins.py --seeds $(TWIN_SEEDS) --steps $(TWIN_STEPS)
 
-# Issue 28's 16-bit norms (tools/norm_half.py: stories260K's norm inputs and the whole model, about
-# 2 minutes) and the norms' share of the time (tools/norm_share.py: a training step by width and
+# Issue 28's 16-bit norms (tools/norm_half.py: stories260K's norm inputs and the whole model, then
+# each norm trained NORM_HALF_STEPS steps with its norms in float32 and in bf16; about 20 minutes
+# here) and the norms' share of the time (tools/norm_share.py: a training step by width and
 # sequence length, run --profile on export.py's random shapes; about 15 minutes here): the tables
 # of docs/NORMS.md, and docs/norm_share.png
 SHARE_SHAPES ?= 15M 110M 1.1B
+NORM_HALF_STEPS ?= 300
 norm-half: run | deps-twins
 	models/fetch.sh tok512.model stories260K.pt
+	models/fetch.sh --data tinystories_train.txt tinystories_valid.txt
 	@mkdir -p build
-	$(PYTHON) tools/norm_half.py --json build/norm_half.json
+	$(PYTHON) tools/norm_half.py --json build/norm_half.json --train-steps $(NORM_HALF_STEPS)
 norm-share: run | deps-twins
 	models/fetch.sh tokenizer.model
 	@mkdir -p build/norm_share

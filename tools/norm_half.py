@@ -25,6 +25,13 @@ lost (error 1), yet finite.
 
 usage: /usr/bin/python3 tools/norm_half.py [--checkpoint models/stories260K.pt]
            [--tokenizer models/tok512.model] [--text data/stories.txt] [--json OUT]
+           [--train-steps N [--train-out DIR]]
+
+With --train-steps, train.py's twin recipe trains each norm N steps with its norms computed in
+float32 and in bfloat16 (bf16_norm: PyTorch eager on bf16 tensors, forward and backward), the rest
+of the model in float32: what this CPU allows of 16-bit training. (bf16 autocast would leave the
+norms in float32: the residual stream stays float32 and norms are not on its lower-precision
+list.)
 """
 import argparse
 import json
@@ -195,6 +202,66 @@ def capture(model, tokens):
 
 
 # ----------------------------------------------------------------------------
+# Training with the norms in bfloat16 (PyTorch 1.13 on the CPU has no float16 rsqrt)
+
+
+def bf16_norm(module, norm):
+    """module (nllm_model's RMSNorm or LayerNorm) computed on bfloat16 tensors, forward and
+    backward: PyTorch eager on bf16 (squares and centered values in bf16, means accumulated in
+    float32 and rounded to bf16), the output widened to float32 for the float32 model."""
+    import torch
+
+    def forward(x):
+        v = x.to(torch.bfloat16)
+        if norm == "layernorm":
+            v = v - v.mean(-1, keepdim=True)
+        out = module.weight.to(torch.bfloat16) * (v * torch.rsqrt((v * v).mean(-1, keepdim=True)
+                                                                  + module.eps))
+        if norm == "layernorm":
+            out = out + module.bias.to(torch.bfloat16)
+        return out.float()
+    module.forward = forward
+
+
+def train16(norm, fmt, steps, log):
+    """train.py's twin recipe (seed 1, 8 windows of 256, lr 5e-3 after 100 steps of warmup,
+    validation on 64 windows every 100 steps), the norms in fmt (float32 or bf16); the
+    validation losses [(step, loss)] from its log."""
+    import train as train_py
+
+    a = train_py.parse_args(["--norm", norm, "--seed", "1", "--steps", str(steps),
+                             "--batch-size", "8", "--seq-len", "256", "--lr", "0.005",
+                             "--warmup", "100", "--eval-every", "100", "--eval-windows", "64",
+                             "--threads", "1", "--log", log, "--quiet"])
+    run = train_py.Run(a, 0, 1)
+    if fmt == "bf16":
+        for m in run.model.norms():
+            bf16_norm(m, norm)
+    run.run()
+    records = [json.loads(line) for line in open(log)]
+    evals = [(r["step"], r["val_loss"]) for r in records if r["kind"] == "eval"]
+    last = [r["loss"] for r in records if r["kind"] == "train"][-10:]
+    return evals, sum(last) / len(last)
+
+
+def train_table(steps, out_dir):
+    os.makedirs(out_dir, exist_ok=True)
+    print(f"\nTrained {steps} steps, norms in float32 or bfloat16 (train.py's recipe, seed 1):")
+    print("| norm | norms in | validation loss at step 0 / 100 / ... | training loss, last 10 "
+          "steps | s |\n|---|---|---|---|---|")
+    result = {}
+    for norm in NORMS:
+        for fmt in ("float32", "bf16"):
+            t0 = time.time()
+            evals, last = train16(norm, fmt, steps, os.path.join(out_dir, f"{norm}-{fmt}.jsonl"))
+            result[f"{norm}/{fmt}"] = {"evals": evals, "train_last10": last,
+                                       "seconds": time.time() - t0}
+            print(f"| {norm} | {fmt} | {' / '.join(f'{v:.3f}' for _, v in evals)} | {last:.3f} |"
+                  f" {time.time() - t0:.0f} |", flush=True)
+    return result
+
+
+# ----------------------------------------------------------------------------
 # The sweep
 
 
@@ -230,6 +297,10 @@ def main():
     p.add_argument("--tokenizer", default="models/tok512.model")
     p.add_argument("--text", default="data/stories.txt")
     p.add_argument("--json", help="write every number here")
+    p.add_argument("--train-steps", type=int, default=0,
+                   help="then train each norm this many steps with its norms in float32 and in "
+                   "bf16 (needs data/cache/tinystories_*.txt)")
+    p.add_argument("--train-out", default="build/norm_half", help="the trainings' logs")
     a = p.parse_args()
     import sentencepiece as spm
     import torch
@@ -288,6 +359,8 @@ def main():
                     ppls.append(perplexity(model, parts))
                 result["model"][f"{norm}/{fmt}/{mode}"] = list(zip(model_scales, ppls))
                 print(f"| {norm} | {fmt} | {mode} | " + " | ".join(f"{v:.4f}" for v in ppls) + " |")
+    if a.train_steps:
+        result["train"] = train_table(a.train_steps, a.train_out)
     print(f"\n{time.time() - t0:.0f} s")
     if a.json:
         with open(a.json, "w") as f:
