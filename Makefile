@@ -182,7 +182,8 @@ norm-share: run | deps-twins
 	for s in $(SHARE_SHAPES); do test -f build/norm_share/$$s.nllm || \
 	    $(PYTHON) export.py --random $$s --out build/norm_share/$$s.nllm || exit 1; done
 	$(PYTHON) tools/norm_share.py --models $(SHARE_SHAPES:%=build/norm_share/%.nllm) \
-	    --json build/norm_share/share.json --plot docs/norm_share.png
+	    --json build/norm_share/share.json
+	$(PYTHON) tools/plot_norm_share.py build/norm_share/share.json docs/norm_share.png
 
 build/bench_tokenizer: tools/bench_tokenizer.c tools/bench_time.h $(TOKENIZER_SRC) \
                        $(TOKENIZER_HEADERS) $(BPE_SRC) $(BPE_HEADERS) gguf.c gguf.h | deps-build

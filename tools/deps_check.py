@@ -40,6 +40,7 @@ GROUPS_OF = [
     ("tools/plot_compare.py", ["plot", "test"]),  # after run --compare; tests/test_export.py
     ("tools/plot_trace.py", ["plot", "test"]),  # after run --trace; tests/test_trace.py
     ("tools/plot_twins.py", ["twins"]),  # make twins
+    ("tools/plot_norm_share.py", ["twins"]),  # make norm-share
     ("tools/twins.py", ["twins"]),
     ("tools/bench_norm.py", ["bench"]),  # make bench-norm
     ("tools/norm_half.py", ["twins", "test"]),  # make norm-half; tests/test_tools.py

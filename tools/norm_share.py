@@ -17,7 +17,8 @@ clock, for each norm of --norms.
 
 usage: /usr/bin/python3 tools/norm_share.py [--widths 64,128,...] [--seq-lens 256,1024]
            [--steps 3] [--train-json EARLIER] [--models build/norm_share/15M.nllm ...]
-           [--json OUT] [--plot PNG]
+           [--json OUT]
+(tools/plot_norm_share.py draws the JSON.)
 """
 import argparse
 import json
@@ -113,35 +114,6 @@ def inference_share(run, model, norm, n):
     return profile_share(p.stdout + p.stderr)
 
 
-def plot(result, path):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4.2))
-    styles = {"rmsnorm": "o-", "layernorm": "s--", "layernorm_fused": "^:"}
-    for seq_len in sorted({r["seq_len"] for r in result["train"]}):
-        for norm in NORMS:
-            rows = [r for r in result["train"] if r["seq_len"] == seq_len and r["norm"] == norm]
-            if rows:
-                ax.plot([r["dim"] for r in rows], [100 * r["share"] for r in rows], styles[norm],
-                        label=f"train, {norm}, {seq_len} positions",
-                        color="C0" if seq_len == 256 else "C1")
-    for i, r in enumerate(result.get("inference", [])):
-        ax.plot([r["dim"]], [100 * r["share"]], "kx" if r["norm"] == "rmsnorm" else "k+",
-                markersize=9, label=f"run --profile, {r['norm']}" if i < 2 else None)
-    ax.axhline(15, color="grey", linewidth=0.8)
-    ax.text(64, 14.3, "the articles' 15% (LLaMA 7B, eager, GPU)", color="grey", fontsize=8)
-    ax.set_ylim(bottom=0, top=16)
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("dim (width)")
-    ax.set_ylabel("norms' share of the time, %")
-    ax.set_title("Norms' share: training step (PyTorch eager, 1 thread) and run's inference")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-
-
 def ints(text):
     return [int(v) for v in text.split(",") if v]
 
@@ -157,7 +129,6 @@ def main():
     p.add_argument("--tokens", type=int, default=64, help="positions of each run --profile")
     p.add_argument("--run", default="./run")
     p.add_argument("--json")
-    p.add_argument("--plot")
     a = p.parse_args()
     import torch
 
@@ -198,8 +169,6 @@ def main():
     if a.json:
         with open(a.json, "w") as f:
             json.dump(result, f, indent=1)
-    if a.plot:
-        plot(result, a.plot)
 
 
 if __name__ == "__main__":
