@@ -32,6 +32,8 @@ import subprocess
 import sys
 import time
 
+# the repository's root, for nllm_model, nllm_format and train
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 WIDTHS = (64, 128, 256, 512, 1024, 2048)
 SEQ_LENS = (256, 1024)
 NORMS = ("rmsnorm", "layernorm", "layernorm_fused")
@@ -172,5 +174,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     main()
