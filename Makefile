@@ -165,9 +165,9 @@ twins: run | deps-twins
 	$(PYTHON) tools/twins.py --seeds $(TWIN_SEEDS) --steps $(TWIN_STEPS)
 
 # Issue 28's 16-bit norms (tools/norm_half.py: stories260K's norm inputs and the whole model, then
-# each norm trained NORM_HALF_STEPS steps with its norms in float32 and in bf16; about 20 minutes
-# here) and the norms' share of the time (tools/norm_share.py: a training step by width and
-# sequence length, run --profile on export.py's random shapes; about 15 minutes here): the tables
+# each norm trained NORM_HALF_STEPS steps with its norms in float32 and in bf16; 40 minutes here,
+# the trainings 35) and the norms' share of the time (tools/norm_share.py: a training step by width and
+# sequence length, run --profile on export.py's random shapes; about 25 minutes here): the tables
 # of docs/NORMS.md, and docs/norm_share.png
 SHARE_SHAPES ?= 15M 110M 1.1B
 NORM_HALF_STEPS ?= 300
