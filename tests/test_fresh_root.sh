@@ -34,7 +34,8 @@ work=$repo/build/fresh
 die() { echo "$prog: error: $*" >&2; exit 1; }
 
 [[ $(id -u) == 0 ]] || die "needs root (debootstrap, chroot and mount): run make test-fresh as root"
-shared=$(dirname "$repo")/shared
+# the shared directory itself, where ../shared is a symbolic link (a link would dangle in the root)
+shared=$(realpath -e "$(dirname "$repo")/shared") || die "no shared directory beside the repository"
 [[ -d $shared/models ]] || die "no $shared/models beside the repository to copy into the root"
 
 # mirror: the first deb source of $suite that apt reads here, one-line or deb822 format
