@@ -32,8 +32,10 @@ LIB_SRC = model.c reference.c $(KERNEL_SRC) attention.c load.c format.c format_g
 HEADERS = model.h reference.h $(KERNEL_HEADERS) attention.h load.h format.h state.h norm.h \
           $(TOKENIZER_HEADERS) $(BPE_HEADERS) eval.h profile.h sampler.h threads.h
 # the program's own files, one a mode or concern of the command line (run.c holds main)
-RUN_SRC = run.c options.c io.c generate.c chat.c compare.c tokenize.c vocab.c info.c trace.c
-RUN_HEADERS = options.h io.h generate.h chat.h compare.h tokenize.h vocab.h info.h trace.h
+RUN_SRC = run.c options.c io.c generate.c chat.c chat_template.c compare.c tokenize.c vocab.c \
+          info.c trace.c
+RUN_HEADERS = options.h io.h generate.h chat.h chat_template.h compare.h tokenize.h vocab.h \
+              info.h trace.h
 TEST_SRC = $(wildcard tests/test_*.c) tests/helpers.c
 
 BENCH_REPEATS ?= 11
@@ -110,6 +112,11 @@ build/bpe_corpus: tests/bpe_corpus.c $(BPE_SRC) $(BPE_HEADERS) gguf.c gguf.h | d
 	@mkdir -p build
 	$(CC) $(CFLAGS) -I. -o $@ tests/bpe_corpus.c $(BPE_SRC) gguf.c $(LDLIBS)
 
+# tests/test_chat_template.py holds chat_template.c's renderings to Jinja's through this helper
+build/chat_render: tests/chat_render.c chat_template.c chat_template.h | deps-test
+	@mkdir -p build
+	$(CC) $(CFLAGS) -I. -o $@ tests/chat_render.c chat_template.c
+
 # tests/test_gguf_writer.py reads GGUF files with gguf.c through this helper
 build/gguf_dump: tests/gguf_dump.c tests/helpers.c tests/helpers.h gguf.c gguf.h | deps-test
 	@mkdir -p build
@@ -126,7 +133,7 @@ build/dtypes: tests/dtypes.c $(KERNEL_SRC) $(KERNEL_HEADERS) | deps-build
 	$(CC) $(CFLAGS) -I. -o $@ tests/dtypes.c $(KERNEL_SRC) $(LDLIBS)
 
 test: deps-test run build/tests build/tokenize_corpus build/gguf_dump build/dequantize build/dtypes \
-      build/bpe_corpus llama-oracle
+      build/bpe_corpus build/chat_render llama-oracle
 	$(FETCH_TEST_MODELS)
 	STB_INCLUDE="$(STB_INCLUDE)" $(PYTHON) tests/test_deps.py
 	NORMLLAMA_RUN=./run build/tests
@@ -139,6 +146,7 @@ test: deps-test run build/tests build/tokenize_corpus build/gguf_dump build/dequ
 	NORMLLAMA_RUN=./run $(PYTHON) tests/test_trace.py
 	NORMLLAMA_RUN=./run TOKENIZE_CORPUS=build/tokenize_corpus $(PYTHON) tests/tokenizer_parity.py
 	NORMLLAMA_RUN=./run $(PYTHON) tests/bpe_parity.py
+	NORMLLAMA_RUN=./run $(PYTHON) tests/test_chat_template.py
 	models/fetch.sh --data --mirror-only-optional tinystories_valid.txt
 	NORMLLAMA_RUN=./run $(PYTHON) tests/test_train.py
 	NORMLLAMA_RUN=./run TOKENIZE_CORPUS=build/tokenize_corpus $(PYTHON) tests/test_tools.py

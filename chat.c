@@ -9,10 +9,17 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "chat_template.h"
 #include "generate.h"
 #include "io.h"
 #include "norm.h"
 #include "profile.h"
+
+/* A token the text of a turn names: its text, as the template writes it, and its id. */
+typedef struct {
+    const char *text;
+    int id;
+} Special;
 
 /* A conversation so far: the kv cache holds its positions 0..pos-1, every turn and reply. */
 typedef struct {
@@ -21,24 +28,124 @@ typedef struct {
     Sampler *sampler;
     int steps;        /* positions the conversation may fill: -n, at most seq_len */
     int pos;          /* positions fed */
-    int ended_by_eos; /* the last reply ended at EOS, which the next turn feeds first */
+    int ended_by_eot; /* the last reply ended at end_of_turn, which the next turn feeds first */
     int interactive;  /* stdin is a terminal: "User: " is shown before reading, not after */
     int line_no;      /* lines read from stdin */
     Summary summary;  /* counts and times of all turns */
+    /* the conversation as its template renders it (chat_template.h): the messages, a reply's
+     * content left empty (the kv cache holds the reply's own tokens, and each family renders a
+     * message apart from the others), and the length of the rendering fed */
+    ChatTemplate tmpl;
+    ChatTokens tokens;
+    ChatMessage *messages;
+    int n_messages;
+    size_t rendered;
+    Special *specials; /* BOS, EOS and the vocabulary's control pieces */
+    int n_specials;
+    const char *end_text; /* the text that ends a reply, and its token's id (-1: not a token) */
+    int end_of_turn;
 } Chat;
 
-/* The text of a user turn in the Llama 2 chat template (malloc'd), as Meta's reference code and
- * llama2.c write it: "[INST] <<SYS>>\n{system}\n<</SYS>>\n\n{user} [/INST]" for the first turn
- * when there is a system prompt, else "[INST] {user} [/INST]". */
-static char *chat_turn_text(const char *system, const char *user) {
-    size_t len = strlen(user) + (system ? strlen(system) : 0) + 64;
-    char *text = malloc(len);
+/* The template of the chat: --chat-template's, else the one the model names when it is one of
+ * the families (an unrecognized one is said in one line), else Llama 2's. */
+static ChatTemplate choose_template(const ChatRequest *req) {
+    if (req->template_override >= 0) return req->template_override;
+    if (!req->model_template) return CHAT_TEMPLATE_LLAMA2;
+    int t = chat_template_recognize(req->model_template);
+    if (t >= 0) return t;
+    fprintf(stderr,
+            "run: the model's chat template is none of %s; using llama2 (--chat-template NAME "
+            "chooses one)\n",
+            chat_template_names());
+    return CHAT_TEMPLATE_LLAMA2;
+}
+
+static void add_special(Chat *c, const char *text, int id) {
+    Special *grown = realloc(c->specials, (c->n_specials + 1) * sizeof(*grown));
+    if (!grown) die("out of memory for the chat template");
+    c->specials = grown;
+    c->specials[c->n_specials++] = (Special){text, id};
+}
+
+/* The template and the tokens its texts name: BOS and EOS as "<s>" and "</s>" (the Llama 2
+ * vocabulary's, whose ids the tokenizer fixes), the control pieces by their text, the end of a
+ * reply among them. */
+static void chat_template_open(Chat *c, const ChatRequest *req) {
+    c->tmpl = choose_template(req);
+    c->tokens = (ChatTokens){"<s>", "</s>"};
+    add_special(c, c->tokens.bos, TOKEN_BOS);
+    add_special(c, c->tokens.eos, TOKEN_EOS);
+    for (int id = TOKEN_EOS + 1; c->t->not_text && id < c->t->vocab_size; id++)
+        if (c->t->not_text[id]) add_special(c, tokenizer_piece(c->t, id), id);
+    c->end_text = chat_template_end_of_turn(c->tmpl, &c->tokens);
+    c->end_of_turn = -1;
+    for (int i = 0; i < c->n_specials; i++)
+        if (strcmp(c->specials[i].text, c->end_text) == 0) c->end_of_turn = c->specials[i].id;
+}
+
+static void add_message(Chat *c, const char *role, const char *content) {
+    ChatMessage *grown = realloc(c->messages, (c->n_messages + 1) * sizeof(*grown));
+    char *copy = strdup(content);
+    if (!grown || !copy) die("out of memory for a chat turn");
+    c->messages = grown;
+    c->messages[c->n_messages++] = (ChatMessage){role, copy};
+}
+
+static void chat_template_close(Chat *c) {
+    for (int i = 0; i < c->n_messages; i++) free((char *)c->messages[i].content);
+    free(c->messages);
+    free(c->specials);
+}
+
+/* The text a user turn adds (malloc'd): the conversation rendered with the turn and the
+ * generation prompt, from where what was fed ends: past the previous generation prompt, the reply
+ * and its end-of-turn text (its token, when the reply ended there, is fed apart). */
+static char *turn_text(Chat *c, const char *user) {
+    if (c->n_messages > 0 && strcmp(c->messages[c->n_messages - 1].role, "user") == 0)
+        add_message(c, "assistant", "");
+    add_message(c, "user", user);
+    char *all = chat_template_render(c->tmpl, c->messages, c->n_messages, 1, &c->tokens);
+    if (!all) die("out of memory for a chat turn");
+    const char *from = all + c->rendered; /* each rendering starts with the one before */
+    const char *end = c->rendered ? strstr(from, c->end_text) : NULL;
+    if (end) from = end + strlen(c->end_text);
+    char *text = strdup(from);
     if (!text) die("out of memory for a chat turn");
-    if (system && system[0])
-        snprintf(text, len, "[INST] <<SYS>>\n%s\n<</SYS>>\n\n%s [/INST]", system, user);
-    else
-        snprintf(text, len, "[INST] %s [/INST]", user);
+    c->rendered = strlen(all);
+    free(all);
     return text;
+}
+
+/* The special whose text starts text (the longest), or NULL. */
+static const Special *special_at(const Chat *c, const char *text) {
+    const Special *found = NULL;
+    for (int i = 0; i < c->n_specials; i++) {
+        size_t len = strlen(c->specials[i].text);
+        if (strncmp(text, c->specials[i].text, len) == 0 && (!found || len > strlen(found->text)))
+            found = &c->specials[i];
+    }
+    return found;
+}
+
+/* The ids of a turn's text into ids (room for 3 * strlen(text) + 3): a special's text is its
+ * token, as llama.cpp's parse_special reads it; the text between is encoded as a text of its own
+ * (SentencePiece's leading space included, as llama.cpp's after a special token). Returns how
+ * many. */
+static int encode_turn(const Chat *c, char *text, int *ids) {
+    int n = 0;
+    while (*text) {
+        char *at = text;
+        const Special *s = NULL;
+        while (*at && !(s = special_at(c, at))) at++;
+        char kept = *at;
+        *at = '\0';
+        if (at > text) n += tokenizer_encode(c->t, text, 0, 0, ids + n);
+        *at = kept;
+        if (!s) break;
+        ids[n++] = s->id;
+        text = at + strlen(s->text);
+    }
+    return n;
 }
 
 /* Reads one line of stdin into *line (getline's buffer, *cap bytes) without its "\n" or "\r\n",
@@ -94,17 +201,16 @@ static void say_context_full(Chat *c, const char *what) {
             c->steps < seq_len ? c->steps : seq_len);
 }
 
-/* Feeds a user turn (system: the system prompt for the first turn, or NULL): the EOS that ended
- * the last reply (closing it, as Meta's template does), then BOS and the templated text. Returns
- * the logits of its last position, or NULL, saying so, when the turn does not fit in the
- * positions left. */
-static float *feed_turn(Chat *c, const char *system, const char *user) {
-    char *text = chat_turn_text(system, user);
-    int *ids = malloc((strlen(text) + 4) * sizeof(int));
+/* Feeds a user turn: the end-of-turn token that ended the last reply (closing it, as the
+ * template does), then the text the turn adds to the rendering. Returns the logits of its last
+ * position, or NULL, saying so, when the turn does not fit in the positions left. */
+static float *feed_turn(Chat *c, const char *user) {
+    char *text = turn_text(c, user);
+    int *ids = malloc((3 * strlen(text) + 4) * sizeof(int));
     if (!ids) die("out of memory for a chat turn");
-    int n = c->ended_by_eos;
-    ids[0] = TOKEN_EOS; /* kept only when the last reply ended at EOS */
-    n += tokenizer_encode(c->t, text, 1, 0, ids + n);
+    int n = c->ended_by_eot;
+    ids[0] = c->end_of_turn; /* kept only when the last reply ended at it */
+    n += encode_turn(c, text, ids + n);
     free(text);
     float *logits = NULL;
     if (c->pos + n > c->steps) {
@@ -127,8 +233,9 @@ static float *feed_turn(Chat *c, const char *system, const char *user) {
 }
 
 /* Samples the reply from `logits` (those of the turn's last position) and streams it after
- * "Assistant: " (its leading spaces dropped) until a token that ends_text, which is not fed, or a
- * Ctrl-C, after which the next turn starts with EOS as after a reply that ended there.
+ * "Assistant: " (its leading spaces dropped) until a token that ends_text or the template's end of
+ * turn, which is not fed, or a Ctrl-C, after which the next turn starts with the end-of-turn token
+ * as after a reply that ended there.
  * Returns 1, or 0, saying so, when the reply fills the last position: that token is shown, as
  * generation shows the one predicted at its last position. */
 static int chat_reply(Chat *c, float *logits) {
@@ -138,8 +245,8 @@ static int chat_reply(Chat *c, float *logits) {
     fputs("Assistant: ", stdout);
     for (;;) {
         int next = sample(c->sampler, logits);
-        if (ends_text(c->sampler, next)) {
-            c->ended_by_eos = next == TOKEN_EOS;
+        if (ends_text(c->sampler, next) || next == c->end_of_turn) {
+            c->ended_by_eot = next == c->end_of_turn;
             break;
         }
         c->summary.n_generated++;
@@ -151,7 +258,7 @@ static int chat_reply(Chat *c, float *logits) {
         tokenizer_print_piece(piece);
         finish_stdout();
         if (interrupted()) { /* the reply stops; the chat goes on */
-            c->ended_by_eos = 1;
+            c->ended_by_eot = c->end_of_turn >= 0;
             break;
         }
         if (c->pos == c->steps) {
@@ -176,38 +283,33 @@ static int chat_reply(Chat *c, float *logits) {
 void run_chat(Model *m, const Tokenizer *t, Sampler *sampler, const ChatRequest *req) {
     const char *first_turn = req->first_turn;
     Chat c = {.m = m, .t = t, .sampler = sampler, .steps = req->steps};
+    chat_template_open(&c, req);
     c.interactive = isatty(STDIN_FILENO);
     c.summary.norm = norm_name(m->norm);
     c.summary.seed = sampler->seed;
     c.summary.stop = STOP_END_OF_INPUT;
     catch_interrupt(1);
-    char *line = NULL, *system = NULL;
+    char *line = NULL;
     size_t cap = 0;
     int more = 1;
     if (req->system_prompt) {
-        system = strdup(req->system_prompt);
-        if (!system) die("out of memory for the system prompt");
+        if (req->system_prompt[0]) add_message(&c, "system", req->system_prompt);
     } else if (c.interactive) {
         more = read_line(&c, "System prompt (optional): ", &line, &cap);
-        system = line; /* the next read gets a buffer of its own */
-        line = NULL, cap = 0;
+        if (more && line[0]) add_message(&c, "system", line); /* an empty one is none */
     }
     if (more && first_turn[0]) {
         printf("User: %s\n", first_turn);
-        float *logits = feed_turn(&c, system, first_turn);
+        float *logits = feed_turn(&c, first_turn);
         more = logits && chat_reply(&c, logits);
-        free(system);
-        system = NULL;
     }
     while (more && read_turn(&c, &line, &cap)) {
-        float *logits = feed_turn(&c, system, line);
+        float *logits = feed_turn(&c, line);
         more = logits && chat_reply(&c, logits);
-        free(system); /* the first turn alone has it */
-        system = NULL;
     }
     finish_stdout();
     c.summary.n_forward = c.pos;
     print_summary(&c.summary);
-    free(system);
+    chat_template_close(&c);
     free(line);
 }

@@ -445,6 +445,31 @@ int model_read_vocabulary(Tokenizer *t, const char *path, char *err, size_t errl
     return rc;
 }
 
+int model_read_chat_template(char **tmpl, const char *path, char *err, size_t errlen) {
+    *tmpl = NULL;
+    char *map;
+    size_t size;
+    if (map_file(path, &map, &size, err, errlen) != 0) return -1;
+    Model m = {0}; /* a scratch model for read_layout */
+    Layout l;
+    char what[512];
+    int rc = read_layout(&m, map, size, &l, what, sizeof(what));
+    GgufString s;
+    if (rc != 0)
+        fail(err, errlen, path, what);
+    else if (!l.gguf || !gguf_find(l.gguf, "tokenizer.chat_template"))
+        rc = 1;
+    else if (gguf_get_string(l.gguf, "tokenizer.chat_template", &s, what, sizeof(what)) != 0)
+        rc = -1, fail(err, errlen, path, what);
+    else if (memchr(s.s, '\0', s.len))
+        rc = -1, fail(err, errlen, path, "tokenizer.chat_template holds a NUL byte");
+    else if (!(*tmpl = strndup(s.s, s.len)))
+        rc = -1, fail(err, errlen, path, "out of memory for tokenizer.chat_template");
+    layout_free(&l);
+    munmap(map, size);
+    return rc;
+}
+
 int model_load(Model *m, const char *path, char *err, size_t errlen) {
     memset(m, 0, sizeof(*m));
     char *map;

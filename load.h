@@ -55,6 +55,12 @@ int model_read_config(Config *c, const char *path, char *err, size_t errlen);
  * t left alone), or -1 with model_read_config's message or the vocabulary's problem in err. */
 int model_read_vocabulary(Tokenizer *t, const char *path, char *err, size_t errlen);
 
+/* The chat template the model file at `path` names (a GGUF's tokenizer.chat_template, a Jinja
+ * string; chat_template.h recognizes it) into *tmpl (malloc'd). Returns 0, 1 when the file names
+ * none (*tmpl NULL), or -1 with model_read_config's message or the key's problem (not a string, a
+ * NUL byte in it) in err. */
+int model_read_chat_template(char **tmpl, const char *path, char *err, size_t errlen);
+
 /* Frees the norms, the packed weights and the run state; safe on an empty or already-freed
  * model. */
 void model_free(Model *m);

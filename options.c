@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chat_template.h"
 #include "compare.h"
 #include "io.h"
 #include "options.h"
@@ -51,6 +52,7 @@ typedef enum {
     RULE_SAMPLING,
     RULE_NORM_TOKENIZE,
     RULE_SYSTEM_PROMPT,
+    RULE_CHAT_TEMPLATE,
     RULE_IGNORE_EOS,
     RULE_CHAT_MODES,
     RULE_CHAT_STDIN,
@@ -92,6 +94,7 @@ typedef enum {
     OPT_FILE,
     OPT_MODE,
     OPT_SYSTEM_PROMPT,
+    OPT_CHAT_TEMPLATE,
     OPT_TOKENIZER,
     OPT_TEMPERATURE,
     OPT_TOPP,
@@ -139,6 +142,8 @@ typedef enum {
     ARG_PROMPT_FILE,
     ARG_HELP,
     ARG_VERSION,
+    /* a chat template's name (chat_template.h) */
+    ARG_CHAT_TEMPLATE,
 } Kind;
 
 /* A number's range and its error, "<label> must be <text>, got <value>". The bounds are compared
@@ -226,7 +231,7 @@ static const Option options[N_OPTIONS] = {
                   .value = " MODE",
                   .field = FIELD(chat),
                   .help = "generate: continue the prompt (default); chat: a\n"
-                          "conversation in the Llama 2 chat template, user turns\n"
+                          "conversation in the model's chat template, user turns\n"
                           "read from stdin line by line (see below)",
                   .choices = {"generate", "chat"},
                   .refusals = {{RULE_CHAT_MODES, IN_MODES, NOT_GENERATION, .value = "chat",
@@ -240,6 +245,15 @@ static const Option options[N_OPTIONS] = {
                                    "stdin is a terminal, none otherwise)",
                            .refusals = {{RULE_SYSTEM_PROMPT, NEEDS_MODE, CHAT,
                                          .message = "-y (the system prompt) goes with -m chat"}}},
+    [OPT_CHAT_TEMPLATE] = {.names = {"--chat-template"},
+                           .kind = ARG_CHAT_TEMPLATE,
+                           .value = " NAME",
+                           .field = FIELD(chat_template),
+                           .help = "with -m chat: the chat template, llama2, llama3,\n"
+                                   "chatml or zephyr (default: the one the model names,\n"
+                                   "else llama2)",
+                           .refusals = {{RULE_CHAT_TEMPLATE, NEEDS_MODE, CHAT,
+                                         .message = "--chat-template goes with -m chat"}}},
     [OPT_TOKENIZER] = {.names = {"-z"},
                        .goes_with = INFO | TRACE,
                        .kind = ARG_TEXT,
@@ -609,6 +623,12 @@ static void set_choice(Parse *p, const Option *opt, const Given *g) {
     die("unknown %s '%s' (expected %s or %s)", g->flag, g->value, opt->choices[0], opt->choices[1]);
 }
 
+static void set_chat_template(Parse *p, const Option *opt, const Given *g) {
+    int t = chat_template_from_name(g->value);
+    if (t < 0) die("unknown %s '%s' (expected %s)", g->flag, g->value, chat_template_names());
+    *(int *)field_of(p, opt) = t;
+}
+
 static void set_norm(Parse *p, const Option *opt, const Given *g) {
     NormFn norm = norm_by_name(g->value);
     if (!norm) die("unknown %s '%s' (expected %s)", g->flag, g->value, norm_names());
@@ -692,12 +712,19 @@ static const struct {
     Arity arity;
     void (*set)(Parse *p, const Option *opt, const Given *g); /* dies on a bad value */
 } kinds[] = {
-    [ARG_SWITCH] = {NO_VALUE, set_switch}, [ARG_TEXT] = {VALUE, set_text},
-    [ARG_FLOAT] = {VALUE, set_float},      [ARG_INT] = {VALUE, set_int},
-    [ARG_LONG] = {VALUE, set_long},        [ARG_CHOICE] = {VALUE, set_choice},
-    [ARG_NORM] = {VALUE, set_norm},        [ARG_NORM_PAIR] = {EQUALS_ONLY, set_norm_pair},
-    [ARG_PROMPT] = {VALUE, set_prompt},    [ARG_PROMPT_FILE] = {VALUE, set_prompt},
-    [ARG_HELP] = {NO_VALUE, print_help},   [ARG_VERSION] = {NO_VALUE, print_version},
+    [ARG_SWITCH] = {NO_VALUE, set_switch},
+    [ARG_TEXT] = {VALUE, set_text},
+    [ARG_FLOAT] = {VALUE, set_float},
+    [ARG_INT] = {VALUE, set_int},
+    [ARG_LONG] = {VALUE, set_long},
+    [ARG_CHOICE] = {VALUE, set_choice},
+    [ARG_NORM] = {VALUE, set_norm},
+    [ARG_NORM_PAIR] = {EQUALS_ONLY, set_norm_pair},
+    [ARG_PROMPT] = {VALUE, set_prompt},
+    [ARG_PROMPT_FILE] = {VALUE, set_prompt},
+    [ARG_HELP] = {NO_VALUE, print_help},
+    [ARG_VERSION] = {NO_VALUE, print_version},
+    [ARG_CHAT_TEMPLATE] = {VALUE, set_chat_template},
 };
 
 /* ----------------------------------------------------------------------------
@@ -734,9 +761,10 @@ static void usage(FILE *f) {
     fprintf(f, "usage: run MODEL [PROMPT] [options]\n");
     for (int id = 0; id < N_OPTIONS; id++) usage_row(f, &options[id]);
     fprintf(f, "chat: \"User: \" and \"Assistant: \" mark the turns on stdout (a turn read from\n"
-               "a pipe or file is echoed after its marker); a reply ends at EOS (or BOS), and\n"
-               "the kv cache keeps the whole conversation. The chat ends with status 0 at\n"
-               "the end of stdin or when the context (-n, seq_len) is full, saying which.\n"
+               "a pipe or file is echoed after its marker); a reply ends at the template's end\n"
+               "of turn (EOS, <|eot_id|>, <|im_end|>) or BOS, and the kv cache keeps the\n"
+               "whole conversation. The chat ends with status 0 at the end of stdin or when\n"
+               "the context (-n, seq_len) is full, saying which.\n"
                "A Ctrl-C stops a reply; at the User: prompt it ends the chat.\n"
                "The summary line on stderr gives the seed used (-s with it repeats a text)\n"
                "and why the text stopped (EOS, BOS, -n reached, context full, ...).\n"
@@ -898,6 +926,7 @@ Options options_parse(int argc, char **argv) {
                      .repeat_penalty = 1.0f,
                      .repeat_last_n = 64,
                      .trace_pos = -1,
+                     .chat_template = -1,
                      .n_predict = NO_N_PREDICT}};
     for (int i = 1; i < argc; i++) {
         if (argv[i][0] == '-' && argv[i][1] != '\0')

