@@ -52,8 +52,8 @@ from nllm_checkpoint import (TensorSource, field, read_json,  # noqa: E402
                              require_regular_file, torch_load)
 import nllm_gguf  # noqa: E402
 from nllm_format import (DTYPES, MATRICES, MAX_SIZE, NORM_CODES, Config,  # noqa: E402
-                         ExportError, Output, check_vocab, sentencepiece_vocab, shown,
-                         tensor_order, tokenizer_bytes, write_model)
+                         ExportError, Output, chat_template_beside, check_vocab,
+                         sentencepiece_vocab, shown, tensor_order, tokenizer_bytes, write_model)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -346,6 +346,7 @@ def find_vocab(a, c):
             require_regular_file(path)
             vocab = sentencepiece_vocab(path)
             check_vocab(vocab, c, path)
+            vocab.chat_template = chat_template_beside(path)
             return vocab
     raise ExportError(f"no vocabulary for the model: tried {', '.join(tried)} (give its "
                       "SentencePiece model with --tokenizer; the file carries it so that run needs "

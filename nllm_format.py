@@ -7,6 +7,7 @@ its tokenizer section, tokenizer_bytes), the writer (write_model) and the reader
 Output, the file an export is written through. Needs numpy (and tqdm for write_model's progress
 bar; sentencepiece to read a vocabulary).
 """
+import json
 import numbers
 import os
 import struct
@@ -329,7 +330,9 @@ TOKEN_NORMAL, TOKEN_UNKNOWN, TOKEN_CONTROL, TOKEN_USER_DEFINED, TOKEN_UNUSED, TO
 class Vocab:
     """A SentencePiece vocabulary: pieces as SentencePiece writes them (U+2581 for a space),
     scores, token types (TOKEN_*), the special ids, and the normalizer's two options that the
-    encoder needs (its NormalizerSpec's add_dummy_prefix and remove_extra_whitespaces)."""
+    encoder needs (its NormalizerSpec's add_dummy_prefix and remove_extra_whitespaces); and the
+    model's chat template (a Jinja string) when its tokenizer_config.json names one, which a GGUF
+    carries as tokenizer.chat_template (our own format has no place for it)."""
 
     def __init__(self, tokens, scores, token_types, bos_id, eos_id, unk_id,
                  add_space_prefix=True, remove_extra_whitespaces=True):
@@ -337,6 +340,7 @@ class Vocab:
         self.bos_id, self.eos_id, self.unk_id = bos_id, eos_id, unk_id
         self.add_space_prefix = add_space_prefix
         self.remove_extra_whitespaces = remove_extra_whitespaces
+        self.chat_template = None
 
     def flags(self):
         """The header's vocab_flags."""
@@ -409,6 +413,26 @@ def sentencepiece_vocab(path):
     return Vocab(tokens, [sp.get_score(i) for i in range(n)], [token_type(i) for i in range(n)],
                  sp.bos_id(), sp.eos_id(), sp.unk_id(), add_space_prefix=add_prefix,
                  remove_extra_whitespaces=remove_spaces)
+
+
+def chat_template_beside(model_path):
+    """The chat template of the tokenizer_config.json beside a SentencePiece model (a Hugging Face
+    directory's), or None: its chat_template, a string or a list of named ones (the one named
+    "default"). ExportError when the file is not JSON or the template not a string."""
+    path = os.path.join(os.path.dirname(model_path), "tokenizer_config.json")
+    if not os.path.isfile(path):
+        return None
+    try:
+        config = json.load(open(path, encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ExportError(f"{path}: not valid JSON ({e})")
+    template = config.get("chat_template") if isinstance(config, dict) else None
+    if isinstance(template, list):
+        template = next((t.get("template") for t in template
+                         if isinstance(t, dict) and t.get("name") == "default"), None)
+    if template is not None and (not isinstance(template, str) or "\0" in template):
+        raise ExportError(f"{path}: chat_template is not a string without NUL characters")
+    return template
 
 
 def tokenizer_bytes(vocab):

@@ -296,7 +296,7 @@ def metadata(c, vocab, dtype, name):
         ("tokenizer.ggml.add_eos_token", BOOL, False),
         ("tokenizer.ggml.add_space_prefix", BOOL, vocab.add_space_prefix),
         ("tokenizer.ggml.remove_extra_whitespaces", BOOL, vocab.remove_extra_whitespaces),
-    ]
+    ] + ([("tokenizer.chat_template", STRING, vocab.chat_template)] if vocab.chat_template else [])
 
 
 def rotate_half(w, n_heads):

@@ -217,6 +217,67 @@ def recognition_follows_llama_cpps_markers():
     assert recognize("{{ messages }}") == "none"
 
 
+def exported_gguf(name, template):
+    """stories260K.pt exported by export.py as GGUF with tok512's vocabulary, beside which a
+    tokenizer_config.json names the chat template (none: no such file)."""
+    folder = tmp_path(name)
+    os.makedirs(folder)
+    with open("models/tok512.model", "rb") as src, \
+            open(os.path.join(folder, "tokenizer.model"), "wb") as dst:
+        dst.write(src.read())
+    if template is not None:
+        json.dump({"chat_template": template},
+                  open(os.path.join(folder, "tokenizer_config.json"), "w", encoding="utf-8"))
+    out = os.path.join(folder, "model.gguf")
+    subprocess.run([sys.executable, "export.py", "models/stories260K.pt", "--tokenizer",
+                    os.path.join(folder, "tokenizer.model"), "--out", out], check=True,
+                   capture_output=True)
+    return out
+
+
+def chat(model, *extra):
+    """A greedy chat of one turn, "Hello": (stdout, the stderr lines before the summary, the
+    summary's prompt tokens)."""
+    p = subprocess.run([RUN, model, "-m", "chat", "-t", "0", "-n", "120", *extra],
+                       input="Hello\n", capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    lines = p.stderr.splitlines()
+    notices = [line for line in lines[:-1] if "the context is full" not in line]
+    return p.stdout, notices, int(re.search(r"prompt tokens (\d+)", lines[-1]).group(1))
+
+
+@test
+def run_chats_in_the_template_its_gguf_names():
+    """export.py carries a tokenizer_config.json's chat_template into the GGUF; run's chat feeds
+    its rendering of the turn, whose token count SentencePiece's encoding of Jinja's rendering
+    gives (tok512 has no control pieces: the text is one text); an unrecognized template (Gemma's)
+    is one line and llama2, as a model naming none; --chat-template overrides."""
+    import sentencepiece
+    sp = sentencepiece.SentencePieceProcessor(model_file="models/tok512.model")
+    if not os.path.exists(os.path.join(LLAMA_SRC, "tests/test-chat-template.cpp")):
+        raise Skip(f"no {LLAMA_SRC} (make llama-oracle clones llama.cpp's source from npm)")
+    templates = llama_cpp_tests()
+    chatml = templates["teknium/OpenHermes-2.5-Mistral-7B"]
+    hello = [("user", "Hello")]
+    chatml_count = len(sp.encode(render_jinja(chatml, hello, True, "<s>", "</s>")))
+    llama2_count = 1 + len(sp.encode("[INST] Hello [/INST]"))  # BOS, then the text
+
+    out, notices, count = chat(exported_gguf("chatml", chatml))
+    assert notices == [] and count == chatml_count, (notices, count, chatml_count)
+    assert out.startswith("User: Hello\nAssistant: "), out
+
+    plain, notices, count = chat(exported_gguf("none", None))
+    assert notices == [] and count == llama2_count, (notices, count, llama2_count)
+    gemma = exported_gguf("gemma", templates["google/gemma-7b-it"])
+    out, notices, count = chat(gemma)
+    assert notices == ["run: the model's chat template is none of llama2, llama3, chatml, zephyr; "
+                       "using llama2 (--chat-template NAME chooses one)"], notices
+    assert out == plain and count == llama2_count
+    out, notices, count = chat(gemma, "--chat-template", "chatml")
+    assert notices == [] and count == chatml_count, (notices, count)
+    assert chatml_count != llama2_count
+
+
 if __name__ == "__main__":
     skip = None if jinja2 else "jinja2 is not installed (Debian's python3-jinja2)"
     if not skip and not os.path.exists(RENDER):
