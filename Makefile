@@ -345,12 +345,13 @@ build/tokenize_corpus-sanitize: tests/tokenize_corpus.c $(TOKENIZER_SRC) $(TOKEN
 	$(CC) $(CFLAGS) -O1 -g $(SANITIZE) -I. -o $@ tests/tokenize_corpus.c $(TOKENIZER_SRC) $(LDLIBS)
 
 sanitize: deps-test run-sanitize build/tests-sanitize build/tokenize_corpus-sanitize build/gguf_dump \
-          build/dequantize
+          build/dequantize build/chat_render
 	$(FETCH_TEST_MODELS)
 	NORMLLAMA_RUN=./run-sanitize build/tests-sanitize
 	NORMLLAMA_RUN=./run-sanitize $(PYTHON) tests/test_export.py
 	NORMLLAMA_RUN=./run-sanitize $(PYTHON) tests/test_trace.py
 	NORMLLAMA_RUN=./run-sanitize $(PYTHON) tests/test_gguf_writer.py
+	NORMLLAMA_RUN=./run-sanitize $(PYTHON) tests/test_chat_template.py
 	NORMLLAMA_RUN=./run-sanitize TOKENIZE_CORPUS=build/tokenize_corpus-sanitize \
 		$(PYTHON) tests/tokenizer_parity.py
 

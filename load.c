@@ -406,67 +406,74 @@ static int map_file(const char *path, char **map, size_t *size, char *err, size_
     return 0;
 }
 
-int model_read_config(Config *c, const char *path, char *err, size_t errlen) {
+/* A file mapped and its layout read, for the readers that need no weights. */
+typedef struct {
     char *map;
     size_t size;
-    if (map_file(path, &map, &size, err, errlen) != 0) return -1;
-    Model m = {0}; /* a scratch model for read_layout; only its config is kept */
+    Model m; /* a scratch model for read_layout: its config */
     Layout l;
+} Scan;
+
+static void scan_close(Scan *s) {
+    layout_free(&s->l);
+    munmap(s->map, s->size);
+}
+
+/* Maps the file at path and reads its layout into s; 0, or -1 with model_load's message in err
+ * (nothing to close). */
+static int scan_open(Scan *s, const char *path, char *err, size_t errlen) {
+    memset(s, 0, sizeof(*s));
+    if (map_file(path, &s->map, &s->size, err, errlen) != 0) return -1;
     char what[512];
-    int rc = read_layout(&m, map, size, &l, what, sizeof(what));
-    if (rc == 0)
-        *c = m.config;
-    else
-        fail(err, errlen, path, what);
-    layout_free(&l);
-    munmap(map, size);
-    return rc;
+    if (read_layout(&s->m, s->map, s->size, &s->l, what, sizeof(what)) == 0) return 0;
+    fail(err, errlen, path, what);
+    scan_close(s);
+    return -1;
+}
+
+int model_read_config(Config *c, const char *path, char *err, size_t errlen) {
+    Scan s;
+    if (scan_open(&s, path, err, errlen) != 0) return -1;
+    *c = s.m.config;
+    scan_close(&s);
+    return 0;
 }
 
 int model_read_vocabulary(Tokenizer *t, const char *path, char *err, size_t errlen) {
-    char *map;
-    size_t size;
-    if (map_file(path, &map, &size, err, errlen) != 0) return -1;
-    Model m = {0}; /* a scratch model for read_layout */
-    Layout l;
-    char what[512];
-    int rc = read_layout(&m, map, size, &l, what, sizeof(what));
-    if (rc != 0)
-        fail(err, errlen, path, what);
-    else if (!l.has_vocab)
-        rc = 1;
-    else if (l.gguf)
-        rc = tokenizer_load_gguf(t, l.gguf, path, err, errlen);
-    else if ((rc = tokenizer_load_bytes(t, (const unsigned char *)map + l.vocab_offset,
-                                        l.vocab_bytes, path, err, errlen)) == 0)
-        t->remove_extra_whitespaces = l.vocab_flags & 1;
-    layout_free(&l);
-    munmap(map, size);
+    Scan s;
+    if (scan_open(&s, path, err, errlen) != 0) return -1;
+    const Layout *l = &s.l;
+    int rc = 1;
+    if (l->has_vocab && l->gguf)
+        rc = tokenizer_load_gguf(t, l->gguf, path, err, errlen);
+    else if (l->has_vocab &&
+             (rc = tokenizer_load_bytes(t, (const unsigned char *)s.map + l->vocab_offset,
+                                        l->vocab_bytes, path, err, errlen)) == 0)
+        t->remove_extra_whitespaces = l->vocab_flags & 1;
+    scan_close(&s);
     return rc;
 }
 
 int model_read_chat_template(char **tmpl, const char *path, char *err, size_t errlen) {
     *tmpl = NULL;
-    char *map;
-    size_t size;
-    if (map_file(path, &map, &size, err, errlen) != 0) return -1;
-    Model m = {0}; /* a scratch model for read_layout */
-    Layout l;
+    Scan s;
+    if (scan_open(&s, path, err, errlen) != 0) return -1;
+    const Gguf *g = s.l.gguf;
+    const char *key = "tokenizer.chat_template";
     char what[512];
-    int rc = read_layout(&m, map, size, &l, what, sizeof(what));
-    GgufString s;
-    if (rc != 0)
-        fail(err, errlen, path, what);
-    else if (!l.gguf || !gguf_find(l.gguf, "tokenizer.chat_template"))
+    GgufString text;
+    int rc = -1;
+    if (!g || !gguf_find(g, key))
         rc = 1;
-    else if (gguf_get_string(l.gguf, "tokenizer.chat_template", &s, what, sizeof(what)) != 0)
-        rc = -1, fail(err, errlen, path, what);
-    else if (memchr(s.s, '\0', s.len))
-        rc = -1, fail(err, errlen, path, "tokenizer.chat_template holds a NUL byte");
-    else if (!(*tmpl = strndup(s.s, s.len)))
-        rc = -1, fail(err, errlen, path, "out of memory for tokenizer.chat_template");
-    layout_free(&l);
-    munmap(map, size);
+    else if (gguf_get_string(g, key, &text, what, sizeof(what)) != 0)
+        fail(err, errlen, path, what);
+    else if (memchr(text.s, '\0', text.len))
+        fail(err, errlen, path, "tokenizer.chat_template holds a NUL byte");
+    else if (!(*tmpl = strndup(text.s, text.len)))
+        fail(err, errlen, path, "out of memory for tokenizer.chat_template");
+    else
+        rc = 0;
+    scan_close(&s);
     return rc;
 }
 
