@@ -70,13 +70,14 @@ static void add_special(Chat *c, const char *text, int id) {
 /* The template and the tokens its texts name: BOS and EOS as "<s>" and "</s>" (the Llama 2
  * vocabulary's, whose ids the tokenizer fixes), the control pieces by their text, the end of a
  * reply among them. */
-static void chat_template_open(Chat *c, const ChatRequest *req) {
+static void open_template(Chat *c, const ChatRequest *req) {
     c->tmpl = choose_template(req);
     c->tokens = (ChatTokens){"<s>", "</s>"};
     add_special(c, c->tokens.bos, TOKEN_BOS);
     add_special(c, c->tokens.eos, TOKEN_EOS);
     for (int id = TOKEN_EOS + 1; c->t->not_text && id < c->t->vocab_size; id++)
-        if (c->t->not_text[id]) add_special(c, tokenizer_piece(c->t, id), id);
+        if (c->t->not_text[id] && tokenizer_piece(c->t, id)[0]) /* "" is in every text */
+            add_special(c, tokenizer_piece(c->t, id), id);
     c->end_text = chat_template_end_of_turn(c->tmpl, &c->tokens);
     c->end_of_turn = -1;
     for (int i = 0; i < c->n_specials; i++)
@@ -91,7 +92,7 @@ static void add_message(Chat *c, const char *role, const char *content) {
     c->messages[c->n_messages++] = (ChatMessage){role, copy};
 }
 
-static void chat_template_close(Chat *c) {
+static void close_template(Chat *c) {
     for (int i = 0; i < c->n_messages; i++) free((char *)c->messages[i].content);
     free(c->messages);
     free(c->specials);
@@ -283,7 +284,7 @@ static int chat_reply(Chat *c, float *logits) {
 void run_chat(Model *m, const Tokenizer *t, Sampler *sampler, const ChatRequest *req) {
     const char *first_turn = req->first_turn;
     Chat c = {.m = m, .t = t, .sampler = sampler, .steps = req->steps};
-    chat_template_open(&c, req);
+    open_template(&c, req);
     c.interactive = isatty(STDIN_FILENO);
     c.summary.norm = norm_name(m->norm);
     c.summary.seed = sampler->seed;
@@ -310,6 +311,6 @@ void run_chat(Model *m, const Tokenizer *t, Sampler *sampler, const ChatRequest 
     finish_stdout();
     c.summary.n_forward = c.pos;
     print_summary(&c.summary);
-    chat_template_close(&c);
+    close_template(&c);
     free(line);
 }
