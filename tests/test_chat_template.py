@@ -324,6 +324,17 @@ def a_reply_ends_at_the_templates_end_of_turn_token():
     assert n_prompt == count(first) + count(second), (n_prompt, count(first), count(second))
 
 
+@test
+def chat_template_option_errors_are_one_line():
+    for args, message in [
+            (["-m", "chat", "--chat-template", "jinja"],
+             "run: unknown --chat-template 'jinja' (expected llama2, llama3, chatml, zephyr)\n"),
+            (["--chat-template", "chatml"], "run: --chat-template goes with -m chat\n")]:
+        p = subprocess.run([RUN, "models/stories260K.bin", *args], input="", capture_output=True,
+                           text=True)
+        assert (p.returncode, p.stdout, p.stderr) == (1, "", message), p
+
+
 if __name__ == "__main__":
     skip = None if jinja2 else "jinja2 is not installed (Debian's python3-jinja2)"
     if not skip and not os.path.exists(RENDER):
