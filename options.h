@@ -19,7 +19,7 @@ typedef struct {
     const char *tokenizer_path; /* NULL: look beside the model */
     const char *prompt;         /* NULL: no prompt, generation starts from BOS */
     const char *prompt_file;    /* -f FILE, or "-" (-f - or -i -): the prompt is read from it */
-    int chat;                   /* -m chat: a conversation with the Llama 2 chat template */
+    int chat;                   /* -m chat: a conversation in the model's chat template */
     const char *system_prompt;  /* -y: chat's system prompt; NULL: asked for on a terminal */
     int chat_template;          /* --chat-template: a ChatTemplate; -1: the model's, else llama2 */
     int ignore_eos;             /* --ignore-eos: only BOS ends a text, as in llama2.c */
