@@ -460,7 +460,7 @@ int model_load(Model *m, const char *path, char *err, size_t errlen) {
         return fail(err, errlen, path, what);
     }
     model_set_norm(m, m->config.trained_norm);
-    if (state_alloc(&m->state, &m->config, size) != 0) {
+    if (state_alloc(&m->state, &m->config, m->weights.rope_freqs, size) != 0) {
         model_free(m);
         return fail(err, errlen, path, "out of memory for the run state and kv cache");
     }
