@@ -245,10 +245,11 @@ static void teacher_force_both(Model *m, const int *tokens, int n, NormRun runs[
     free(logits_a);
 }
 
-/* Runs req's prompt under its two norms into cmp: both texts and their speed,
- * A's text teacher-forced under both (next-token distributions, norm inputs), and
+/* Runs req's prompt under its two norms into cmp (t: which tokens end a text): both texts and
+ * their speed, A's text teacher-forced under both (next-token distributions, norm inputs), and
  * req->rounds profiled teacher-forced passes per norm, without the observer. */
-static void compare_norms(Comparison *cmp, Model *m, Sampler *sampler, const CompareRequest *req) {
+static void compare_norms(Comparison *cmp, Model *m, const Tokenizer *t, Sampler *sampler,
+                          const CompareRequest *req) {
     const Config *c = &m->config;
     memset(cmp, 0, sizeof(*cmp));
     cmp->seed = sampler->rng_state;
@@ -268,8 +269,9 @@ static void compare_norms(Comparison *cmp, Model *m, Sampler *sampler, const Com
         if (!r->tokens || !r->sites) die("out of memory for --compare");
     }
     NormRun *a = &cmp->runs[0], *b = &cmp->runs[1];
+    Vocab vocab = vocab_sentencepiece(t); /* t's, not freed here */
     GenerateRequest request = {
-        .prompt = req->prompt, .n_prompt = req->n_prompt, .steps = req->steps};
+        .prompt = req->prompt, .n_prompt = req->n_prompt, .steps = req->steps, .vocab = &vocab};
     generate_under_both(m, sampler, &request, cmp->seed, cmp->runs);
     int split = 0;
     while (split < a->n_tokens && split < b->n_tokens && a->tokens[split] == b->tokens[split])
@@ -483,7 +485,7 @@ static void print_comparison_text(const Comparison *cmp, const Tokenizer *t, int
 
 void run_compare(Model *m, const Tokenizer *t, Sampler *sampler, const CompareRequest *req) {
     Comparison cmp;
-    compare_norms(&cmp, m, sampler, req);
+    compare_norms(&cmp, m, t, sampler, req);
     if (req->json)
         print_comparison_json(&cmp, t, req->model_path);
     else

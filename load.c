@@ -423,7 +423,7 @@ int model_read_config(Config *c, const char *path, char *err, size_t errlen) {
     return rc;
 }
 
-int model_read_vocabulary(Tokenizer *t, const char *path, char *err, size_t errlen) {
+int model_read_vocabulary(Vocab *v, const char *path, char *err, size_t errlen) {
     char *map;
     size_t size;
     if (map_file(path, &map, &size, err, errlen) != 0) return -1;
@@ -436,10 +436,12 @@ int model_read_vocabulary(Tokenizer *t, const char *path, char *err, size_t errl
     else if (!l.has_vocab)
         rc = 1;
     else if (l.gguf)
-        rc = tokenizer_load_gguf(t, l.gguf, path, err, errlen);
-    else if ((rc = tokenizer_load_bytes(t, (const unsigned char *)map + l.vocab_offset,
-                                        l.vocab_bytes, path, err, errlen)) == 0)
-        t->remove_extra_whitespaces = l.vocab_flags & 1;
+        rc = vocab_from_gguf(v, l.gguf, path, err, errlen);
+    else if ((rc = tokenizer_load_bytes(&v->sp, (const unsigned char *)map + l.vocab_offset,
+                                        l.vocab_bytes, path, err, errlen)) == 0) {
+        v->sp.remove_extra_whitespaces = l.vocab_flags & 1;
+        *v = vocab_sentencepiece(&v->sp);
+    }
     layout_free(&l);
     munmap(map, size);
     return rc;
