@@ -230,6 +230,25 @@ def modes_not_yet_on_bpe_are_refused_in_one_line():
            f"(leave out -z)\n"), p.stderr
 
 
+@test
+def a_rope_freqs_divisor_not_finite_and_positive_is_refused():
+    """A zero divisor would make every angle of its pair infinite, a negative one turn it back:
+    each is refused in one line naming the tensor's element, as a tensor of the wrong length."""
+    path, vocab, tensors = model()
+    for name, freqs, message in (
+            ("zero", np.array([1.0] * 3 + [0.0] + [1.0] * 28, np.float32),
+             "rope_freqs.weight[3] is 0, not a positive divisor"),
+            ("negative", np.array([-2.0] + [1.0] * 31, np.float32),
+             "rope_freqs.weight[0] is -2, not a positive divisor"),
+            ("short", np.ones(16, np.float32),
+             "tensor rope_freqs.weight has dims 16 x 1 (1 dims), expected 32 from the model's "
+             "keys")):
+        bad = write_llama3(tmp(f"rope_freqs_{name}.gguf"), vocab,
+                           dict(tensors, **{"rope_freqs.weight": freqs}))
+        p = subprocess.run([RUN, bad, "-n", "4", "Hi"], capture_output=True, text=True)
+        assert (p.returncode, p.stderr) == (1, f"run: {bad}: {message}\n"), p.stderr
+
+
 # ----------------------------------------------------------------------------
 # export.py: a Llama 3.x Hugging Face directory (config.json with rope_scaling llama3,
 # model.safetensors, tokenizer.json) into GGUF
