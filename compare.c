@@ -16,14 +16,15 @@
 
 /* --ppl */
 
-int *encode_ppl_text(const Tokenizer *t, const char *path, int *n_tokens) {
+int *encode_ppl_text(const Vocab *v, const char *path, int *n_tokens) {
     char *text = read_text(path);
-    int *tokens = malloc((strlen(text) + 3) * sizeof(int));
+    int *tokens = malloc(vocab_max_ids(strlen(text)) * sizeof(int));
     if (!tokens) die("out of memory for the text's tokens");
-    int n = tokenizer_encode(t, text, 1, 0, tokens);
+    long n = vocab_encode(v, text, VOCAB_ADD_BOS, tokens);
     free(text);
+    if (n < 0) die("out of memory for the text's tokens");
     if (n < 2) die("%s: the text is shorter than 2 tokens (BOS and one to predict)", path);
-    *n_tokens = n;
+    *n_tokens = (int)n;
     return tokens;
 }
 

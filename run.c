@@ -206,11 +206,10 @@ static const char *load_vocab(const Options *o, const Config *header, Vocab *v, 
     return path;
 }
 
-/* Dies when a mode that reads SentencePiece's Tokenizer alone (chat, --ppl, --compare, --trace,
- * --info) is asked of a byte-level BPE vocabulary. */
+/* Dies when a mode that reads SentencePiece's Tokenizer alone (chat, --compare, --trace, --info)
+ * is asked of a byte-level BPE vocabulary. */
 static void require_sentencepiece(const Options *o, const Vocab *v) {
     const char *mode = o->chat             ? "-m chat"
-                       : o->ppl_path       ? "--ppl"
                        : o->compare        ? "--compare"
                        : o->trace_pos >= 0 ? "--trace"
                        : o->info           ? "--info"
@@ -275,7 +274,7 @@ int main(int argc, char **argv) {
     /* a chat's first turn is checked against the context as it is fed */
     int *prompt_tokens =
         o.ppl_path || o.chat ? NULL : encode_prompt(&vocab, prompt, &header, o.steps, &n_prompt);
-    int *text_tokens = o.ppl_path ? encode_ppl_text(tokenizer, o.ppl_path, &n_text) : NULL;
+    int *text_tokens = o.ppl_path ? encode_ppl_text(&vocab, o.ppl_path, &n_text) : NULL;
     if (o.logits_path) {
         refuse_logits_over(o.logits_path, o.model_path, "model file");
         refuse_logits_over(o.logits_path, tokenizer_path, "tokenizer file");

@@ -4,9 +4,9 @@
  *                        Llama 2 style vocabularies
  *   VOCAB_BPE            bpe.h's Bpe: byte-level BPE, read from a GGUF whose tokenizer.ggml.model
  *                        is gpt2 (Llama 3, GPT-2, Qwen, SmolLM)
- * --tokenize and generation go through it; the model loader picks the kind from a GGUF's
+ * --tokenize, generation and --ppl go through it; the model loader picks the kind from a GGUF's
  * tokenizer.ggml.model (gpt2: byte-level BPE; llama: SentencePiece), and the other modes (chat,
- * --ppl, --compare, --trace, --info) still take the SentencePiece Tokenizer alone.
+ * --compare, --trace, --info) still take the SentencePiece Tokenizer alone.
  */
 #ifndef VOCAB_H
 #define VOCAB_H

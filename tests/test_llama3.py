@@ -160,6 +160,18 @@ def run_matches_llama_cpp_on_a_llama_3_2_shaped_model_within_1e4():
         print(f"  run {' '.join(extra) or 'fast'} against llama.cpp: max |logit difference| "
               f"{gap:.3g} over {len(ids)} positions (logits' std {want.std():.3g})")
         assert gap < 1e-4, gap
+    # --ppl over the same text: the mean NLL of llama.cpp's logits, within twice the logits' bound
+    # (a log-softmax moves by at most twice the largest logit's move)
+    with open(tmp("text.txt"), "w", encoding="utf-8") as f:
+        f.write(TEXT)
+    ppl = json.loads(checked(RUN, path, "--ppl", tmp("text.txt"), "--json"))
+    logp = want.astype(np.float64)
+    logp -= logp.max(1, keepdims=True)
+    logp -= np.log(np.exp(logp).sum(1, keepdims=True))
+    nll = -logp[np.arange(len(ids) - 1), ids[1:]].mean()
+    print(f"  --ppl's mean NLL {ppl['mean_nll']:.6g}, llama.cpp's logits' {nll:.6g} "
+          f"(apart by {abs(ppl['mean_nll'] - nll):.2g})")
+    assert ppl["tokens"] == len(ids) - 1 and abs(ppl["mean_nll"] - nll) < 2e-4, (ppl, nll)
     unscaled = dict(tensors)
     del unscaled["rope_freqs.weight"]
     plain = llama_logits(write_llama3(tmp("unscaled.gguf"), vocab, unscaled), ids)
@@ -212,12 +224,11 @@ def generation_stops_at_eos_and_at_end_of_turn_tokens():
 
 @test
 def modes_not_yet_on_bpe_are_refused_in_one_line():
-    """-m chat, --ppl, --compare, --trace, --info read SentencePiece's tokenizer alone: with a BPE
+    """-m chat, --compare, --trace, --info read SentencePiece's tokenizer alone: with a BPE
     vocabulary each says so in one line, and -z, which would contradict the file's own."""
     path, _, _ = model()
     for args, mode in ((["-m", "chat"], "-m chat"), (["--compare", "Hi"], "--compare"),
-                       (["--trace", "0", "Hi"], "--trace"), (["--info"], "--info"),
-                       (["--ppl", "tests/test_llama3.py"], "--ppl")):
+                       (["--trace", "0", "Hi"], "--trace"), (["--info"], "--info")):
         p = subprocess.run([RUN, path, *args], capture_output=True, text=True,
                            stdin=subprocess.DEVNULL)
         assert (p.returncode, p.stderr) == (
