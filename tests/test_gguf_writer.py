@@ -646,9 +646,9 @@ def hostile_models_are_refused_in_one_line():
         ("bos", set_key("tokenizer.ggml.bos_token_id", nllm_gguf.UINT32, 5), None,
          "tokenizer.ggml.bos_token_id is 5; this run's SentencePiece tokenizer takes <unk> 0, "
          "<s> 1, </s> 2"),
+        # a byte-level BPE vocabulary (vocab.h) without its keys
         ("gpt2", set_key("tokenizer.ggml.model", nllm_gguf.STRING, "gpt2"), None,
-         "tokenizer.ggml.model is gpt2; this run's tokenizer reads SentencePiece (llama) "
-         "vocabularies"),
+         "key tokenizer.ggml.pre is missing"),
         ("scores", set_key("tokenizer.ggml.scores", nllm_gguf.ARRAY,
                            (nllm_gguf.FLOAT32, vocab.scores[:10])), None,
          "tokenizer.ggml.scores has 10 elements, not one for each of the 512 tokens"),
