@@ -659,8 +659,9 @@ def hostile_models_are_refused_in_one_line():
          "model's keys"),
         ("missing", None, lambda ts: [t for t in ts if t[0] != "blk.3.ffn_up.weight"],
          "tensor blk.3.ffn_up.weight is missing"),
-        ("extra", None, lambda ts: ts + [("rope_freqs.weight", (4,), "f32", np.ones(4))],
-         "tensor rope_freqs.weight is not part of the llama model run reads"),
+        # (Qwen 3's q norm; rope_freqs.weight, Llama 3's, run reads: test_llama3.py)
+        ("extra", None, lambda ts: ts + [("blk.0.attn_q_norm.weight", (8,), "f32", np.ones(8))],
+         "tensor blk.0.attn_q_norm.weight is not part of the llama model run reads"),
         ("norm_f16", None, retyped("output_norm.weight", "f16"),
          "tensor output_norm.weight is f16; a norm's weight or bias must be f32"),
         ("q3_K", None, lambda ts: [(n, (256, 256), "q3_K", np.zeros((256, 256)))  # whole blocks
