@@ -28,14 +28,13 @@ BPE_HEADERS = bpe.h bpe_tables.h bpe_pretok.h
 KERNEL_SRC = dtype.c gguf_blocks.c panel.c matmul.c
 KERNEL_HEADERS = dtype.h gguf.h gguf_blocks.h panel.h matmul.h simd.h
 LIB_SRC = model.c reference.c $(KERNEL_SRC) attention.c load.c format.c format_gguf.c state.c \
-          norm.c $(TOKENIZER_SRC) $(BPE_SRC) eval.c profile.c sampler.c threads.c
+          norm.c $(TOKENIZER_SRC) $(BPE_SRC) vocab.c eval.c profile.c sampler.c threads.c
 HEADERS = model.h reference.h $(KERNEL_HEADERS) attention.h load.h format.h state.h norm.h \
-          $(TOKENIZER_HEADERS) $(BPE_HEADERS) eval.h profile.h sampler.h threads.h
+          $(TOKENIZER_HEADERS) $(BPE_HEADERS) vocab.h eval.h profile.h sampler.h threads.h
 # the program's own files, one a mode or concern of the command line (run.c holds main)
-RUN_SRC = run.c options.c io.c generate.c chat.c chat_template.c compare.c tokenize.c vocab.c \
-          info.c trace.c
-RUN_HEADERS = options.h io.h generate.h chat.h chat_template.h compare.h tokenize.h vocab.h \
-              info.h trace.h
+RUN_SRC = run.c options.c io.c generate.c chat.c chat_template.c compare.c tokenize.c info.c \
+          trace.c
+RUN_HEADERS = options.h io.h generate.h chat.h chat_template.h compare.h tokenize.h info.h trace.h
 TEST_SRC = $(wildcard tests/test_*.c) tests/helpers.c
 
 BENCH_REPEATS ?= 11
@@ -139,6 +138,7 @@ test: deps-test run build/tests build/tokenize_corpus build/gguf_dump build/dequ
 	NORMLLAMA_RUN=./run build/tests
 	NORMLLAMA_RUN=./run $(PYTHON) tests/test_export.py
 	NORMLLAMA_RUN=./run $(PYTHON) tests/test_gguf_writer.py
+	NORMLLAMA_RUN=./run $(PYTHON) tests/test_llama3.py
 	NORMLLAMA_RUN=./run $(PYTHON) tests/test_f64.py
 	CC="$(CC)" MAKE="$(MAKE)" NATIVE_CFLAGS="$(CFLAGS)" tests/test_isas.sh
 	$(MAKE) --no-print-directory run-portable
@@ -352,6 +352,7 @@ sanitize: deps-test run-sanitize build/tests-sanitize build/tokenize_corpus-sani
 	NORMLLAMA_RUN=./run-sanitize $(PYTHON) tests/test_trace.py
 	NORMLLAMA_RUN=./run-sanitize $(PYTHON) tests/test_gguf_writer.py
 	NORMLLAMA_RUN=./run-sanitize $(PYTHON) tests/test_chat_template.py
+	NORMLLAMA_RUN=./run-sanitize $(PYTHON) tests/test_llama3.py
 	NORMLLAMA_RUN=./run-sanitize TOKENIZE_CORPUS=build/tokenize_corpus-sanitize \
 		$(PYTHON) tests/tokenizer_parity.py
 

@@ -14,7 +14,8 @@
  *                              LEFT, RIGHT and LEFTRIGHT are normal tokens
  *   tokenizer.ggml.pre         the pre-tokenizer's family (bpe_pretok.h)
  *   tokenizer.ggml.bos_token_id, .eos_token_id, .eot_token_id  optional ids
- *   tokenizer.ggml.add_bos_token                               optional bool (default false)
+ *   tokenizer.ggml.add_bos_token                               optional bool (default: the
+ *                                                              family's, true for llama-bpe)
  *
  * Encoding (bpe_encode), in llama.cpp's and Hugging Face's order:
  *   1. added tokens are cut out of the text, leftmost first and the longest where several start
@@ -76,7 +77,7 @@ typedef struct {
     unsigned char *type; /* vocab_size token types (BPE_TOKEN_*) */
     int max_token_bytes;
     int bos_id, eos_id, eot_id; /* -1: none */
-    int add_bos;                /* tokenizer.ggml.add_bos_token */
+    int add_bos;                /* tokenizer.ggml.add_bos_token, or the family's default */
     int n_merges;
     BpePretok pretok;
     /* private: the lookups encode uses, built at load */

@@ -272,7 +272,7 @@ static int read_specials(Bpe *b, const Gguf *g, char *err, size_t errlen) {
     if (add_bos && add_bos->type != GGUF_BOOL)
         return gguf_fail(err, errlen, "tokenizer.ggml.add_bos_token is a %s, not a bool",
                          gguf_value_type_name(add_bos->type));
-    b->add_bos = add_bos ? add_bos->value[0] : 0;
+    b->add_bos = add_bos ? add_bos->value[0] : b->pretok.family->add_bos;
     return 0;
 }
 

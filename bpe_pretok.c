@@ -27,10 +27,10 @@
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" S "\\p{L}\\p{N}]+|" S "+(?!" NS ")|" S "+"
 
 static const BpeFamily families[] = {
-    {"llama-bpe", {LLAMA3_WITH_NUMBERS("\\p{N}{1,3}"), NULL}, 1, 0},
-    {"gpt-2", {GPT2, NULL}, 0, 0},
-    {"qwen2", {LLAMA3_WITH_NUMBERS("\\p{N}"), NULL}, 0, 1},
-    {"smollm", {"\\p{N}", GPT2}, 0, 0},
+    {"llama-bpe", {LLAMA3_WITH_NUMBERS("\\p{N}{1,3}"), NULL}, 1, 0, 1},
+    {"gpt-2", {GPT2, NULL}, 0, 0, 0},
+    {"qwen2", {LLAMA3_WITH_NUMBERS("\\p{N}"), NULL}, 0, 1, 0},
+    {"smollm", {"\\p{N}", GPT2}, 0, 0, 0},
 };
 #define N_FAMILIES (sizeof families / sizeof families[0])
 

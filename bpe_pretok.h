@@ -36,6 +36,9 @@ typedef struct {
      * whatever the merges would make of it */
     int ignore_merges;
     int nfc; /* the text is put in Unicode NFC first (the family's normalizer) */
+    /* BOS added when the file has no tokenizer.ggml.add_bos_token: llama.cpp's default for the
+     * family (llama-vocab.cpp: llama-bpe adds it, the others do not) */
+    int add_bos;
 } BpeFamily;
 
 /* A family with its regexes compiled (pcre2_code pointers, opaque here). */

@@ -16,14 +16,15 @@
 
 /* --ppl */
 
-int *encode_ppl_text(const Tokenizer *t, const char *path, int *n_tokens) {
+int *encode_ppl_text(const Vocab *v, const char *path, int *n_tokens) {
     char *text = read_text(path);
-    int *tokens = malloc((strlen(text) + 3) * sizeof(int));
+    int *tokens = malloc(vocab_max_ids(strlen(text)) * sizeof(int));
     if (!tokens) die("out of memory for the text's tokens");
-    int n = tokenizer_encode(t, text, 1, 0, tokens);
+    long n = vocab_encode(v, text, VOCAB_ADD_BOS, tokens);
     free(text);
+    if (n < 0) die("out of memory for the text's tokens");
     if (n < 2) die("%s: the text is shorter than 2 tokens (BOS and one to predict)", path);
-    *n_tokens = n;
+    *n_tokens = (int)n;
     return tokens;
 }
 
@@ -245,10 +246,11 @@ static void teacher_force_both(Model *m, const int *tokens, int n, NormRun runs[
     free(logits_a);
 }
 
-/* Runs req's prompt under its two norms into cmp: both texts and their speed,
- * A's text teacher-forced under both (next-token distributions, norm inputs), and
+/* Runs req's prompt under its two norms into cmp (t: which tokens end a text): both texts and
+ * their speed, A's text teacher-forced under both (next-token distributions, norm inputs), and
  * req->rounds profiled teacher-forced passes per norm, without the observer. */
-static void compare_norms(Comparison *cmp, Model *m, Sampler *sampler, const CompareRequest *req) {
+static void compare_norms(Comparison *cmp, Model *m, const Tokenizer *t, Sampler *sampler,
+                          const CompareRequest *req) {
     const Config *c = &m->config;
     memset(cmp, 0, sizeof(*cmp));
     cmp->seed = sampler->rng_state;
@@ -268,8 +270,9 @@ static void compare_norms(Comparison *cmp, Model *m, Sampler *sampler, const Com
         if (!r->tokens || !r->sites) die("out of memory for --compare");
     }
     NormRun *a = &cmp->runs[0], *b = &cmp->runs[1];
+    Vocab vocab = vocab_sentencepiece(t); /* t's, not freed here */
     GenerateRequest request = {
-        .prompt = req->prompt, .n_prompt = req->n_prompt, .steps = req->steps};
+        .prompt = req->prompt, .n_prompt = req->n_prompt, .steps = req->steps, .vocab = &vocab};
     generate_under_both(m, sampler, &request, cmp->seed, cmp->runs);
     int split = 0;
     while (split < a->n_tokens && split < b->n_tokens && a->tokens[split] == b->tokens[split])
@@ -483,7 +486,7 @@ static void print_comparison_text(const Comparison *cmp, const Tokenizer *t, int
 
 void run_compare(Model *m, const Tokenizer *t, Sampler *sampler, const CompareRequest *req) {
     Comparison cmp;
-    compare_norms(&cmp, m, sampler, req);
+    compare_norms(&cmp, m, t, sampler, req);
     if (req->json)
         print_comparison_json(&cmp, t, req->model_path);
     else

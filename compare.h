@@ -14,11 +14,13 @@
 #include "norm.h"
 #include "sampler.h"
 #include "tokenizer.h"
+#include "vocab.h"
 
-/* The ids of the text in the file at path (read_text's checks), BOS first: *n_tokens of them,
+/* The ids of the text in the file at path (read_text's checks) in v, BOS first when v adds one
+ * (vocab_encode): *n_tokens of them,
  * at least 2 (malloc'd; the caller frees). Dies on a file that cannot be read, or that is
  * shorter than 2 tokens (nothing to predict). */
-int *encode_ppl_text(const Tokenizer *t, const char *path, int *n_tokens);
+int *encode_ppl_text(const Vocab *v, const char *path, int *n_tokens);
 
 /* What --ppl runs. */
 typedef struct {

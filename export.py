@@ -8,7 +8,9 @@ Inputs (the kind is told from the path):
   Hugging Face Llama    a directory with config.json (architecture LlamaForCausalLM) and its
                         weights as model.safetensors, a sharded model.safetensors.index.json,
                         pytorch_model.bin or a sharded pytorch_model.bin.index.json; f32, f16 and
-                        bf16 tensors; tied or separate classifier; rms_norm_eps and rope_theta
+                        bf16 tensors; tied or separate classifier; rms_norm_eps and rope_theta;
+                        Llama 3.x's rope_scaling (rope_type llama3) and tokenizer.json, which
+                        only GGUF carries (rope_freqs.weight, tokenizer.ggml.*)
   Meta Llama            a directory with params.json and consolidated.*.pth (one or more shards)
   SentencePiece model   a .model file: written as the llama2.c tokenizer layout (same as tok512.bin)
   --random SHAPE        no input: a random-weight model of a benchmark shape (15M, 110M, 1.1B)
@@ -20,7 +22,8 @@ with one f32 scale per 32 values of a row); norm weights and biases are always f
 The file carries the model's vocabulary, so that run needs no -z: the SentencePiece model given
 with --tokenizer, or found beside the input (tokenizer.model in a Hugging Face or Meta directory,
 or in a Meta directory's parent; tok<vocab_size>.model, then tokenizer.model, beside a .pt; for
---random, the Llama 2 vocabulary in models/tokenizer.model).
+--random, the Llama 2 vocabulary in models/tokenizer.model); a Hugging Face directory's
+tokenizer.json when it has no tokenizer.model (byte-level BPE, GGUF only).
 
 An --out ending in .gguf writes GGUF (nllm_gguf.py), which llama.cpp runs: an RMSNorm model as
 the llama architecture, a LayerNorm one as stablelm; q8_0 and q4_0 in ggml's blocks of 32 with
@@ -271,8 +274,6 @@ def load_hf(path, seq_len):
         raise ExportError(f"{path}: unsupported architecture {arch} (only LlamaForCausalLM)")
     if cfg.get("hidden_act", "silu") != "silu":
         raise ExportError(f"{path}: unsupported hidden_act {cfg['hidden_act']} (only silu)")
-    if cfg.get("rope_scaling"):
-        raise ExportError(f"{path}: unsupported rope_scaling {cfg['rope_scaling']}")
     if any(field(where, cfg, key, bool, False) for key in ("attention_bias", "mlp_bias")):
         raise ExportError(f"{path}: unsupported attention_bias/mlp_bias")
     n_heads = cfg["num_attention_heads"]
@@ -286,6 +287,10 @@ def load_hf(path, seq_len):
                shared_classifier=shared, keys=HF_KEYS)
     if cfg.get("head_dim") not in (None, c.dim // c.n_heads):
         raise ExportError(f"{path}: unsupported head_dim {cfg['head_dim']} != hidden_size / heads")
+    scaling = field(where, cfg, "rope_scaling", dict, {})
+    c.rope_freqs = nllm_gguf.llama3_rope_freqs(scaling, c.dim // c.n_heads,
+                                               cfg.get("rope_theta", 10000.0), where) \
+        if scaling else None
 
     refuse_unused(source, c, HF_NAMES, ignored=("rotary_emb.inv_freq",))  # older HF's RoPE table
     shapes = {name: shape for name, _, shape in tensor_order(c)}
@@ -327,9 +332,29 @@ def export_tokenizer(path, out):
         f.write(tokenizer_bytes(vocab))
 
 
+def bpe_vocab(path, c):
+    """The byte-level BPE vocabulary of a tokenizer.json (with tokenizer_config.json beside it,
+    when there is one), checked against the model c."""
+    require_regular_file(path)
+    beside = os.path.join(os.path.dirname(path), "tokenizer_config.json")
+    vocab = nllm_gguf.bpe_vocab(read_json(path),
+                                read_json(beside) if os.path.isfile(beside) else None)
+    if len(vocab.tokens) != c.vocab_size:
+        raise ExportError(f"{path} has {len(vocab.tokens)} tokens but the model's vocab_size is "
+                          f"{c.vocab_size}")
+    return vocab
+
+
 def find_vocab(a, c):
-    """The vocabulary the exported file carries: --tokenizer's SentencePiece model, else the first
-    found of the places the module's docstring lists, checked against the model c."""
+    """The vocabulary the exported file carries: --tokenizer's SentencePiece model or
+    tokenizer.json, else the first found of the places the module's docstring lists, checked
+    against the model c."""
+    if a.tokenizer and a.tokenizer.endswith(".json"):
+        return bpe_vocab(a.tokenizer, c)
+    if not a.tokenizer and a.input and os.path.isdir(a.input) and \
+            not os.path.isfile(os.path.join(a.input, "tokenizer.model")) and \
+            os.path.isfile(os.path.join(a.input, "tokenizer.json")):
+        return bpe_vocab(os.path.join(a.input, "tokenizer.json"), c)
     if a.tokenizer:
         tried = [a.tokenizer]
     elif a.random:
@@ -375,6 +400,11 @@ class GgufTensors(Mapping):
 def write(a, c, get):
     """The model file --out names: GGUF for a .gguf name, else ours; carrying the vocabulary."""
     vocab = find_vocab(a, c)
+    gguf_only = ("a llama3 rope_scaling" if getattr(c, "rope_freqs", None) is not None else
+                 "a byte-level BPE vocabulary" if isinstance(vocab, nllm_gguf.BpeVocab) else None)
+    if gguf_only and not a.out.endswith(".gguf"):
+        raise ExportError(f"{a.input} has {gguf_only}, which only GGUF carries (rope_freqs.weight, "
+                          "tokenizer.ggml.*): give --out X.gguf")
     if not a.out.endswith(".gguf"):
         write_model(a.out, c, get, a.dtype, a.group_size, progress=not a.quiet, vocab=vocab)
         return

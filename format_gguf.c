@@ -3,6 +3,7 @@
  * (dtype.h's GGUF_DTYPES). gguf.c has parsed and checked the container; this file checks the model
  * it describes. docs/FORMAT.md maps a GGUF onto run's model.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -297,6 +298,22 @@ static void join_products(Matrix *a, Matrix *b, Matrix *c) {
     for (int i = 0; i < 3 && all[i]; i++) matrix_init(all[i], d, all[i]->rows, all[i]->cols, 32);
 }
 
+/* rope_freqs.weight's divisors, when the file has them: each finite and positive (a zero would
+ * make every angle of its pair infinite). */
+static int check_rope_freqs(Reader *r) {
+    const GgufTensor *t = gguf_find_tensor(r->g, "rope_freqs.weight");
+    for (uint64_t i = 0; t && i < t->dims[0]; i++) {
+        float v;
+        memcpy(&v, t->data + i * sizeof v, sizeof v);
+        if (!(v > 0.0f && v < INFINITY)) {
+            snprintf(r->err, r->errlen, "rope_freqs.weight[%llu] is %g, not a positive divisor",
+                     (unsigned long long)i, v);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* Every tensor of the model, in normllama's order (format.c's normllama_layout). */
 static int add_tensors(Reader *r, Layout *l, Weights *w, const Config *c, int rotate_half) {
     int dim = c->dim, hidden = c->hidden_dim, n = c->n_layers;
@@ -317,7 +334,11 @@ static int add_tensors(Reader *r, Layout *l, Weights *w, const Config *c, int ro
         add_norm(r, l, "output_norm.weight", &w->final_norm, 1, dim) ||
         (c->norm_bias && add_norm(r, l, "output_norm.bias", &w->final_norm_bias, 1, dim)) ||
         (!c->shared_classifier &&
-         add_matrix(r, l, "output.weight", &w->wcls, (Shape){1, c->vocab_size, dim})))
+         add_matrix(r, l, "output.weight", &w->wcls, (Shape){1, c->vocab_size, dim})) ||
+        /* Llama 3's RoPE scaling, the divisor of each pair's frequency (llama.cpp's
+         * freq_factors; convert_hf_to_gguf.py writes it from config.json's rope_scaling) */
+        (gguf_find_tensor(r->g, "rope_freqs.weight") &&
+         add_norm(r, l, "rope_freqs.weight", &w->rope_freqs, 1, head_size / 2)))
         return -1;
     join_products(&w->wq, &w->wk, &w->wv);
     join_products(&w->w1, &w->w3, NULL);
@@ -403,10 +424,10 @@ int read_gguf(Model *m, const char *map, size_t size, Layout *l, char *what, siz
     Reader r = {.g = g, .arch = a->name, .err = what, .errlen = whatlen};
     Config *c = &m->config;
     if (read_config(&r, a, c) != 0) return -1;
-    /* every layer's norms (up to 4) and matrices (7), and the final norm, its bias, the
-     * embedding and the classifier */
+    /* every layer's norms (up to 4) and matrices (7), and the final norm, its bias, rope_freqs,
+     * the embedding and the classifier */
     size_t layers = (size_t)c->n_layers;
-    size_t pieces = (4 * layers + 2) * sizeof(*r.pieces),
+    size_t pieces = (4 * layers + 3) * sizeof(*r.pieces),
            tensors = (7 * layers + 2) * sizeof(*r.layers);
     if (!(l->owned = calloc(1, pieces + tensors + g->n_tensors))) {
         snprintf(what, whatlen, "out of memory for the GGUF file's tables");
@@ -415,7 +436,8 @@ int read_gguf(Model *m, const char *map, size_t size, Layout *l, char *what, siz
     r.pieces = l->owned;
     r.layers = (LayerTensor *)((char *)l->owned + pieces);
     r.used = (unsigned char *)l->owned + pieces + tensors;
-    if (add_tensors(&r, l, &m->weights, c, a->rotate_half) != 0) return -1;
+    if (add_tensors(&r, l, &m->weights, c, a->rotate_half) != 0 || check_rope_freqs(&r) != 0)
+        return -1;
     if (check_vocabulary(&r, l, c) != 0) return -1;
     note_conversions(l);
     m->format = a->format;

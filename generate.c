@@ -19,6 +19,7 @@ const char *stop_reason_name(StopReason r) {
         [STOP_LENGTH] = "-n reached",
         [STOP_CONTEXT] = "context full",
         [STOP_EOS] = "EOS",
+        [STOP_EOT] = "end of turn",
         [STOP_BOS] = "BOS",
         [STOP_INTERRUPTED] = "interrupted",
         [STOP_END_OF_INPUT] = "end of input",
@@ -48,6 +49,15 @@ void require_finite(const float *logits, int vocab_size, int pos) {
             die("the model computed a non-finite logit at position %d (corrupt weights?)", pos);
 }
 
+/* Whether token next ends the text, into *stop: BOS always, EOS and an end of turn unless
+ * --ignore-eos (llama.cpp's, which ignores every end-of-generation token). */
+static int ends_here(const Vocab *v, const Sampler *sampler, int next, StopReason *stop) {
+    VocabEnd end = vocab_end(v, next);
+    if (end == VOCAB_NOT_END || (end != VOCAB_END_BOS && !sampler->set.stop_at_eos)) return 0;
+    *stop = end == VOCAB_END_BOS ? STOP_BOS : end == VOCAB_END_EOS ? STOP_EOS : STOP_EOT;
+    return 1;
+}
+
 void generate(Model *m, Sampler *sampler, const GenerateRequest *req, GenerateResult *out) {
     const int *prompt = req->prompt;
     int n_prompt = req->n_prompt, steps = req->steps;
@@ -63,6 +73,7 @@ void generate(Model *m, Sampler *sampler, const GenerateRequest *req, GenerateRe
     int n = 0;
     int token = tokens[n++] = prompt[0];
     int pos = 0;
+    VocabStream stream = {0};
     out->stop = steps == m->config.seq_len ? STOP_CONTEXT : STOP_LENGTH; /* unless one below */
     while (pos < steps) {
         if (interrupted()) {
@@ -87,12 +98,9 @@ void generate(Model *m, Sampler *sampler, const GenerateRequest *req, GenerateRe
             if (m->profile) profile_lap(m->profile, OP_SAMPLING);
         }
         pos++;
-        if (ends_text(sampler, next)) {
-            out->stop = next == TOKEN_EOS ? STOP_EOS : STOP_BOS;
-            break;
-        }
+        if (ends_here(req->vocab, sampler, next, &out->stop)) break;
         if (req->print) {
-            tokenizer_print_piece(tokenizer_decode(req->t, token, next));
+            vocab_print(req->vocab, &stream, token, next);
             if (stdout_reader_gone()) { /* as if the text ended here */
                 out->stop = STOP_STDOUT_CLOSED;
                 break;
@@ -100,6 +108,7 @@ void generate(Model *m, Sampler *sampler, const GenerateRequest *req, GenerateRe
         }
         token = tokens[n++] = next;
     }
+    if (req->print) vocab_stream_end(req->vocab, &stream);
     free(prefill_logits);
     out->n_tokens = n;
     out->n_forward = pos;

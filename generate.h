@@ -13,7 +13,7 @@
 
 #include "model.h"
 #include "sampler.h"
-#include "tokenizer.h"
+#include "vocab.h"
 
 /* The --logits file: its stream and its name, for the error messages. */
 typedef struct {
@@ -29,7 +29,7 @@ typedef struct {
     /* 1: the prompt's positions but the last (their next tokens are forced) go through
      * model_prefill first, which computes their logits only for logits_out; 0: one at a time */
     int batch_prompt;
-    const Tokenizer *t;          /* with print: decodes the text */
+    const Vocab *vocab;          /* which tokens end the text; with print, decodes it */
     int print;                   /* 1: stream the text to stdout as it is made */
     const LogitsOut *logits_out; /* NULL, or every position's logits, vocab_size float32 each */
     int profile_runs; /* run_generation: 0 no --profile; else runs to time (--repeat), the first
@@ -41,6 +41,7 @@ typedef enum {
     STOP_LENGTH,        /* the positions asked for (-n, --n-predict) were run */
     STOP_CONTEXT,       /* the context (seq_len, or -c) is full */
     STOP_EOS,           /* the model gave EOS */
+    STOP_EOT,           /* the model gave an end-of-turn token (vocab.h: <|eot_id|>, ...) */
     STOP_BOS,           /* the model gave BOS, the start of another text */
     STOP_INTERRUPTED,   /* Ctrl-C (SIGINT) */
     STOP_END_OF_INPUT,  /* a chat's stdin ended */
@@ -61,12 +62,13 @@ typedef struct {
 } GenerateResult;
 
 /* Runs positions 0..steps-1 of req: position pos feeds a token and predicts the one at pos + 1,
- * forced from the prompt while there is one, sampled by `sampler` after, until a token that
- * ends_text (not written), the last position, or a Ctrl-C (io.h's interrupted), saying which in
- * out->stop. Each token fed is accepted into the sampler's penalty window. Fills out->tokens (at
- * most steps + 1) and the counts. With m->profile set, sampling is timed as OP_SAMPLING. Dies on a
- * non-finite logit (corrupt weights) and on a failed write of the --logits file, naming it; stops
- * early, as if the text ended there, when stdout's reader is gone (print). */
+ * forced from the prompt while there is one, sampled by `sampler` after, until a token that ends
+ * the text (not written: BOS, and EOS or an end of turn unless the sampler's stop_at_eos is off),
+ * the last position, or a Ctrl-C (io.h's interrupted), saying which in out->stop. Each token fed is
+ * accepted into the sampler's penalty window. Fills out->tokens (at most steps + 1) and the counts.
+ * With m->profile set, sampling is timed as OP_SAMPLING. Dies on a non-finite logit (corrupt
+ * weights) and on a failed write of the --logits file, naming it; stops early, as if the text ended
+ * there, when stdout's reader is gone (print). */
 void generate(Model *m, Sampler *sampler, const GenerateRequest *req, GenerateResult *out);
 
 /* Generation, the default mode: runs req and streams the text to stdout, closes the --logits

@@ -81,7 +81,9 @@ static void print_text(const Model *m, const Tokenizer *t, const InfoRequest *re
            c->shared_classifier ? "the token embedding (shared)" : "its own matrix (wcls)");
     printf("  norm          %s, eps %g, %s\n", norm_name(c->trained_norm), c->norm_eps,
            c->norm_bias ? "weight and bias" : "weight, no bias");
-    printf("  rope          theta %g, pairs (2i, 2i + 1), no scaling\n", c->rope_theta);
+    printf("  rope          theta %g, pairs (2i, 2i + 1), %s\n", c->rope_theta,
+           m->weights.rope_freqs ? "frequencies divided by the file's rope_freqs (Llama 3)"
+                                 : "no scaling");
     printf("  vocabulary    %d pieces: SentencePiece BPE in llama2.c's tokenizer layout (",
            t->vocab_size);
     write_escaped(stdout, req->tokenizer_path, 0);
@@ -122,7 +124,8 @@ static void print_json(const Model *m, const Tokenizer *t, const InfoRequest *re
     printf("  \"shared_classifier\": %s,\n", c->shared_classifier ? "true" : "false");
     printf("  \"norm\": \"%s\", \"norm_eps\": %g, \"norm_bias\": %s,\n", norm_name(c->trained_norm),
            c->norm_eps, c->norm_bias ? "true" : "false");
-    printf("  \"rope_theta\": %g, \"rope_scaling\": null,\n", c->rope_theta);
+    printf("  \"rope_theta\": %g, \"rope_scaling\": %s,\n", c->rope_theta,
+           m->weights.rope_freqs ? "\"rope_freqs\"" : "null");
     printf("  \"tokenizer\": {\"path\": ");
     print_json_string(req->tokenizer_path);
     printf(", \"kind\": \"sentencepiece-bpe\", \"vocab_size\": %d, \"special\": {", t->vocab_size);

@@ -172,11 +172,6 @@ char *read_stdin_text(void) {
     return buf;
 }
 
-const char *shown_piece(const Tokenizer *t, int id) {
-    static const char *control[] = {"<unk>", "<s>", "</s>"};
-    return id <= TOKEN_EOS ? control[id] : tokenizer_piece(t, id);
-}
-
 void print_json_string(const char *s) {
     putchar('"');
     while (*s) {

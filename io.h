@@ -58,11 +58,6 @@ int write_escaped(FILE *f, const char *s, int raw_high);
  * bytes that are not well-formed UTF-8 (possible only in a hand-made vocabulary) as U+FFFD. */
 void print_json_string(const char *s);
 
-/* How piece `id` of t (0 <= id < vocab_size, not checked) is shown in --tokenize's list and
- * --compare's table: control pieces by their SentencePiece names "<unk>", "<s>", "</s>" (the
- * .bin stores BOS and EOS as "\n<s>\n" and "\n</s>\n"), others as stored, spaces plain. */
-const char *shown_piece(const Tokenizer *t, int id);
-
 /* The plural ending of a count: "" for 1 ("1 token"), else "s" ("2 tokens"). */
 const char *plural(long n);
 

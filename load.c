@@ -439,17 +439,19 @@ int model_read_config(Config *c, const char *path, char *err, size_t errlen) {
     return 0;
 }
 
-int model_read_vocabulary(Tokenizer *t, const char *path, char *err, size_t errlen) {
+int model_read_vocabulary(Vocab *v, const char *path, char *err, size_t errlen) {
     Scan s;
     if (scan_open(&s, path, err, errlen) != 0) return -1;
     const Layout *l = &s.l;
     int rc = 1;
     if (l->has_vocab && l->gguf)
-        rc = tokenizer_load_gguf(t, l->gguf, path, err, errlen);
+        rc = vocab_from_gguf(v, l->gguf, path, err, errlen);
     else if (l->has_vocab &&
-             (rc = tokenizer_load_bytes(t, (const unsigned char *)s.map + l->vocab_offset,
-                                        l->vocab_bytes, path, err, errlen)) == 0)
-        t->remove_extra_whitespaces = l->vocab_flags & 1;
+             (rc = tokenizer_load_bytes(&v->sp, (const unsigned char *)s.map + l->vocab_offset,
+                                        l->vocab_bytes, path, err, errlen)) == 0) {
+        v->sp.remove_extra_whitespaces = l->vocab_flags & 1;
+        *v = vocab_sentencepiece(&v->sp);
+    }
     scan_close(&s);
     return rc;
 }
@@ -492,7 +494,7 @@ int model_load(Model *m, const char *path, char *err, size_t errlen) {
         return fail(err, errlen, path, what);
     }
     model_set_norm(m, m->config.trained_norm);
-    if (state_alloc(&m->state, &m->config, size) != 0) {
+    if (state_alloc(&m->state, &m->config, m->weights.rope_freqs, size) != 0) {
         model_free(m);
         return fail(err, errlen, path, "out of memory for the run state and kv cache");
     }

@@ -7,7 +7,7 @@
 #include <stddef.h>
 
 #include "model.h"
-#include "tokenizer.h"
+#include "vocab.h"
 
 /* Loads the checkpoint at `path` into m, in four steps:
  *
@@ -48,12 +48,13 @@ int model_load(Model *m, const char *path, char *err, size_t errlen);
  * message model_load would give into err[errlen]. */
 int model_read_config(Config *c, const char *path, char *err, size_t errlen);
 
-/* The vocabulary the model file at `path` carries, into t: a normllama file's tokenizer section
+/* The vocabulary the model file at `path` carries, into v: a normllama file's tokenizer section
  * (its remove_extra_whitespaces as the header records it), or a GGUF's tokenizer.ggml.* keys
- * (tokenizer.h's tokenizer_load_gguf). Returns 0 (t loaded), 1 when the file carries none
- * (llama2.c's layouts, a normllama file written without one, a GGUF without tokenizer.ggml.tokens:
- * t left alone), or -1 with model_read_config's message or the vocabulary's problem in err. */
-int model_read_vocabulary(Tokenizer *t, const char *path, char *err, size_t errlen);
+ * (vocab.h's vocab_from_gguf: byte-level BPE or SentencePiece). Returns 0 (v loaded), 1 when the
+ * file carries none (llama2.c's layouts, a normllama file written without one, a GGUF without
+ * tokenizer.ggml.tokens: v left alone), or -1 with model_read_config's message or the
+ * vocabulary's problem in err. */
+int model_read_vocabulary(Vocab *v, const char *path, char *err, size_t errlen);
 
 /* The chat template the model file at `path` names (a GGUF's tokenizer.chat_template, a Jinja
  * string; chat_template.h recognizes it) into *tmpl (malloc'd). Returns 0, 1 when the file names

@@ -67,6 +67,10 @@ typedef struct {
     const float *ffn_norm_scalar;   /* (n_layers) */
     const float *final_norm_scalar; /* (1) */
     Matrix wcls;                    /* (vocab_size, dim); token_embedding when shared */
+    /* (head_size / 2) divisors of RoPE's frequencies, pair i's angle pos * rope_theta^(-2i /
+     * head_size) / rope_freqs[i]: Llama 3's scaling, as a GGUF's rope_freqs.weight holds it
+     * (llama.cpp's freq_factors); NULL when the file has none (no scaling) */
+    const float *rope_freqs;
 } Weights;
 
 /* Activations of up to `batch` positions run together (one in decode, a batch of the prompt in
@@ -84,7 +88,8 @@ typedef struct {
     float *logits;      /* (vocab_size) model_forward's */
     float *key_cache;   /* (n_layers, seq_len, kv_dim) */
     float *value_cache; /* (n_layers, seq_len, kv_dim) */
-    float *inv_freq;    /* (head_size / 2) RoPE frequencies theta^(-2i / head_size) */
+    float *inv_freq;    /* (head_size / 2) RoPE frequencies theta^(-2i / head_size), each
+                           divided by Weights' rope_freqs[i] when the file has them */
     /* the inputs of a q8_0 or q4_0 matrix product, quantized (matmul.h): (batch, xq.stride) int16
      * values and one scale per input, or in the same bytes q4_0's int8 values and blocks; stride =
      * max(dim, hidden_dim) rounded up to a multiple of 64 */

@@ -39,6 +39,7 @@ that a GGUF and an NLLM file of one dtype hold the same weights. Problems raise 
 ExportError with a one-line message.
 """
 import json
+import math
 import struct
 from typing import NamedTuple
 
@@ -285,6 +286,12 @@ def metadata(c, vocab, dtype, name):
         (f"{a}.rope.dimension_count", UINT32, head_size),
         (f"{a}.vocab_size", UINT32, len(vocab.tokens)),
         ("normllama.norm", STRING, c.norm),
+    ] + (bpe_keys(vocab) if isinstance(vocab, BpeVocab) else sentencepiece_keys(vocab))
+
+
+def sentencepiece_keys(vocab):
+    """tokenizer.ggml.* of a SentencePiece vocabulary (nllm_format.sentencepiece_vocab's)."""
+    return [
         ("tokenizer.ggml.model", STRING, "llama"),
         ("tokenizer.ggml.tokens", ARRAY, (STRING, vocab.tokens)),
         ("tokenizer.ggml.scores", ARRAY, (FLOAT32, vocab.scores)),
@@ -316,7 +323,12 @@ def write_model(f, c, tensors, vocab, dtype="f32", name="normllama"):
     arch = architecture(c)
     if dtype not in TENSOR_TYPES:
         raise ExportError(f"dtype {dtype} is not one of {', '.join(TENSOR_TYPES)}")
-    check_vocab(vocab, c, "the vocabulary")
+    if isinstance(vocab, BpeVocab):
+        if len(vocab.tokens) != c.vocab_size:
+            raise ExportError(f"the vocabulary has {len(vocab.tokens)} tokens but the model's "
+                              f"vocab_size is {c.vocab_size}")
+    else:
+        check_vocab(vocab, c, "the vocabulary")
     shapes = tensor_shapes(c)
     made = {}  # what the architecture holds that our model does not
     if arch.output and c.shared_classifier:
@@ -344,7 +356,45 @@ def write_model(f, c, tensors, vocab, dtype="f32", name="normllama"):
         return "f32" if len(shape) == 1 else dtype if shape[1] % blocks == 0 else "f16"
 
     listed = [(n, s, stored(s), lambda n=n: array(n)) for n, s in shapes.items()]
+    rope_freqs = getattr(c, "rope_freqs", None)
+    if rope_freqs is not None:  # Llama 3's RoPE scaling, as convert_hf_to_gguf.py writes it
+        listed.append(("rope_freqs.weight", (len(rope_freqs),), "f32", rope_freqs))
     write_gguf(f, metadata(c, vocab, dtype, name), listed)
+
+
+def llama3_rope_freqs(scaling, head_size, theta, where):
+    """rope_freqs.weight of a config.json's rope_scaling of type llama3 (Llama 3.1, 3.2, 3.3): the
+    divisor of each pair's frequency theta^(-2i / head_size), as convert_hf_to_gguf.py's
+    LlamaModel writes it and llama.cpp divides by it (transformers' _compute_llama3_parameters
+    as divisors): 1 for wavelengths under original_max_position_embeddings / high_freq_factor,
+    factor over original / low_freq_factor, between them 1 / ((1 - s) / factor + s) with s =
+    (original / wavelength - low) / (high - low). Other types are refused."""
+    kind = scaling.get("rope_type", scaling.get("type"))
+    if kind != "llama3":
+        raise ExportError(f"{where}: unsupported rope_scaling {scaling} (only rope_type llama3)")
+    values = {}
+    for key in ("factor", "low_freq_factor", "high_freq_factor",
+                "original_max_position_embeddings"):
+        v = scaling.get(key)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < float("inf"):
+            raise ExportError(f"{where}: rope_scaling's {key} is {v!r}, not a positive number")
+        values[key] = float(v)
+    factor, low, high = values["factor"], values["low_freq_factor"], values["high_freq_factor"]
+    original = values["original_max_position_embeddings"]
+    if not low < high:
+        raise ExportError(f"{where}: rope_scaling's low_freq_factor {low} is not below its "
+                          f"high_freq_factor {high}")
+    out = []
+    for i in range(0, head_size, 2):
+        wavelength = 2 * math.pi * theta ** (i / head_size)
+        if wavelength < original / high:
+            out.append(1.0)
+        elif wavelength > original / low:
+            out.append(factor)
+        else:
+            s = (original / wavelength - low) / (high - low)
+            out.append(1 / ((1 - s) / factor + s))
+    return np.array(out, np.float32)
 
 # ----------------------------------------------------------------------------
 # Byte-level BPE vocabularies (GPT-2, Llama 3, Qwen, SmolLM): a Hugging Face tokenizer.json into
@@ -479,11 +529,17 @@ def gpt2_tokenizer_json(encoder, merges_text):
 def bpe_metadata(vocab, name):
     """The key/values of a vocabulary-only GGUF: general.*, and tokenizer.ggml.* as bpe.h lists
     them. llama.cpp loads it with vocab_only (general.architecture llama)."""
-    meta = [
+    return [
         ("general.architecture", STRING, "llama"),
         ("general.name", STRING, name),
         ("general.alignment", UINT32, ALIGNMENT),
         ("llama.vocab_size", UINT32, len(vocab.tokens)),
+    ] + bpe_keys(vocab)
+
+
+def bpe_keys(vocab):
+    """tokenizer.ggml.* of a BpeVocab, as bpe.h lists them."""
+    meta = [
         ("tokenizer.ggml.model", STRING, "gpt2"),
         ("tokenizer.ggml.pre", STRING, vocab.pre),
         ("tokenizer.ggml.tokens", ARRAY, (STRING, vocab.tokens)),

@@ -10,11 +10,12 @@ static void rotate(float *v, double cos_a, double sin_a) {
     v[1] = (float)(v0 * sin_a + v1 * cos_a);
 }
 
-void rope_ref(const Config *c, float *q, float *k, int pos) {
+void rope_ref(const Config *c, const float *rope_freqs, float *q, float *k, int pos) {
     int head_size = c->dim / c->n_heads, kv_dim = c->n_kv_heads * head_size;
     for (int i = 0; i < c->dim; i += 2) {
         int pair = i % head_size; /* 2 x the pair's index within its head */
         double angle = pos * pow(c->rope_theta, -(double)pair / head_size);
+        if (rope_freqs) angle /= rope_freqs[pair / 2];
         double cos_a = cos(angle), sin_a = sin(angle);
         rotate(q + i, cos_a, sin_a);
         if (i < kv_dim) rotate(k + i, cos_a, sin_a); /* k has the first kv_dim / head_size heads */
@@ -83,7 +84,7 @@ float *reference_forward_observed(Model *m, int token, int pos, const ForwardObs
         show_heads(obs, "q", l, s->q, c->n_heads, dim / c->n_heads);
         show_heads(obs, "k", l, k, c->n_kv_heads, dim / c->n_heads);
         show_heads(obs, "v", l, v, c->n_kv_heads, dim / c->n_heads);
-        rope_ref(c, s->q, k, pos);
+        rope_ref(c, m->weights.rope_freqs, s->q, k, pos);
         LayerCache cache = model_layer_cache(m, l);
         attention_ref(&cache, s->q, s->xb, pos); /* over positions 0..pos */
         show_attention(obs, l, &cache, pos);

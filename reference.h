@@ -55,9 +55,10 @@ typedef struct {
 float *reference_forward_observed(Model *m, int token, int pos, const ForwardObserver *obs);
 
 /* RoPE as rope (model.h) computes it, written plainly as llama2.c's forward() does, but with each
- * angle pos * rope_theta^(-i / head_size) (pair i / 2 of a head, i even), its cosine and sine,
- * and each rotation in double, rounded once to fp32: no table of frequencies (RunState's
- * inv_freq is the fast pass's). q: (n_heads * head_size), k: (kv_dim). */
-void rope_ref(const Config *c, float *q, float *k, int pos);
+ * angle pos * rope_theta^(-i / head_size) / rope_freqs[i / 2] (pair i / 2 of a head, i even;
+ * rope_freqs Weights' Llama 3 divisors, NULL for none), its cosine and sine, and each rotation
+ * in double, rounded once to fp32: no table of frequencies (RunState's inv_freq is the fast
+ * pass's). q: (n_heads * head_size), k: (kv_dim). */
+void rope_ref(const Config *c, const float *rope_freqs, float *q, float *k, int pos);
 
 #endif

@@ -128,18 +128,20 @@ static void refuse_logits_over(const char *logits_path, const char *path, const 
         die("--logits file %s is the %s; writing it would destroy it", logits_path, what);
 }
 
-/* The prompt's ids, BOS first (*n_prompt of them; the caller frees). Dies on a prompt longer
- * than the model's seq_len or than -n (steps). */
-static int *encode_prompt(const Tokenizer *t, const char *prompt, const Config *c, int steps,
+/* The prompt's ids, BOS first when the vocabulary adds one (*n_prompt of them; the caller
+ * frees). Dies on a prompt longer than the model's seq_len or than -n (steps), and on no ids. */
+static int *encode_prompt(const Vocab *v, const char *prompt, const Config *c, int steps,
                           int *n_prompt) {
-    int *ids = malloc((strlen(prompt) + 3) * sizeof(int));
+    int *ids = malloc(vocab_max_ids(strlen(prompt)) * sizeof(int));
     if (!ids) die("out of memory for the prompt");
-    int n = tokenizer_encode(t, prompt, 1, 0, ids);
+    long n = vocab_encode(v, prompt, VOCAB_ADD_BOS, ids);
+    if (n < 0) die("out of memory for the prompt");
+    if (n == 0) die("the prompt is empty and the vocabulary adds no BOS: give a prompt");
     if (n > c->seq_len)
-        die("the prompt is %d tokens, longer than the model's seq_len %d", n, c->seq_len);
+        die("the prompt is %ld tokens, longer than the model's seq_len %d", n, c->seq_len);
     if (n > steps)
-        die("the prompt is %d tokens, more than -n %d (which counts the prompt tokens)", n, steps);
-    *n_prompt = n;
+        die("the prompt is %ld tokens, more than -n %d (which counts the prompt tokens)", n, steps);
+    *n_prompt = (int)n;
     return ids;
 }
 
@@ -152,10 +154,10 @@ static void require_vocab(const Tokenizer *t, const char *path, const Config *c)
 
 /* The end of a mode: what main allocated freed, everything written to stdout checked. Returns
  * main's status, 0. */
-static int finish(char *prompt, int *prompt_tokens, Tokenizer *t, Model *m) {
+static int finish(char *prompt, int *prompt_tokens, Vocab *v, Model *m) {
     free(prompt_tokens);
     free(prompt);
-    tokenizer_free(t);
+    vocab_free(v);
     model_free(m);
     finish_stdout();
     return 0;
@@ -178,18 +180,22 @@ static void require_same_vocab(const Tokenizer *own, const char *path, const cha
             path, model_path, id);
 }
 
-/* The tokenizer into t: the model file's own vocabulary when it carries one (a -z must then hold
- * the same), else -z's file or one found beside the model (found: room for its path). Returns
- * the path the tokenizer came from. */
-static const char *load_tokenizer(const Options *o, const Config *header, Tokenizer *t,
-                                  char found[1024]) {
+/* The vocabulary into v: the model file's own when it carries one (a -z must then hold the
+ * same), else -z's tokenizer file or one found beside the model (found: room for its path).
+ * Returns the path the vocabulary came from. */
+static const char *load_vocab(const Options *o, const Config *header, Vocab *v, char found[1024]) {
     char err[1024];
-    int rc = model_read_vocabulary(t, o->model_path, err, sizeof(err));
+    int rc = model_read_vocabulary(v, o->model_path, err, sizeof(err));
     if (rc < 0) die("%s", err);
+    if (rc == 0 && o->tokenizer_path && v->kind == VOCAB_BPE)
+        die("-z %s: %s carries a byte-level BPE vocabulary of its own (leave out -z)",
+            o->tokenizer_path, o->model_path);
     if (rc == 0) {
-        if (o->tokenizer_path) require_same_vocab(t, o->tokenizer_path, o->model_path);
+        if (o->tokenizer_path) require_same_vocab(&v->sp, o->tokenizer_path, o->model_path);
         return o->model_path;
     }
+    Tokenizer *t = &v->sp;
+    *v = (Vocab){.kind = VOCAB_SENTENCEPIECE};
     const char *path = o->tokenizer_path;
     if (!path) {
         find_tokenizer(o->model_path, header->vocab_size, found, 1024);
@@ -198,6 +204,18 @@ static const char *load_tokenizer(const Options *o, const Config *header, Tokeni
     if (tokenizer_load(t, path, err, sizeof(err)) != 0) die_loading(path, 0, err);
     require_vocab(t, path, header);
     return path;
+}
+
+/* Dies when a mode that reads SentencePiece's Tokenizer alone (chat, --compare, --trace, --info)
+ * is asked of a byte-level BPE vocabulary. */
+static void require_sentencepiece(const Options *o, const Vocab *v) {
+    const char *mode = o->chat             ? "-m chat"
+                       : o->compare        ? "--compare"
+                       : o->trace_pos >= 0 ? "--trace"
+                       : o->info           ? "--info"
+                                           : NULL;
+    if (mode && v->kind == VOCAB_BPE)
+        die("%s: %s with a byte-level BPE vocabulary is not supported yet", o->model_path, mode);
 }
 
 /* ----------------------------------------------------------------------------
@@ -241,22 +259,22 @@ int main(int argc, char **argv) {
     if (!o.steps) o.steps = o.chat ? ctx : 256;     /* no -n: 256, a chat the context */
     if (o.n_predict != NO_N_PREDICT) o.steps = ctx; /* counted from the prompt's end below */
     char found[1024];
-    Tokenizer tokenizer;
-    const char *tokenizer_path = load_tokenizer(&o, &header, &tokenizer, found);
+    Vocab vocab;
+    const char *tokenizer_path = load_vocab(&o, &header, &vocab, found);
     if (o.tokenize_text || o.tokenize_file) {
-        Vocab vocab = vocab_sentencepiece(&tokenizer);
         run_tokenize(&vocab, o.tokenize_text, o.tokenize_file, o.json);
-        tokenizer_free(&tokenizer);
+        vocab_free(&vocab);
         free(prompt);
         finish_stdout();
         return 0;
     }
+    require_sentencepiece(&o, &vocab);
+    const Tokenizer *tokenizer = &vocab.sp; /* the modes not yet on Vocab */
     int n_prompt = 0, n_text = 0;
     /* a chat's first turn is checked against the context as it is fed */
-    int *prompt_tokens = o.ppl_path || o.chat
-                             ? NULL
-                             : encode_prompt(&tokenizer, prompt, &header, o.steps, &n_prompt);
-    int *text_tokens = o.ppl_path ? encode_ppl_text(&tokenizer, o.ppl_path, &n_text) : NULL;
+    int *prompt_tokens =
+        o.ppl_path || o.chat ? NULL : encode_prompt(&vocab, prompt, &header, o.steps, &n_prompt);
+    int *text_tokens = o.ppl_path ? encode_ppl_text(&vocab, o.ppl_path, &n_text) : NULL;
     char *chat_template = NULL; /* the one the model names */
     if (o.chat && model_read_chat_template(&chat_template, o.model_path, err, sizeof(err)) < 0)
         die("%s", err);
@@ -272,8 +290,8 @@ int main(int argc, char **argv) {
         die("%s: the file changed while it was read", o.model_path);
     if (o.info) {
         InfoRequest request = {o.model_path, tokenizer_path, ctx, o.json};
-        print_info(&model, &tokenizer, &request);
-        return finish(prompt, prompt_tokens, &tokenizer, &model);
+        print_info(&model, tokenizer, &request);
+        return finish(prompt, prompt_tokens, &vocab, &model);
     }
     for (int k = 0; k < 2; k++) { /* the norms asked for, by --norm or --compare */
         NormFn asked = o.compare ? o.compare_with[k] : o.norm;
@@ -287,8 +305,8 @@ int main(int argc, char **argv) {
             die("--trace %d: the prompt has %d token%s, positions 0..%d (BOS is position 0)",
                 o.trace_pos, n_prompt, plural(n_prompt), n_prompt - 1);
         TraceRequest request = {prompt_tokens, n_prompt, o.trace_pos, o.json};
-        run_trace(&model, &tokenizer, &request);
-        return finish(prompt, prompt_tokens, &tokenizer, &model);
+        run_trace(&model, tokenizer, &request);
+        return finish(prompt, prompt_tokens, &vocab, &model);
     }
     if (o.reference) model.forward = reference_forward;
     if (o.batch && model_set_batch(&model, o.batch, err, sizeof(err)) != 0) die("--batch: %s", err);
@@ -308,7 +326,7 @@ int main(int argc, char **argv) {
         PerplexityRequest request = {o.ppl_path, o.profile, o.json};
         run_perplexity(&model, text_tokens, n_text, &request);
         free(text_tokens);
-        return finish(prompt, prompt_tokens, &tokenizer, &model);
+        return finish(prompt, prompt_tokens, &vocab, &model);
     }
     if (o.n_predict != NO_N_PREDICT) /* the prompt's last position predicts the first token */
         o.steps = o.n_predict < 0 || o.n_predict > ctx - (n_prompt - 1)
@@ -344,20 +362,20 @@ int main(int argc, char **argv) {
                                   .rounds = o.repeat,
                                   .summary_only = o.summary_only,
                                   .model_path = o.model_path};
-        run_compare(&model, &tokenizer, &sampler, &request);
+        run_compare(&model, tokenizer, &sampler, &request);
     } else if (o.chat) {
         ChatRequest request = {.system_prompt = o.system_prompt,
                                .first_turn = prompt,
                                .steps = o.steps,
                                .model_template = chat_template,
                                .template_override = o.chat_template};
-        run_chat(&model, &tokenizer, &sampler, &request);
+        run_chat(&model, tokenizer, &sampler, &request);
     } else {
         GenerateRequest request = {.prompt = prompt_tokens,
                                    .n_prompt = n_prompt,
                                    .steps = o.steps,
                                    .batch_prompt = !o.serial_prompt,
-                                   .t = &tokenizer,
+                                   .vocab = &vocab,
                                    .print = 1,
                                    .logits_out = o.logits_path ? &logits_out : NULL,
                                    .profile_runs = o.profile ? (o.repeat ? o.repeat : 1) : 0};
@@ -366,5 +384,5 @@ int main(int argc, char **argv) {
 
     sampler_free(&sampler);
     free(chat_template);
-    return finish(prompt, prompt_tokens, &tokenizer, &model);
+    return finish(prompt, prompt_tokens, &vocab, &model);
 }

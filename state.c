@@ -85,15 +85,15 @@ static void free_batch(RunState *s) {
     quantized_inputs_free(&s->xq);
 }
 
-/* inv_freq[i] = rope_theta^(-2i / head_size): the angle per position by which RoPE rotates pair
- * i of every head (rope). */
-static void init_rope(RunState *s, const Config *c) {
+void state_set_rope(RunState *s, const Config *c, const float *rope_freqs) {
     int head_size = c->dim / c->n_heads;
-    for (int i = 0; i < head_size / 2; i++)
+    for (int i = 0; i < head_size / 2; i++) {
         s->inv_freq[i] = 1.0f / powf(c->rope_theta, (float)(2 * i) / (float)head_size);
+        if (rope_freqs) s->inv_freq[i] /= rope_freqs[i];
+    }
 }
 
-int state_alloc(RunState *s, const Config *c, size_t file_bytes) {
+int state_alloc(RunState *s, const Config *c, const float *rope_freqs, size_t file_bytes) {
     size_t head_size = c->dim / c->n_heads;
     size_t kv_dim = c->n_kv_heads * head_size;
     size_t cache = (size_t)c->n_layers * c->seq_len * kv_dim;
@@ -104,7 +104,7 @@ int state_alloc(RunState *s, const Config *c, size_t file_bytes) {
     s->value_cache = lazy_pages(cache * sizeof(float));
     s->inv_freq = aligned((head_size / 2) * sizeof(float));
     if (!s->att || !s->logits || !s->key_cache || !s->value_cache || !s->inv_freq) return -1;
-    init_rope(s, c);
+    state_set_rope(s, c, rope_freqs);
     return 0;
 }
 

@@ -9,11 +9,17 @@
 #include "model.h"
 
 /* The run state for a model of config c whose file is file_bytes long (the batch is sized by it):
- * the batch's buffers, attention scores, logits and RoPE's frequencies (set), each written before
+ * the batch's buffers, attention scores, logits and RoPE's frequencies (set, divided by
+ * rope_freqs, Weights', when not NULL), each written before
  * it is read and so left uninitialized, and the kv cache (4 KiB pages, untouched: it takes
  * memory as positions are first written). Returns 0, or -1 when out of memory, what did fit left
  * for state_free. */
-int state_alloc(RunState *s, const Config *c, size_t file_bytes);
+int state_alloc(RunState *s, const Config *c, const float *rope_freqs, size_t file_bytes);
+
+/* Sets s->inv_freq[i] = rope_theta^(-2i / head_size) / rope_freqs[i], the angle per position by
+ * which RoPE rotates pair i of every head (model.h's rope); without rope_freqs (NULL) the divisor
+ * is 1. state_alloc does it. */
+void state_set_rope(RunState *s, const Config *c, const float *rope_freqs);
 
 /* Frees what state_alloc allocated and zeroes *s; safe on a zeroed or partly allocated state. */
 void state_free(RunState *s);

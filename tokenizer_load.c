@@ -472,8 +472,8 @@ static int gguf_pieces(const Gguf *g, TokenizerPieces *p, void **owned, char *er
     if (gguf_get_string(g, "tokenizer.ggml.model", &model, err, errlen) != 0) return -1;
     if (model.len != 5 || memcmp(model.s, "llama", 5) != 0) {
         snprintf(err, errlen,
-                 "tokenizer.ggml.model is %s; this run's tokenizer reads SentencePiece (llama) "
-                 "vocabularies",
+                 "tokenizer.ggml.model is %s; run reads SentencePiece (llama) and byte-level BPE "
+                 "(gpt2) vocabularies",
                  gguf_shown(model).s);
         return -1;
     }

@@ -5,8 +5,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "io.h"
-
 /* Whether the file at path starts with GGUF's magic and names tokenizer.ggml.model gpt2 is only
  * known once parsed; the magic alone tells a GGUF from a llama2.c tokenizer or model file. */
 static int is_gguf(const char *path) {
@@ -17,12 +15,51 @@ static int is_gguf(const char *path) {
     return yes;
 }
 
+/* llama.cpp's spellings of end-of-turn tokens (llama-vocab.cpp, its end-of-generation set), those
+ * of the families bpe.h reads */
+static const char *const END_OF_TURN[] = {"<|eot_id|>",    "<|eom_id|>",    "<|im_end|>",
+                                          "<|end|>",       "<|endoftext|>", "<|end_of_text|>",
+                                          "<end_of_turn>", "<EOT>"};
+
+/* v->end_of_turn from the BPE vocabulary: its eot id, then each token spelled as one of
+ * END_OF_TURN, in id order, that is not its bos or eos. */
+static void find_end_of_turn(Vocab *v) {
+    const Bpe *b = &v->bpe;
+    v->n_end_of_turn = 0;
+    if (b->eot_id >= 0 && b->eot_id != b->eos_id && b->eot_id != b->bos_id)
+        v->end_of_turn[v->n_end_of_turn++] = b->eot_id;
+    for (int id = 0; id < b->vocab_size && v->n_end_of_turn < VOCAB_MAX_END_OF_TURN; id++) {
+        if (id == b->eot_id || id == b->eos_id || id == b->bos_id) continue;
+        size_t len;
+        const char *text = bpe_token_bytes(b, id, &len);
+        for (size_t k = 0; k < sizeof END_OF_TURN / sizeof *END_OF_TURN; k++)
+            if (text[0] == '<' && strcmp(text, END_OF_TURN[k]) == 0)
+                v->end_of_turn[v->n_end_of_turn++] = id;
+    }
+}
+
 int vocab_load_gguf(Vocab *v, const char *path, char *err, size_t errlen) {
     memset(v, 0, sizeof *v);
     if (!is_gguf(path)) return 1;
     v->kind = VOCAB_BPE;
     /* another tokenizer model (llama: SentencePiece) is the GGUF model loader's to read */
-    return bpe_load_file(&v->bpe, path, err, errlen);
+    int rc = bpe_load_file(&v->bpe, path, err, errlen);
+    if (rc == 0) find_end_of_turn(v);
+    return rc;
+}
+
+int vocab_from_gguf(Vocab *v, const Gguf *g, const char *name, char *err, size_t errlen) {
+    memset(v, 0, sizeof *v);
+    char why[768];
+    int rc = bpe_load_gguf(&v->bpe, g, why, sizeof why);
+    if (rc == 0) {
+        v->kind = VOCAB_BPE;
+        find_end_of_turn(v);
+        return 0;
+    }
+    if (rc < 0) return gguf_fail(err, errlen, "%s: %s", name, why);
+    v->kind = VOCAB_SENTENCEPIECE;
+    return tokenizer_load_gguf(&v->sp, g, name, err, errlen);
 }
 
 Vocab vocab_sentencepiece(const Tokenizer *t) {
@@ -51,6 +88,36 @@ long vocab_encode(const Vocab *v, const char *text, int flags, int *ids) {
     int bpe_flags = (flags & VOCAB_ADD_BOS ? BPE_ADD_BOS : 0) |
                     (flags & VOCAB_PARSE_SPECIAL ? BPE_PARSE_SPECIAL : 0);
     return bpe_encode(&v->bpe, text, strlen(text), bpe_flags, ids);
+}
+
+VocabEnd vocab_end(const Vocab *v, int id) {
+    if (v->kind == VOCAB_SENTENCEPIECE)
+        return id == TOKEN_BOS ? VOCAB_END_BOS : id == TOKEN_EOS ? VOCAB_END_EOS : VOCAB_NOT_END;
+    if (id == v->bpe.eos_id) return VOCAB_END_EOS; /* GPT-2's is its bos too: the end first */
+    if (id == v->bpe.bos_id) return VOCAB_END_BOS;
+    for (int i = 0; i < v->n_end_of_turn; i++)
+        if (id == v->end_of_turn[i]) return VOCAB_END_EOT;
+    return VOCAB_NOT_END;
+}
+
+void vocab_print(const Vocab *v, VocabStream *s, int prev, int id) {
+    if (v->kind == VOCAB_SENTENCEPIECE) {
+        tokenizer_print_piece(tokenizer_decode(&v->sp, prev, id));
+        return;
+    }
+    if (id < 0 || id >= v->bpe.vocab_size || v->bpe.type[id] == BPE_TOKEN_CONTROL) return;
+    char out[BPE_MAX_TOKEN_BYTES + 4];
+    fwrite(out, 1, bpe_decode_stream(&v->bpe, &s->bpe, id, out), stdout);
+}
+
+void vocab_stream_end(const Vocab *v, VocabStream *s) {
+    char out[4];
+    if (v->kind == VOCAB_BPE) fwrite(out, 1, bpe_stream_flush(&s->bpe, out), stdout);
+}
+
+const char *shown_piece(const Tokenizer *t, int id) {
+    static const char *control[] = {"<unk>", "<s>", "</s>"};
+    return id <= TOKEN_EOS ? control[id] : tokenizer_piece(t, id);
 }
 
 const char *vocab_piece(const Vocab *v, int id) {

@@ -4,9 +4,9 @@
  *                        Llama 2 style vocabularies
  *   VOCAB_BPE            bpe.h's Bpe: byte-level BPE, read from a GGUF whose tokenizer.ggml.model
  *                        is gpt2 (Llama 3, GPT-2, Qwen, SmolLM)
- * Today --tokenize goes through it; the GGUF model loader picks the kind from the file's
- * tokenizer.ggml.model (gpt2: vocab_load_gguf; llama: a SentencePiece vocabulary) and the modes
- * that generate move to it as they learn byte-level BPE.
+ * --tokenize, generation and --ppl go through it; the model loader picks the kind from a GGUF's
+ * tokenizer.ggml.model (gpt2: byte-level BPE; llama: SentencePiece), and the other modes (chat,
+ * --compare, --trace, --info) still take the SentencePiece Tokenizer alone.
  */
 #ifndef VOCAB_H
 #define VOCAB_H
@@ -18,11 +18,33 @@
 
 typedef enum { VOCAB_SENTENCEPIECE, VOCAB_BPE } VocabKind;
 
+#define VOCAB_MAX_END_OF_TURN 8
+
 typedef struct {
     VocabKind kind;
     Tokenizer sp; /* VOCAB_SENTENCEPIECE */
     Bpe bpe;      /* VOCAB_BPE */
+    /* VOCAB_BPE: the tokens that end a turn, as llama.cpp's end-of-generation set takes them
+     * (llama-vocab.cpp): tokenizer.ggml.eot_token_id, and the tokens spelled <|eot_id|>,
+     * <|eom_id|>, <|im_end|>, <|end|>, <|endoftext|>, <|end_of_text|>, <end_of_turn> or <EOT>
+     * other than the eos and bos ids (which end a text as themselves) */
+    int end_of_turn[VOCAB_MAX_END_OF_TURN];
+    int n_end_of_turn;
 } Vocab;
+
+/* What a token does to the text being generated (vocab_end). */
+typedef enum {
+    VOCAB_NOT_END,
+    VOCAB_END_BOS, /* the start of another text: SentencePiece's <s>, a BPE vocabulary's bos */
+    VOCAB_END_EOS, /* the end of the text: </s>, a BPE vocabulary's eos */
+    VOCAB_END_EOT, /* the end of a turn (end_of_turn above) */
+} VocabEnd;
+
+/* Streaming decode for printing, one per text (zeroed to start): the start of a UTF-8 character
+ * split across BPE tokens. */
+typedef struct {
+    BpeStream bpe;
+} VocabStream;
 
 /* vocab_encode's flags */
 #define VOCAB_ADD_BOS 1 /* BOS first (a BPE vocabulary's if its add_bos_token says so) */
@@ -35,6 +57,11 @@ typedef struct {
  * with a one-line message naming path (a GGUF that does not load, a gpt2 vocabulary that bpe.h
  * refuses). */
 int vocab_load_gguf(Vocab *v, const char *path, char *err, size_t errlen);
+
+/* The vocabulary of a parsed GGUF (name for messages): byte-level BPE when tokenizer.ggml.model
+ * is gpt2, else SentencePiece's (tokenizer_load_gguf). Returns 0, or -1 with a one-line message
+ * naming name. */
+int vocab_from_gguf(Vocab *v, const Gguf *g, const char *name, char *err, size_t errlen);
 
 /* A Vocab over a loaded SentencePiece tokenizer (copied: free one of the two, not both). */
 Vocab vocab_sentencepiece(const Tokenizer *t);
@@ -51,8 +78,24 @@ size_t vocab_max_ids(size_t len);
  * memory (BPE). */
 long vocab_encode(const Vocab *v, const char *text, int flags, int *ids);
 
+/* How piece `id` of t (0 <= id < vocab_size, not checked) is shown in --tokenize's list and
+ * --compare's table: control pieces by their SentencePiece names "<unk>", "<s>", "</s>" (the
+ * .bin stores BOS and EOS as "\n<s>\n" and "\n</s>\n"), others as stored, spaces plain. */
+const char *shown_piece(const Tokenizer *t, int id);
+
 /* The text of token id as --tokenize shows it (NUL-terminated, owned by v): SentencePiece's
- * piece with its control pieces named (io.h's shown_piece), a BPE token's bytes. */
+ * piece with its control pieces named (shown_piece), a BPE token's bytes. */
 const char *vocab_piece(const Vocab *v, int id);
+
+/* Whether token id ends the text (and how): VOCAB_NOT_END for an ordinary token. */
+VocabEnd vocab_end(const Vocab *v, int id);
+
+/* Writes the text of token id, which follows token prev, to stdout as generation streams it:
+ * SentencePiece's piece as tokenizer_decode and tokenizer_print_piece give it (the dummy
+ * prefix's space dropped after BOS); a BPE token's bytes, but the start of a UTF-8 character
+ * held in s until its last byte comes, and nothing for a control token (as llama.cpp prints
+ * without --special). vocab_stream_end writes what s holds at the end of the text. */
+void vocab_print(const Vocab *v, VocabStream *s, int prev, int id);
+void vocab_stream_end(const Vocab *v, VocabStream *s);
 
 #endif

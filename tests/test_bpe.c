@@ -58,6 +58,7 @@ typedef struct {
     int no_bytes;
     int bos_id; /* -1: no key */
     int add_bos;
+    int no_add_bos_key; /* 1: no tokenizer.ggml.add_bos_token (add_bos unused) */
 } Spec;
 
 /* GPT-2's bytes_to_unicode, written out from its definition: the byte's code point in UTF-8. */
@@ -82,7 +83,7 @@ static char *build(const Spec *s, size_t *size) {
     FILE *f = open_memstream(&data, size);
     cr_assert_not_null(f);
     int n_tokens = (s->no_bytes ? 0 : 256) + s->n_extra;
-    put_header(f, 7 + (s->bos_id >= 0));
+    put_header(f, 7 - s->no_add_bos_key + (s->bos_id >= 0));
     put_key(f, "tokenizer.ggml.model", GGUF_STRING);
     put_str(f, s->model ? s->model : "gpt2");
     put_key(f, "tokenizer.ggml.pre", GGUF_STRING);
@@ -103,8 +104,10 @@ static char *build(const Spec *s, size_t *size) {
     for (int i = 0; i < s->n_merges; i++) put_str(f, s->merges[i]);
     put_key(f, "tokenizer.ggml.eos_token_id", GGUF_UINT32);
     put_uint(f, 0, 4);
-    put_key(f, "tokenizer.ggml.add_bos_token", GGUF_BOOL);
-    put_uint(f, (uint64_t)s->add_bos, 1);
+    if (!s->no_add_bos_key) {
+        put_key(f, "tokenizer.ggml.add_bos_token", GGUF_BOOL);
+        put_uint(f, (uint64_t)s->add_bos, 1);
+    }
     if (s->bos_id >= 0) {
         put_key(f, "tokenizer.ggml.bos_token_id", GGUF_UINT32);
         put_uint(f, (uint64_t)s->bos_id, 4);
@@ -185,6 +188,23 @@ Test(bpe, merges_apply_by_rank_and_added_tokens_as_asked) {
     cr_assert_eq(encode(&b, "", BPE_ADD_BOS, ids), 1);
     cr_assert_eq(encode(&b, "", 0, ids), 0);
     bpe_free(&b);
+}
+
+Test(bpe, add_bos_by_default_as_llama_cpp_for_the_family) {
+    /* without tokenizer.ggml.add_bos_token, llama.cpp adds BOS for llama-bpe (Llama 3 GGUFs of
+     * older converters) and not for the other families (llama-vocab.cpp) */
+    const char *pres[4] = {"llama-bpe", "gpt-2", "qwen2", "smollm"};
+    for (int i = 0; i < 4; i++) {
+        Spec s = valid;
+        s.pre = pres[i];
+        s.no_add_bos_key = 1;
+        Bpe b;
+        char err[512];
+        cr_assert_eq(load(&s, &b, err, sizeof err), 0, "%s", err);
+        int ids[8];
+        cr_assert_eq(encode(&b, "", BPE_ADD_BOS, ids), i == 0, "%s", pres[i]);
+        bpe_free(&b);
+    }
 }
 
 Test(bpe, invalid_utf8_is_kept_byte_for_byte) {

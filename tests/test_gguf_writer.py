@@ -21,11 +21,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import export  # noqa: E402
 import nllm_format  # noqa: E402
 import nllm_gguf  # noqa: E402
-from harness import Skip, collector, run_tests  # noqa: E402  (tests/)
+from harness import collector, run_tests  # noqa: E402  (tests/)
+import llama_oracle  # noqa: E402  (tests/)
+from llama_oracle import LLAMA_LOGITS, RUN, checked, gguf_py, need  # noqa: E402
 
-RUN = os.environ.get("NORMLLAMA_RUN", "./run")
-LLAMA_LOGITS = "build/llama_logits"
-GGUF_PY = "build/llama.cpp/gguf-py"
 GGUF_DUMP = "build/gguf_dump"
 DEQUANTIZE = "build/dequantize"
 PT = "models/stories260K.pt"
@@ -40,19 +39,6 @@ test = collector(TESTS)
 
 def tmp(name):
     return os.path.join(TMP, name)
-
-
-def need(path, what):
-    if not os.path.exists(path):
-        raise Skip(f"{path} is not there: {what} (make llama-oracle; needs npm)")
-
-
-def gguf_py():
-    need(GGUF_PY, "llama.cpp's gguf-py")
-    if GGUF_PY not in sys.path:
-        sys.path.insert(0, GGUF_PY)
-    import gguf
-    return gguf
 
 
 def stories260k():
@@ -75,12 +61,6 @@ def write_stories260k(dtype):
     return path, c, tensors
 
 
-def checked(*args):
-    p = subprocess.run(args, capture_output=True, text=True)
-    assert p.returncode == 0, f"{args[0]}: {p.stderr}"
-    return p.stdout
-
-
 def run_ids(text):
     out = checked(RUN, "models/stories260K.bin", "--tokenize", text, "--json")
     return json.loads(out)["ids"]
@@ -88,16 +68,11 @@ def run_ids(text):
 
 def run_logits(model, ids, extra=()):
     """run's logits of every position of TEXT, teacher-forced (-n: the text's own length)."""
-    out = tmp("run.f32")
-    checked(RUN, model, *extra, "-t", "0", "-n", str(len(ids)), "--logits", out, TEXT)
-    return np.fromfile(out, np.float32).reshape(len(ids), -1)
+    return llama_oracle.run_logits(model, ids, TEXT, tmp("run.f32"), extra)
 
 
 def llama_logits(model, ids):
-    need(LLAMA_LOGITS, "llama.cpp")
-    out = tmp("llama.f32")
-    checked(LLAMA_LOGITS, model, "--logits", out, *map(str, ids))
-    return np.fromfile(out, np.float32).reshape(len(ids), -1)
+    return llama_oracle.llama_logits(model, ids, tmp("llama.f32"))
 
 
 # ----------------------------------------------------------------------------
@@ -581,16 +556,7 @@ def gguf_py_llama(gguf):
     c, tensors = stories260k()
     vocab = nllm_gguf.sentencepiece_vocab(TOK_MODEL)
     path = tmp("gguf_py_llama.gguf")
-    w = gguf.GGUFWriter(path, "llama")
-    w.add_context_length(c.seq_len)
-    w.add_embedding_length(c.dim)
-    w.add_block_count(c.n_layers)
-    w.add_feed_forward_length(c.hidden_dim)
-    w.add_head_count(c.n_heads)
-    w.add_head_count_kv(c.n_kv_heads)
-    w.add_layer_norm_rms_eps(c.norm_eps)
-    w.add_rope_freq_base(c.rope_theta)
-    w.add_rope_dimension_count(c.dim // c.n_heads)
+    w = llama_oracle.llama_writer(gguf, path, c)
     w.add_tokenizer_model("llama")
     w.add_token_list(vocab.tokens)
     w.add_token_scores(vocab.scores)
@@ -598,12 +564,7 @@ def gguf_py_llama(gguf):
     w.add_bos_token_id(1)
     w.add_eos_token_id(2)
     w.add_unk_token_id(0)
-    for name, t in tensors.items():
-        w.add_tensor(name, np.asarray(t, np.float32))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    llama_oracle.write_tensors(w, tensors)
     return path
 
 
@@ -685,9 +646,9 @@ def hostile_models_are_refused_in_one_line():
         ("bos", set_key("tokenizer.ggml.bos_token_id", nllm_gguf.UINT32, 5), None,
          "tokenizer.ggml.bos_token_id is 5; this run's SentencePiece tokenizer takes <unk> 0, "
          "<s> 1, </s> 2"),
+        # a byte-level BPE vocabulary (vocab.h) without its keys
         ("gpt2", set_key("tokenizer.ggml.model", nllm_gguf.STRING, "gpt2"), None,
-         "tokenizer.ggml.model is gpt2; this run's tokenizer reads SentencePiece (llama) "
-         "vocabularies"),
+         "key tokenizer.ggml.pre is missing"),
         ("scores", set_key("tokenizer.ggml.scores", nllm_gguf.ARRAY,
                            (nllm_gguf.FLOAT32, vocab.scores[:10])), None,
          "tokenizer.ggml.scores has 10 elements, not one for each of the 512 tokens"),
@@ -698,8 +659,9 @@ def hostile_models_are_refused_in_one_line():
          "model's keys"),
         ("missing", None, lambda ts: [t for t in ts if t[0] != "blk.3.ffn_up.weight"],
          "tensor blk.3.ffn_up.weight is missing"),
-        ("extra", None, lambda ts: ts + [("rope_freqs.weight", (4,), "f32", np.ones(4))],
-         "tensor rope_freqs.weight is not part of the llama model run reads"),
+        # (Qwen 3's q norm; rope_freqs.weight, Llama 3's, run reads: test_llama3.py)
+        ("extra", None, lambda ts: ts + [("blk.0.attn_q_norm.weight", (8,), "f32", np.ones(8))],
+         "tensor blk.0.attn_q_norm.weight is not part of the llama model run reads"),
         ("norm_f16", None, retyped("output_norm.weight", "f16"),
          "tensor output_norm.weight is f16; a norm's weight or bias must be f32"),
         ("q3_K", None, lambda ts: [(n, (256, 256), "q3_K", np.zeros((256, 256)))  # whole blocks

@@ -486,11 +486,13 @@ static void write_random_model(char *path, DType dtype, int group_size) {
 }
 
 /* The largest |rope - rope_ref| over every position of the model at path, on random q and k, as a
- * fraction of its bound; rope reads the run state's inv_freq, which state.c fills at load. */
-static double rope_gap(const char *path) {
+ * fraction of its bound; rope reads the run state's inv_freq, which state.c fills at load (here
+ * again with divisors: Llama 3's rope_freqs, or NULL). */
+static double rope_gap(const char *path, const float *divisors) {
     Model m;
     load(&m, path);
     const Config *c = &m.config;
+    state_set_rope(&m.state, c, divisors);
     int head_size = c->dim / c->n_heads, kv_dim = c->n_kv_heads * head_size;
     float *q = malloc(c->dim * sizeof(float)), *k = malloc(kv_dim * sizeof(float));
     float *fast = malloc((c->dim + kv_dim) * sizeof(float));
@@ -501,17 +503,20 @@ static double rope_gap(const char *path) {
         memcpy(fast, q, c->dim * sizeof(float));
         memcpy(fast + c->dim, k, kv_dim * sizeof(float));
         rope(c, m.state.inv_freq, fast, fast + c->dim, pos);
-        rope_ref(c, q, k, pos);
+        rope_ref(c, divisors, q, k, pos);
         for (int i = 0; i < c->dim + kv_dim; i++) {
             const float *v = i < c->dim ? q + i : k + (i - c->dim);
             const float *pair = v - i % 2;
             /* Derived: inv_freq = 1 / powf(theta, 2j / head_size) errs by the exponent's rounding
              * times ln(theta) (9.2 u for 10000), powf's 1 ulp and the divide's half: 11 u, and
              * the angle pos * inv_freq by 0.5 u more, 12 u of the angle (u = FLT_EPSILON / 2);
-             * cosf, sinf and the rotation's two products and sum add 4 u of the pair's size. */
-            double angle = pos * pow(c->rope_theta, -(double)(i % head_size - i % 2) / head_size);
+             * a divisor's divide 0.5 u more (13 u); cosf, sinf and the rotation's two products
+             * and sum add 4 u of the pair's size. */
+            int pair_index = (i % head_size) / 2;
+            double angle = pos * pow(c->rope_theta, -2.0 * pair_index / head_size) /
+                           (divisors ? divisors[pair_index] : 1.0);
             double size = fabs(pair[0]) + fabs(pair[1]);
-            double bound = size * (12.0 * angle + 4.0) * FLT_EPSILON / 2;
+            double bound = size * (13.0 * angle + 4.0) * FLT_EPSILON / 2;
             cr_assert_leq(fabs((double)fast[i] - *v), bound, "pos %d value %d: %.9g vs %.9g", pos,
                           i, fast[i], *v);
             worst = fmax(worst, fabs((double)fast[i] - *v) / bound);
@@ -530,10 +535,46 @@ Test(kernels, rope_matches_rope_ref) {
     char path[64];
     write_random_model(path, DTYPE_F32, 0);
     const char *paths[2] = {LEGACY, path};
-    for (int i = 0; i < 2; i++)
+    /* Llama 3's divisors as convert_hf_to_gguf.py makes them: 1 for the fast pairs, the factor 8
+     * for the slow ones, smoothed between (of heads of 8 and 6: 4 and 3 pairs) */
+    const float llama3[4] = {1.0f, 2.5f, 8.0f, 8.0f};
+    for (int i = 0; i < 2; i++) {
         cr_log_info("%s: |rope - rope_ref| at most %.3g of its bound", paths[i],
-                    rope_gap(paths[i]));
+                    rope_gap(paths[i], NULL));
+        cr_log_info("%s with rope_freqs: at most %.3g of its bound", paths[i],
+                    rope_gap(paths[i], llama3));
+    }
     unlink(path);
+}
+
+Test(kernels, rope_divides_each_pairs_frequency_by_rope_freqs) {
+    /* one head of two pairs, theta 5e5 (Llama 3's), divisors 1 and 8, position 100: pair 0 turns
+     * by 100 rad, pair 1 by 100 / (sqrt(5e5) * 8) = 0.0176776695 rad; (1, 0) becomes (cos, sin):
+     * cos 100 = 0.862318872, sin 100 = -0.506365641, cos 0.0176776695 = 0.999843754, sin
+     * 0.0176776695 = 0.0176767488 (by hand in double) */
+    Config c = {.dim = 4, .n_heads = 1, .n_kv_heads = 1, .rope_theta = 5e5f};
+    const float divisors[2] = {1.0f, 8.0f};
+    const double want[4] = {0.862318872, -0.506365641, 0.999843754, 0.0176767488};
+    float q[4] = {1, 0, 1, 0}, k[4] = {1, 0, 1, 0};
+    rope_ref(&c, divisors, q, k, 100);
+    /* fast: inv_freq as state_set_rope makes it (1 and 1 / (sqrt(5e5) * 8) in float) */
+    float inv_freq[2] = {1.0f, 1.0f / powf(5e5f, 0.5f) / 8.0f};
+    float fq[4] = {1, 0, 1, 0}, fk[4] = {1, 0, 1, 0};
+    rope(&c, inv_freq, fq, fk, 100);
+    for (int i = 0; i < 4; i++) {
+        /* the hand values' 9 digits (5e-10) and float's rounding of a value near 1 (6e-8), and
+         * cosf's and sinf's ulp: 100 rad is exact in float, the other angle off by 1e-9 */
+        double tol = 2e-7;
+        cr_assert_float_eq(q[i], want[i], tol, "rope_ref value %d: %.9g", i, q[i]);
+        cr_assert_float_eq(k[i], want[i], tol, "rope_ref key %d: %.9g", i, k[i]);
+        cr_assert_float_eq(fq[i], want[i], tol, "rope value %d: %.9g", i, fq[i]);
+        cr_assert_float_eq(fk[i], want[i], tol, "rope key %d: %.9g", i, fk[i]);
+    }
+    /* and without the divisor the second pair turns 8 times as far: cos 0.141421356 = 0.990016656
+     */
+    float plain[4] = {1, 0, 1, 0}, plain_k[4] = {1, 0, 1, 0};
+    rope_ref(&c, NULL, plain, plain_k, 100);
+    cr_assert_float_eq(plain[2], 0.990016656, 2e-7);
 }
 
 /* How far the fast forward pass's logits may be from reference_forward's on the random model of
