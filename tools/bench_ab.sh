@@ -4,7 +4,8 @@
 # the prefill tokens/s of bench.sh's 256-token prompt (not at 1.1B), on 1 and 2 threads, medians of
 # ROUNDS (3) alternating rounds.
 #   tools/bench_ab.sh OLD_RUN NEW_RUN DTYPE...    e.g. /tmp/old/run ./run f32 bf16 q8_0
-#   AB_SHAPES="15M 110M" picks the shapes (default 110M 1.1B; prefill at every shape but 1.1B).
+#   AB_SHAPES="15M 110M" picks the shapes (default 110M 1.1B; prefill at every shape but 1.1B),
+#   AB_THREADS=1 the thread counts (default 1 2).
 # The models are bench.sh's (build/bench/SHAPE-DTYPE.nllm; 1.1B rows for q8_0 and q4_0 only), in a
 # format both builds read: write them with the older tree's export.py when the format has grown.
 set -euo pipefail
@@ -14,13 +15,14 @@ old=$1 new=$2
 shift 2
 rounds=${ROUNDS:-3}
 read -ra shapes <<<"${AB_SHAPES:-110M 1.1B}"
+read -ra thread_counts <<<"${AB_THREADS:-1 2}"
 source tools/bench_common.sh # prompt, median, rate
 one() { # binary model threads steps [prompt]: the summary line
     "$1" "$2" -z models/tokenizer.bin -t 0 -n "$4" --threads="$3" "${5:-Once}" 2>&1 >/dev/null | tail -1
 }
 declare -A got=()
 for ((k = 0; k < rounds; k++)); do
-    for threads in 1 2; do
+    for threads in "${thread_counts[@]}"; do
         for dtype in "$@"; do
             for shape in "${shapes[@]}"; do
                 model=build/bench/$shape-$dtype.nllm
@@ -43,7 +45,7 @@ done
 echo "| shape | dtype | threads | decode before | decode after | ratio | prefill before | prefill after | ratio |"
 echo "|---|---|---|---|---|---|---|---|---|"
 for shape in "${shapes[@]}"; do
-    for threads in 1 2; do
+    for threads in "${thread_counts[@]}"; do
         for dtype in "$@"; do
             key="$shape $dtype $threads"
             [[ -n ${got[$key old dec]:-} ]] || continue
