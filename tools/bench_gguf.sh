@@ -12,12 +12,14 @@
 # decode generating 128 tokens after "Once upon a time", prefill of bench_common.sh's 256-token
 # prompt.
 #   GGUF_REPEATS=N   repeats (default 3; medians are printed)
+#   GGUF_THREADS=1   the thread counts (default 1 2)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-/usr/bin/python3}
 dir=build/bench
 mkdir -p "$dir"
 repeats=${GGUF_REPEATS:-3}
+read -ra thread_counts <<<"${GGUF_THREADS:-1 2}"
 shapes=("$@")
 ((${#shapes[@]})) || shapes=(15M 110M)
 types=(f32 f16 bf16 q8_0 q4_0 Q4_K_M)
@@ -82,7 +84,7 @@ printf '%-5s %-7s %7s | %9s %9s %6s | %9s %9s %6s\n' shape type threads "run dec
 for shape in "${shapes[@]}"; do
     for type in "${types[@]}"; do gguf_file "$shape" "$type" >/dev/null; done
     n_prompt=$(./run "$dir/$shape-f32.gguf" --tokenize "$prompt" | wc -l) # 256
-    for threads in 1 2; do
+    for threads in "${thread_counts[@]}"; do
         declare -A ours_dec=() ours_pre=() theirs_dec=() theirs_pre=()
         for ((r = 0; r < repeats; r++)); do
             for type in "${types[@]}"; do
