@@ -15,16 +15,10 @@
 #include "norm.h"
 #include "profile.h"
 
-/* A token the text of a turn names: its text, as the template writes it, and its id. */
-typedef struct {
-    const char *text;
-    int id;
-} Special;
-
 /* A conversation so far: the kv cache holds its positions 0..pos-1, every turn and reply. */
 typedef struct {
     Model *m;
-    const Tokenizer *t;
+    const Vocab *v;
     Sampler *sampler;
     int steps;        /* positions the conversation may fill: -n, at most seq_len */
     int pos;          /* positions fed */
@@ -40,8 +34,6 @@ typedef struct {
     ChatMessage *messages;
     int n_messages;
     size_t rendered;
-    Special *specials; /* BOS, EOS and the vocabulary's control pieces */
-    int n_specials;
     const char *end_text; /* the text that ends a reply, and its token's id (-1: not a token) */
     int end_of_turn;
 } Chat;
@@ -60,28 +52,24 @@ static ChatTemplate choose_template(const ChatRequest *req) {
     return CHAT_TEMPLATE_LLAMA2;
 }
 
-static void add_special(Chat *c, const char *text, int id) {
-    Special *grown = realloc(c->specials, (c->n_specials + 1) * sizeof(*grown));
-    if (!grown) die("out of memory for the chat template");
-    c->specials = grown;
-    c->specials[c->n_specials++] = (Special){text, id};
+/* The end of a reply's token: the id of end_text when the vocabulary's special tokens spell it
+ * as one (vocab_encode's VOCAB_PARSE_SPECIAL), which plain text does not; else -1. */
+static int end_of_turn_id(const Vocab *v, const char *end_text) {
+    int ids[2][64]; /* the end texts are short: 10 bytes */
+    if (strlen(end_text) > 20) return -1;
+    long special = vocab_encode(v, end_text, VOCAB_PARSE_SPECIAL, ids[0]);
+    long plain = vocab_encode(v, end_text, 0, ids[1]);
+    return special == 1 && (plain != 1 || ids[1][0] != ids[0][0]) ? ids[0][0] : -1;
 }
 
-/* The template and the tokens its texts name: BOS and EOS as "<s>" and "</s>" (the Llama 2
- * vocabulary's, whose ids the tokenizer fixes), the control pieces by their text, the end of a
- * reply among them. */
+/* The template and the tokens its texts name: BOS and EOS by the vocabulary's texts ("<s>" and
+ * "</s>" for SentencePiece's), the end of a reply among them. */
 static void open_template(Chat *c, const ChatRequest *req) {
     c->tmpl = choose_template(req);
-    c->tokens = (ChatTokens){"<s>", "</s>"};
-    add_special(c, c->tokens.bos, TOKEN_BOS);
-    add_special(c, c->tokens.eos, TOKEN_EOS);
-    for (int id = TOKEN_EOS + 1; c->t->not_text && id < c->t->vocab_size; id++)
-        if (c->t->not_text[id] && tokenizer_piece(c->t, id)[0]) /* "" is in every text */
-            add_special(c, tokenizer_piece(c->t, id), id);
+    c->tokens =
+        (ChatTokens){vocab_piece(c->v, vocab_bos(c->v)), vocab_piece(c->v, vocab_eos(c->v))};
     c->end_text = chat_template_end_of_turn(c->tmpl, &c->tokens);
-    c->end_of_turn = -1;
-    for (int i = 0; i < c->n_specials; i++)
-        if (strcmp(c->specials[i].text, c->end_text) == 0) c->end_of_turn = c->specials[i].id;
+    c->end_of_turn = end_of_turn_id(c->v, c->end_text);
 }
 
 static void add_message(Chat *c, const char *role, const char *content) {
@@ -95,7 +83,6 @@ static void add_message(Chat *c, const char *role, const char *content) {
 static void close_template(Chat *c) {
     for (int i = 0; i < c->n_messages; i++) free((char *)c->messages[i].content);
     free(c->messages);
-    free(c->specials);
 }
 
 /* The text a user turn adds (malloc'd): the conversation rendered with the turn and the
@@ -115,38 +102,6 @@ static char *turn_text(Chat *c, const char *user) {
     c->rendered = strlen(all);
     free(all);
     return text;
-}
-
-/* The special whose text starts text (the longest), or NULL. */
-static const Special *special_at(const Chat *c, const char *text) {
-    const Special *found = NULL;
-    for (int i = 0; i < c->n_specials; i++) {
-        size_t len = strlen(c->specials[i].text);
-        if (strncmp(text, c->specials[i].text, len) == 0 && (!found || len > strlen(found->text)))
-            found = &c->specials[i];
-    }
-    return found;
-}
-
-/* The ids of a turn's text into ids (room for 3 * strlen(text) + 3): a special's text is its
- * token, as llama.cpp's parse_special reads it; the text between is encoded as a text of its own
- * (SentencePiece's leading space included, as llama.cpp's after a special token). Returns how
- * many. */
-static int encode_turn(const Chat *c, char *text, int *ids) {
-    int n = 0;
-    while (*text) {
-        char *at = text;
-        const Special *s = NULL;
-        while (*at && !(s = special_at(c, at))) at++;
-        char kept = *at;
-        *at = '\0';
-        if (at > text) n += tokenizer_encode(c->t, text, 0, 0, ids + n);
-        *at = kept;
-        if (!s) break;
-        ids[n++] = s->id;
-        text = at + strlen(s->text);
-    }
-    return n;
 }
 
 /* Reads one line of stdin into *line (getline's buffer, *cap bytes) without its "\n" or "\r\n",
@@ -207,11 +162,14 @@ static void say_context_full(Chat *c, const char *what) {
  * position, or NULL, saying so, when the turn does not fit in the positions left. */
 static float *feed_turn(Chat *c, const char *user) {
     char *text = turn_text(c, user);
-    int *ids = malloc((3 * strlen(text) + 4) * sizeof(int));
+    int *ids = malloc((vocab_max_ids(strlen(text)) + 1) * sizeof(int));
     if (!ids) die("out of memory for a chat turn");
     int n = c->ended_by_eot;
     ids[0] = c->end_of_turn; /* kept only when the last reply ended at it */
-    n += encode_turn(c, text, ids + n);
+    /* a special token's text is that token, as llama.cpp's parse_special reads it */
+    long n_text = vocab_encode(c->v, text, VOCAB_PARSE_SPECIAL, ids + n);
+    if (n_text < 0) die("out of memory for a chat turn");
+    n += n_text;
     free(text);
     float *logits = NULL;
     if (c->pos + n > c->steps) {
@@ -242,21 +200,22 @@ static float *feed_turn(Chat *c, const char *user) {
 static int chat_reply(Chat *c, float *logits) {
     double start = now_seconds();
     /* prev: the reply is decoded as a text of its own, as after BOS */
-    int vocab_size = c->m->config.vocab_size, prev = TOKEN_BOS, at_start = 1, done = 1;
+    int vocab_size = c->m->config.vocab_size, prev = vocab_bos(c->v), at_start = 1, done = 1;
+    VocabStream *stream = calloc(1, sizeof *stream);
+    if (!stream) die("out of memory for a reply");
     fputs("Assistant: ", stdout);
     for (;;) {
         int next = sample(c->sampler, logits);
-        if (ends_text(c->sampler, next) || next == c->end_of_turn) {
+        if (ends_text(c->sampler, c->v, next) != VOCAB_NOT_END || next == c->end_of_turn) {
             c->ended_by_eot = next == c->end_of_turn;
             break;
         }
         c->summary.n_generated++;
-        const char *piece = tokenizer_decode(c->t, prev, next);
-        if (at_start && tokenizer_piece_printed(piece)) {
-            piece += strspn(piece, " ");
-            at_start = piece[0] == '\0';
-        }
-        tokenizer_print_piece(piece);
+        const char *text;
+        size_t len = vocab_text(c->v, stream, prev, next, &text);
+        for (; at_start && len > 0 && text[0] == ' '; len--) text++;
+        at_start = at_start && len == 0;
+        fwrite(text, 1, len, stdout);
         finish_stdout();
         if (interrupted()) { /* the reply stops; the chat goes on */
             c->ended_by_eot = c->end_of_turn >= 0;
@@ -274,6 +233,8 @@ static int chat_reply(Chat *c, float *logits) {
     /* a Ctrl-C during the turn's feeding or the reply was for the reply, even one that came as it
      * ended by itself: not for the wait for the next turn, which it would end */
     clear_interrupt();
+    vocab_stream_end(c->v, stream);
+    free(stream);
     putchar('\n');
     finish_stdout(); /* the reply whole before the next turn is waited for */
     c->summary.generation_seconds += now_seconds() - start;
@@ -281,9 +242,9 @@ static int chat_reply(Chat *c, float *logits) {
     return done;
 }
 
-void run_chat(Model *m, const Tokenizer *t, Sampler *sampler, const ChatRequest *req) {
+void run_chat(Model *m, const Vocab *v, Sampler *sampler, const ChatRequest *req) {
     const char *first_turn = req->first_turn;
-    Chat c = {.m = m, .t = t, .sampler = sampler, .steps = req->steps};
+    Chat c = {.m = m, .v = v, .sampler = sampler, .steps = req->steps};
     open_template(&c, req);
     c.interactive = isatty(STDIN_FILENO);
     c.summary.norm = norm_name(m->norm);

@@ -11,7 +11,7 @@
 
 #include "model.h"
 #include "sampler.h"
-#include "tokenizer.h"
+#include "vocab.h"
 
 /* What a conversation starts from. */
 typedef struct {
@@ -28,9 +28,10 @@ typedef struct {
  * first turn with the system prompt, "<s>[INST] <<SYS>>\n{system}\n<</SYS>>\n\n{user} [/INST]";
  * an empty system prompt is none). Each turn feeds the token that ended the reply before it, when
  * that was the template's end of turn (EOS; llama3's <|eot_id|>, chatml's <|im_end|>), then the
- * text the turn adds to the conversation's rendering; in it the texts of BOS, EOS ("<s>",
- * "</s>") and the vocabulary's control pieces are those tokens. A reply ends at a token that
- * ends_text or at the template's end of turn. stdout gets the transcript: "User: " and
+ * text the turn adds to the conversation's rendering; in it the texts of BOS, EOS (the
+ * vocabulary's: "<s>", "</s>"; "<|begin_of_text|>", ...) and the vocabulary's control tokens are
+ * those tokens (vocab_encode's VOCAB_PARSE_SPECIAL). A reply ends at a token that ends_text
+ * (sampler.h) or at the template's end of turn. stdout gets the transcript: "User: " and
  * "Assistant: " mark the turns, and a turn read from a pipe or file is echoed after its marker
  * (on a terminal the markers are prompts). A Ctrl-C stops a reply and the next turn is read, as
  * in llama.cpp; a Ctrl-C while waiting for a turn ends the chat. Ends with the summary line on
@@ -38,6 +39,6 @@ typedef struct {
  * at that Ctrl-C, or when a turn or reply does not fit in the positions left, saying so in one
  * line on stderr. Dies on a stdin read error, a line with a NUL byte or not valid UTF-8 (named by
  * its number), a non-finite logit. */
-void run_chat(Model *m, const Tokenizer *t, Sampler *sampler, const ChatRequest *req);
+void run_chat(Model *m, const Vocab *v, Sampler *sampler, const ChatRequest *req);
 
 #endif

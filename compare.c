@@ -89,22 +89,23 @@ static int write_piece(FILE *f, const char *piece) {
     return tokenizer_piece_printed(piece) ? write_escaped(f, piece, 1) : 0;
 }
 
-static void write_text(FILE *f, const Tokenizer *t, const int *tokens, int n) {
-    for (int i = 1; i < n; i++) write_piece(f, tokenizer_decode(t, tokens[i - 1], tokens[i]));
+static void write_text(FILE *f, const Vocab *v, const int *tokens, int n) {
+    for (int i = 1; i < n; i++) write_piece(f, vocab_decode(v, tokens[i - 1], tokens[i]));
 }
 
-/* The text generation printed for tokens[0..n), one string (malloc'd), so that a character
- * spread over byte tokens is whole when the string is checked for UTF-8. */
-static char *printed_text(const Tokenizer *t, const int *tokens, int n) {
+/* The text of tokens[0..n) (vocab_decode's: as generation prints it, but for a BPE vocabulary's
+ * control tokens, shown by their text), one string (malloc'd), so that a character spread over
+ * byte tokens is whole when the string is checked for UTF-8. */
+static char *printed_text(const Vocab *v, const int *tokens, int n) {
     size_t len = 0;
     for (int i = 1; i < n; i++) {
-        const char *piece = tokenizer_decode(t, tokens[i - 1], tokens[i]);
+        const char *piece = vocab_decode(v, tokens[i - 1], tokens[i]);
         if (tokenizer_piece_printed(piece)) len += strlen(piece);
     }
     char *text = malloc(len + 1), *end = text;
     if (!text) die("out of memory for the --compare text");
     for (int i = 1; i < n; i++) {
-        const char *piece = tokenizer_decode(t, tokens[i - 1], tokens[i]);
+        const char *piece = vocab_decode(v, tokens[i - 1], tokens[i]);
         if (tokenizer_piece_printed(piece)) end = stpcpy(end, piece);
     }
     *end = '\0';
@@ -246,10 +247,10 @@ static void teacher_force_both(Model *m, const int *tokens, int n, NormRun runs[
     free(logits_a);
 }
 
-/* Runs req's prompt under its two norms into cmp (t: which tokens end a text): both texts and
+/* Runs req's prompt under its two norms into cmp (v: which tokens end a text): both texts and
  * their speed, A's text teacher-forced under both (next-token distributions, norm inputs), and
  * req->rounds profiled teacher-forced passes per norm, without the observer. */
-static void compare_norms(Comparison *cmp, Model *m, const Tokenizer *t, Sampler *sampler,
+static void compare_norms(Comparison *cmp, Model *m, const Vocab *v, Sampler *sampler,
                           const CompareRequest *req) {
     const Config *c = &m->config;
     memset(cmp, 0, sizeof(*cmp));
@@ -270,9 +271,8 @@ static void compare_norms(Comparison *cmp, Model *m, const Tokenizer *t, Sampler
         if (!r->tokens || !r->sites) die("out of memory for --compare");
     }
     NormRun *a = &cmp->runs[0], *b = &cmp->runs[1];
-    Vocab vocab = vocab_sentencepiece(t); /* t's, not freed here */
     GenerateRequest request = {
-        .prompt = req->prompt, .n_prompt = req->n_prompt, .steps = req->steps, .vocab = &vocab};
+        .prompt = req->prompt, .n_prompt = req->n_prompt, .steps = req->steps, .vocab = v};
     generate_under_both(m, sampler, &request, cmp->seed, cmp->runs);
     int split = 0;
     while (split < a->n_tokens && split < b->n_tokens && a->tokens[split] == b->tokens[split])
@@ -336,8 +336,7 @@ static DiffSummary summarize_diffs(const LogitsDiff *diffs, int n) {
 }
 
 /* The comparison as one JSON object on stdout, with the same numbers as the text form. */
-static void print_comparison_json(const Comparison *cmp, const Tokenizer *t,
-                                  const char *model_path) {
+static void print_comparison_json(const Comparison *cmp, const Vocab *v, const char *model_path) {
     const NormRun *runs = cmp->runs;
     const int *seq = runs[0].tokens;
     int n = cmp->n;
@@ -351,7 +350,7 @@ static void print_comparison_json(const Comparison *cmp, const Tokenizer *t,
     printf("\n");
     printf("  \"n_prompt\": %d,\n  \"texts\": [", cmp->n_prompt);
     for (int k = 0; k < 2; k++) {
-        char *text = printed_text(t, runs[k].tokens, runs[k].n_tokens);
+        char *text = printed_text(v, runs[k].tokens, runs[k].n_tokens);
         printf("%s", k ? ", " : "");
         print_json_string(text);
         free(text);
@@ -422,7 +421,7 @@ static void print_speed(const Comparison *cmp) {
 
 /* The comparison as tables on stdout: both texts and where they part, the next-token
  * distributions position by position, the norm inputs per call site, and the speed. */
-static void print_comparison_text(const Comparison *cmp, const Tokenizer *t, int summary_only) {
+static void print_comparison_text(const Comparison *cmp, const Vocab *v, int summary_only) {
     const NormRun *runs = cmp->runs;
     const int *seq = runs[0].tokens;
     int n = cmp->n, split = cmp->first_difference;
@@ -433,7 +432,7 @@ static void print_comparison_text(const Comparison *cmp, const Tokenizer *t, int
     printf("\n%s", summary_only ? "" : "\n");
     for (int k = 0; k < 2 && !summary_only; k++) {
         printf("%c %-10s ", "AB"[k], norm_name(runs[k].norm));
-        write_text(stdout, t, runs[k].tokens, runs[k].n_tokens);
+        write_text(stdout, v, runs[k].tokens, runs[k].n_tokens);
         printf("\n");
     }
     if (cmp->same) {
@@ -442,10 +441,10 @@ static void print_comparison_text(const Comparison *cmp, const Tokenizer *t, int
         printf("\nfirst difference at position %d (continuation token %d): A '", split,
                split - cmp->n_prompt + 1);
         if (split < runs[0].n_tokens)
-            write_piece(stdout, tokenizer_decode(t, seq[split - 1], seq[split]));
+            write_piece(stdout, vocab_decode(v, seq[split - 1], seq[split]));
         printf("', B '");
         if (split < runs[1].n_tokens)
-            write_piece(stdout, tokenizer_decode(t, seq[split - 1], runs[1].tokens[split]));
+            write_piece(stdout, vocab_decode(v, seq[split - 1], runs[1].tokens[split]));
         printf("'%s\n", split < runs[0].n_tokens && split < runs[1].n_tokens ? "" : " (end)");
     }
 
@@ -456,7 +455,7 @@ static void print_comparison_text(const Comparison *cmp, const Tokenizer *t, int
                "max|dlogit|");
     for (int pos = 0; pos < n && !summary_only; pos++) {
         printf("%5d  '", pos);
-        int width = write_piece(stdout, shown_piece(t, seq[pos]));
+        int width = write_piece(stdout, vocab_piece(v, seq[pos]));
         printf("'%*s %12.4g %5s %12.4g\n", width < 12 ? 12 - width : 0, "", cmp->diffs[pos].kl,
                cmp->diffs[pos].top1_agree ? "yes" : "no", cmp->diffs[pos].max_abs_diff);
     }
@@ -484,12 +483,12 @@ static void print_comparison_text(const Comparison *cmp, const Tokenizer *t, int
     print_speed(cmp);
 }
 
-void run_compare(Model *m, const Tokenizer *t, Sampler *sampler, const CompareRequest *req) {
+void run_compare(Model *m, const Vocab *v, Sampler *sampler, const CompareRequest *req) {
     Comparison cmp;
-    compare_norms(&cmp, m, t, sampler, req);
+    compare_norms(&cmp, m, v, sampler, req);
     if (req->json)
-        print_comparison_json(&cmp, t, req->model_path);
+        print_comparison_json(&cmp, v, req->model_path);
     else
-        print_comparison_text(&cmp, t, req->summary_only);
+        print_comparison_text(&cmp, v, req->summary_only);
     free_comparison(&cmp);
 }

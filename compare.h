@@ -13,7 +13,6 @@
 #include "model.h"
 #include "norm.h"
 #include "sampler.h"
-#include "tokenizer.h"
 #include "vocab.h"
 
 /* The ids of the text in the file at path (read_text's checks) in v, BOS first when v adds one
@@ -60,6 +59,6 @@ typedef struct {
  * agreement, max |dlogit|) and observing the inputs of every norm call site (mean, RMS,
  * |mean|/RMS); times req->rounds profiled teacher-forced passes per norm for the norms' share of
  * the time (median). Prints it all on stdout, as tables or as JSON. Leaves m->norm at B's. */
-void run_compare(Model *m, const Tokenizer *t, Sampler *sampler, const CompareRequest *req);
+void run_compare(Model *m, const Vocab *v, Sampler *sampler, const CompareRequest *req);
 
 #endif

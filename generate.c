@@ -49,11 +49,10 @@ void require_finite(const float *logits, int vocab_size, int pos) {
             die("the model computed a non-finite logit at position %d (corrupt weights?)", pos);
 }
 
-/* Whether token next ends the text, into *stop: BOS always, EOS and an end of turn unless
- * --ignore-eos (llama.cpp's, which ignores every end-of-generation token). */
+/* Whether token next ends the text (sampler.h's ends_text), into *stop. */
 static int ends_here(const Vocab *v, const Sampler *sampler, int next, StopReason *stop) {
-    VocabEnd end = vocab_end(v, next);
-    if (end == VOCAB_NOT_END || (end != VOCAB_END_BOS && !sampler->set.stop_at_eos)) return 0;
+    VocabEnd end = ends_text(sampler, v, next);
+    if (end == VOCAB_NOT_END) return 0;
     *stop = end == VOCAB_END_BOS ? STOP_BOS : end == VOCAB_END_EOS ? STOP_EOS : STOP_EOT;
     return 1;
 }

@@ -55,7 +55,29 @@ static int one_dtype(const Matrix *const mat[N_MATRICES]) {
     return 1;
 }
 
-static void print_text(const Model *m, const Tokenizer *t, const InfoRequest *req) {
+/* The special tokens the description names (their names in text, ids into ids; at most 3 +
+ * VOCAB_MAX_END_OF_TURN): SentencePiece's UNK, BOS and EOS; a BPE vocabulary's BOS and EOS when
+ * it has them, then each token that ends a turn (vocab.h), named EOT. */
+static int special_tokens(const Vocab *v, const char **names, int *ids) {
+    if (v->kind == VOCAB_SENTENCEPIECE) {
+        const char *sp[3] = {"UNK", "BOS", "EOS"};
+        for (int i = 0; i < 3; i++) names[i] = sp[i], ids[i] = i;
+        return 3;
+    }
+    int n = 0;
+    if (vocab_bos(v) >= 0) names[n] = "BOS", ids[n++] = vocab_bos(v);
+    if (vocab_eos(v) >= 0) names[n] = "EOS", ids[n++] = vocab_eos(v);
+    for (int i = 0; i < v->n_end_of_turn; i++) names[n] = "EOT", ids[n++] = v->end_of_turn[i];
+    return n;
+}
+
+/* The vocabulary's kind, as text (after its size) and as JSON's "kind". */
+static const char *kind_text(const Vocab *v) {
+    return v->kind == VOCAB_BPE ? "byte-level BPE, tokenizer.ggml.pre "
+                                : "SentencePiece BPE in llama2.c's tokenizer layout";
+}
+
+static void print_text(const Model *m, const Vocab *v, const InfoRequest *req) {
     const Config *c = &m->config;
     const Matrix *mat[N_MATRICES];
     matrices(m, mat);
@@ -84,15 +106,16 @@ static void print_text(const Model *m, const Tokenizer *t, const InfoRequest *re
     printf("  rope          theta %g, pairs (2i, 2i + 1), %s\n", c->rope_theta,
            m->weights.rope_freqs ? "frequencies divided by the file's rope_freqs (Llama 3)"
                                  : "no scaling");
-    printf("  vocabulary    %d pieces: SentencePiece BPE in llama2.c's tokenizer layout (",
-           t->vocab_size);
+    printf("  vocabulary    %d pieces: %s%s (", vocab_size(v), kind_text(v),
+           v->kind == VOCAB_BPE ? v->bpe.pretok.family->pre : "");
     write_escaped(stdout, req->tokenizer_path, 0);
     printf(")\n  special      ");
-    const int ids[3] = {TOKEN_UNK, TOKEN_BOS, TOKEN_EOS};
-    const char *names[3] = {"UNK", "BOS", "EOS"};
-    for (int i = 0; i < 3; i++) {
+    int ids[3 + VOCAB_MAX_END_OF_TURN];
+    const char *names[3 + VOCAB_MAX_END_OF_TURN];
+    int n = special_tokens(v, names, ids);
+    for (int i = 0; i < n; i++) {
         printf("%s %s %d '", i ? "," : "", names[i], ids[i]);
-        write_escaped(stdout, tokenizer_piece(t, ids[i]), 0);
+        write_escaped(stdout, vocab_decode(v, -1, ids[i]), 0);
         printf("'");
     }
     printf("\n");
@@ -104,7 +127,7 @@ static void print_text(const Model *m, const Tokenizer *t, const InfoRequest *re
            weights, weights / 1048576.0, kv, kv / 1048576.0, req->context);
 }
 
-static void print_json(const Model *m, const Tokenizer *t, const InfoRequest *req) {
+static void print_json(const Model *m, const Vocab *v, const InfoRequest *req) {
     const Config *c = &m->config;
     const Matrix *mat[N_MATRICES];
     matrices(m, mat);
@@ -128,21 +151,30 @@ static void print_json(const Model *m, const Tokenizer *t, const InfoRequest *re
            m->weights.rope_freqs ? "\"rope_freqs\"" : "null");
     printf("  \"tokenizer\": {\"path\": ");
     print_json_string(req->tokenizer_path);
-    printf(", \"kind\": \"sentencepiece-bpe\", \"vocab_size\": %d, \"special\": {", t->vocab_size);
-    const int ids[3] = {TOKEN_UNK, TOKEN_BOS, TOKEN_EOS};
-    const char *names[3] = {"unk", "bos", "eos"};
-    for (int i = 0; i < 3; i++) {
-        printf("%s\"%s\": {\"id\": %d, \"piece\": ", i ? ", " : "", names[i], ids[i]);
-        print_json_string(tokenizer_piece(t, ids[i]));
+    printf(", \"kind\": \"%s\", ", v->kind == VOCAB_BPE ? "byte-level-bpe" : "sentencepiece-bpe");
+    if (v->kind == VOCAB_BPE) printf("\"pre\": \"%s\", ", v->bpe.pretok.family->pre);
+    printf("\"vocab_size\": %d, \"special\": {", vocab_size(v));
+    int ids[3 + VOCAB_MAX_END_OF_TURN];
+    const char *names[3 + VOCAB_MAX_END_OF_TURN];
+    int n = special_tokens(v, names, ids), n_eot = 0;
+    for (int i = 0; i < n; i++) { /* "unk", "bos", "eos"; the ends of turn as one list */
+        int eot = strcmp(names[i], "EOT") == 0;
+        printf("%s", i ? ", " : "");
+        char key[4] = {names[i][0] | 0x20, names[i][1] | 0x20, names[i][2] | 0x20}; /* "bos" */
+        if (eot && !n_eot++) printf("\"end_of_turn\": [");
+        if (!eot) printf("\"%s\": ", key);
+        printf("{\"id\": %d, \"piece\": ", ids[i]);
+        print_json_string(vocab_decode(v, -1, ids[i]));
         printf("}");
     }
-    printf("}},\n  \"context\": %d,\n  \"weight_bytes\": %zu,\n  \"kv_cache_bytes\": %zu\n}\n",
-           req->context, info_weight_bytes(m), info_kv_cache_bytes(c, req->context));
+    printf("%s}},\n  \"context\": %d,\n  \"weight_bytes\": %zu,\n  \"kv_cache_bytes\": %zu\n}\n",
+           n_eot ? "]" : "", req->context, info_weight_bytes(m),
+           info_kv_cache_bytes(c, req->context));
 }
 
-void print_info(const Model *m, const Tokenizer *t, const InfoRequest *req) {
+void print_info(const Model *m, const Vocab *v, const InfoRequest *req) {
     if (req->json)
-        print_json(m, t, req);
+        print_json(m, v, req);
     else
-        print_text(m, t, req);
+        print_text(m, v, req);
 }

@@ -11,7 +11,7 @@
 #define INFO_H
 
 #include "model.h"
-#include "tokenizer.h"
+#include "vocab.h"
 
 /* Where the description's facts come from, besides the model. */
 typedef struct {
@@ -21,8 +21,8 @@ typedef struct {
     int json;    /* 1: one JSON object */
 } InfoRequest;
 
-/* Prints the description of m (loaded) and t on stdout. */
-void print_info(const Model *m, const Tokenizer *t, const InfoRequest *req);
+/* Prints the description of m (loaded) and its vocabulary v on stdout. */
+void print_info(const Model *m, const Vocab *v, const InfoRequest *req);
 
 /* Bytes of m's weights in their dtypes, unpadded: each matrix's values (f32 4, bf16 and f16 2,
  * q8_0 1 and a float32 scale per group, q4_0 half a byte and a scale per 32) and the norms'

@@ -206,18 +206,6 @@ static const char *load_vocab(const Options *o, const Config *header, Vocab *v, 
     return path;
 }
 
-/* Dies when a mode that reads SentencePiece's Tokenizer alone (chat, --compare, --trace, --info)
- * is asked of a byte-level BPE vocabulary. */
-static void require_sentencepiece(const Options *o, const Vocab *v) {
-    const char *mode = o->chat             ? "-m chat"
-                       : o->compare        ? "--compare"
-                       : o->trace_pos >= 0 ? "--trace"
-                       : o->info           ? "--info"
-                                           : NULL;
-    if (mode && v->kind == VOCAB_BPE)
-        die("%s: %s with a byte-level BPE vocabulary is not supported yet", o->model_path, mode);
-}
-
 /* ----------------------------------------------------------------------------
  * main: every check, then one mode */
 
@@ -268,8 +256,6 @@ int main(int argc, char **argv) {
         finish_stdout();
         return 0;
     }
-    require_sentencepiece(&o, &vocab);
-    const Tokenizer *tokenizer = &vocab.sp; /* the modes not yet on Vocab */
     int n_prompt = 0, n_text = 0;
     /* a chat's first turn is checked against the context as it is fed */
     int *prompt_tokens =
@@ -290,7 +276,7 @@ int main(int argc, char **argv) {
         die("%s: the file changed while it was read", o.model_path);
     if (o.info) {
         InfoRequest request = {o.model_path, tokenizer_path, ctx, o.json};
-        print_info(&model, tokenizer, &request);
+        print_info(&model, &vocab, &request);
         return finish(prompt, prompt_tokens, &vocab, &model);
     }
     for (int k = 0; k < 2; k++) { /* the norms asked for, by --norm or --compare */
@@ -305,7 +291,7 @@ int main(int argc, char **argv) {
             die("--trace %d: the prompt has %d token%s, positions 0..%d (BOS is position 0)",
                 o.trace_pos, n_prompt, plural(n_prompt), n_prompt - 1);
         TraceRequest request = {prompt_tokens, n_prompt, o.trace_pos, o.json};
-        run_trace(&model, tokenizer, &request);
+        run_trace(&model, &vocab, &request);
         return finish(prompt, prompt_tokens, &vocab, &model);
     }
     if (o.reference) model.forward = reference_forward;
@@ -362,14 +348,14 @@ int main(int argc, char **argv) {
                                   .rounds = o.repeat,
                                   .summary_only = o.summary_only,
                                   .model_path = o.model_path};
-        run_compare(&model, tokenizer, &sampler, &request);
+        run_compare(&model, &vocab, &sampler, &request);
     } else if (o.chat) {
         ChatRequest request = {.system_prompt = o.system_prompt,
                                .first_turn = prompt,
                                .steps = o.steps,
                                .model_template = chat_template,
                                .template_override = o.chat_template};
-        run_chat(&model, tokenizer, &sampler, &request);
+        run_chat(&model, &vocab, &sampler, &request);
     } else {
         GenerateRequest request = {.prompt = prompt_tokens,
                                    .n_prompt = n_prompt,

@@ -11,7 +11,6 @@
 #include <time.h>
 
 #include "attention.h"
-#include "tokenizer.h"
 
 /* xorshift64* (Vigna 2016), upper 32 bits. */
 static unsigned int random_u32(unsigned long long *state) {
@@ -167,8 +166,9 @@ unsigned long long clock_seed(void) {
     return seed ? seed : 1;
 }
 
-int ends_text(const Sampler *s, int token) {
-    return token == TOKEN_BOS || (s->set.stop_at_eos && token == TOKEN_EOS);
+VocabEnd ends_text(const Sampler *s, const Vocab *v, int token) {
+    VocabEnd end = vocab_end(v, token);
+    return end == VOCAB_END_BOS || s->set.stop_at_eos ? end : VOCAB_NOT_END;
 }
 
 int argmax(const float *x, int n) {

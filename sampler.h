@@ -26,6 +26,8 @@
 #ifndef SAMPLER_H
 #define SAMPLER_H
 
+#include "vocab.h"
+
 /* A candidate token of the truncating stages: its probability and id. */
 typedef struct {
     float prob;
@@ -88,9 +90,11 @@ int sampler_truncate(Sampler *s, const float *probs, float *mass);
  * so small that the division overflows to NaN, or a nucleus left empty, give the argmax. */
 int sample(Sampler *s, float *logits);
 
-/* Whether a sampled token ends the text: BOS, which starts the next text (llama2.c stops at it
- * alone), and EOS unless s->set.stop_at_eos is 0 (llama.cpp stops at EOS). */
-int ends_text(const Sampler *s, int token);
+/* Whether a sampled token ends the text, and how (vocab_end's VocabEnd; VOCAB_NOT_END: it does
+ * not): BOS, which starts the next text (llama2.c stops at it alone), and EOS and an end of turn
+ * unless s->set.stop_at_eos is 0 (llama.cpp stops at EOS; its --ignore-eos ignores every
+ * end-of-generation token). */
+VocabEnd ends_text(const Sampler *s, const Vocab *v, int token);
 
 /* A seed for -s 0 from the real-time clock in nanoseconds, so that two runs within one second
  * differ; never 0, a state xorshift cannot leave (the nanoseconds since 1970 stay below the

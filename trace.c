@@ -10,7 +10,7 @@
 enum { TOP_HEAD = 3, TOP_LOGITS = 5 };
 
 typedef struct {
-    const Tokenizer *t;
+    const Vocab *v;
     int json;
     int n_steps; /* printed so far (JSON's commas) */
     int prev;    /* the token before the traced one, for the pieces' decoding */
@@ -105,7 +105,7 @@ static void show_logits(Tracer *tr, const ForwardStep *s) {
     begin_step(tr, s, &s->n, 1);
     printf(tr->json ? ", \"top\": [" : "top %d:", TOP_LOGITS);
     for (int j = 0; j < TOP_LOGITS; j++) {
-        const char *piece = tokenizer_decode(tr->t, tr->prev, top[j]);
+        const char *piece = vocab_decode(tr->v, tr->prev, top[j]);
         double p = exp(s->x[top[j]] - max) / sum;
         if (tr->json) {
             printf("%s{\"id\": %d, \"piece\": ", j ? ", " : "", top[j]);
@@ -143,12 +143,11 @@ static void trace_step(void *ctx, const ForwardStep *s) {
     printf(tr->json ? "}" : "\n");
 }
 
-void run_trace(Model *m, const Tokenizer *t, const TraceRequest *req) {
+void run_trace(Model *m, const Vocab *v, const TraceRequest *req) {
     for (int pos = 0; pos < req->pos; pos++) reference_forward(m, req->prompt[pos], pos);
     int token = req->prompt[req->pos];
-    Tracer tr = {t, req->json, 0, token};
-    const char *piece = req->pos > 0 ? tokenizer_decode(t, req->prompt[req->pos - 1], token)
-                                     : tokenizer_piece(t, token);
+    Tracer tr = {v, req->json, 0, token};
+    const char *piece = vocab_decode(v, req->pos > 0 ? req->prompt[req->pos - 1] : -1, token);
     if (req->json) {
         printf("{\n  \"pos\": %d, \"token\": %d, \"piece\": ", req->pos, token);
         print_json_string(piece);

@@ -15,7 +15,7 @@
 #define TRACE_H
 
 #include "model.h"
-#include "tokenizer.h"
+#include "vocab.h"
 
 typedef struct {
     const int *prompt; /* (n_prompt) ids, BOS first */
@@ -26,6 +26,6 @@ typedef struct {
 
 /* Runs req's prompt up to position req->pos on m and prints the trace of that position on
  * stdout. */
-void run_trace(Model *m, const Tokenizer *t, const TraceRequest *req);
+void run_trace(Model *m, const Vocab *v, const TraceRequest *req);
 
 #endif

@@ -3,6 +3,7 @@
 #include "vocab.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Whether the file at path starts with GGUF's magic and names tokenizer.ggml.model gpt2 is only
@@ -82,7 +83,64 @@ size_t vocab_max_ids(size_t len) {
     return 3 * len + 3;
 }
 
+int vocab_bos(const Vocab *v) {
+    return v->kind == VOCAB_BPE ? v->bpe.bos_id : TOKEN_BOS;
+}
+
+int vocab_eos(const Vocab *v) {
+    return v->kind == VOCAB_BPE ? v->bpe.eos_id : TOKEN_EOS;
+}
+
+/* SentencePiece's special whose text starts text, the longest (-1: none): BOS and EOS by their
+ * names, the control pieces (specials[0..n)) by their text. */
+static int sp_special_at(const Tokenizer *t, const int *specials, int n, const char *text) {
+    int found = -1;
+    size_t found_len = 0;
+    for (int i = 0; i < n; i++) {
+        const char *s = shown_piece(t, specials[i]);
+        size_t len = strlen(s);
+        if (len > found_len && strncmp(text, s, len) == 0) found = specials[i], found_len = len;
+    }
+    return found;
+}
+
+/* vocab_encode of SentencePiece with VOCAB_PARSE_SPECIAL: each special's text its token, the
+ * text between encoded apart. Returns how many ids, or -1 out of memory. */
+static long sp_encode_special(const Tokenizer *t, const char *text, int bos, int *ids) {
+    int *specials = malloc((t->vocab_size + 2) * sizeof *specials), n = 0;
+    char *copy = strdup(text);
+    if (!specials || !copy) {
+        free(specials);
+        free(copy);
+        return -1;
+    }
+    specials[n++] = TOKEN_BOS;
+    specials[n++] = TOKEN_EOS;
+    for (int id = TOKEN_EOS + 1; t->not_text && id < t->vocab_size; id++)
+        if (t->not_text[id] && tokenizer_piece(t, id)[0]) /* "" is in every text */
+            specials[n++] = id;
+    long n_ids = 0;
+    if (bos) ids[n_ids++] = TOKEN_BOS;
+    for (char *at = copy, *from = copy;; at++) {
+        int id = *at ? sp_special_at(t, specials, n, at) : -1;
+        if (*at && id < 0) continue;
+        char kept = *at;
+        *at = '\0';
+        if (at > from) n_ids += tokenizer_encode(t, from, 0, 0, ids + n_ids);
+        *at = kept;
+        if (id < 0) break;
+        ids[n_ids++] = id;
+        from = at + strlen(shown_piece(t, id));
+        at = from - 1;
+    }
+    free(specials);
+    free(copy);
+    return n_ids;
+}
+
 long vocab_encode(const Vocab *v, const char *text, int flags, int *ids) {
+    if (v->kind == VOCAB_SENTENCEPIECE && (flags & VOCAB_PARSE_SPECIAL))
+        return sp_encode_special(&v->sp, text, flags & VOCAB_ADD_BOS, ids);
     if (v->kind == VOCAB_SENTENCEPIECE)
         return tokenizer_encode(&v->sp, text, flags & VOCAB_ADD_BOS, 0, ids);
     int bpe_flags = (flags & VOCAB_ADD_BOS ? BPE_ADD_BOS : 0) |
@@ -100,14 +158,20 @@ VocabEnd vocab_end(const Vocab *v, int id) {
     return VOCAB_NOT_END;
 }
 
-void vocab_print(const Vocab *v, VocabStream *s, int prev, int id) {
+size_t vocab_text(const Vocab *v, VocabStream *s, int prev, int id, const char **text) {
     if (v->kind == VOCAB_SENTENCEPIECE) {
-        tokenizer_print_piece(tokenizer_decode(&v->sp, prev, id));
-        return;
+        *text = tokenizer_decode(&v->sp, prev, id);
+        return tokenizer_piece_printed(*text) ? strlen(*text) : 0;
     }
-    if (id < 0 || id >= v->bpe.vocab_size || v->bpe.type[id] == BPE_TOKEN_CONTROL) return;
-    char out[BPE_MAX_TOKEN_BYTES + 4];
-    fwrite(out, 1, bpe_decode_stream(&v->bpe, &s->bpe, id, out), stdout);
+    *text = s->out;
+    if (id < 0 || id >= v->bpe.vocab_size || v->bpe.type[id] == BPE_TOKEN_CONTROL) return 0;
+    return bpe_decode_stream(&v->bpe, &s->bpe, id, s->out);
+}
+
+void vocab_print(const Vocab *v, VocabStream *s, int prev, int id) {
+    const char *text;
+    size_t len = vocab_text(v, s, prev, id, &text);
+    fwrite(text, 1, len, stdout);
 }
 
 void vocab_stream_end(const Vocab *v, VocabStream *s) {
@@ -118,6 +182,12 @@ void vocab_stream_end(const Vocab *v, VocabStream *s) {
 const char *shown_piece(const Tokenizer *t, int id) {
     static const char *control[] = {"<unk>", "<s>", "</s>"};
     return id <= TOKEN_EOS ? control[id] : tokenizer_piece(t, id);
+}
+
+const char *vocab_decode(const Vocab *v, int prev, int id) {
+    size_t len;
+    return v->kind == VOCAB_BPE ? bpe_token_bytes(&v->bpe, id, &len)
+                                : tokenizer_decode(&v->sp, prev, id);
 }
 
 const char *vocab_piece(const Vocab *v, int id) {

