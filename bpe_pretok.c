@@ -70,43 +70,50 @@ void bpe_pretok_free(BpePretok *p) {
     memset(p, 0, sizeof *p);
 }
 
+/* A text being cut into words: the regexes, the text, PCRE2's match data, and the word ends found
+ * so far (cuts[0 .. n - 1]). */
+typedef struct {
+    const BpePretok *p;
+    const char *text;
+    pcre2_match_data *md;
+    uint32_t *cuts;
+    long n;
+} Cutter;
+
 /* Cuts text[start, end) with regex r and each piece with the regexes after it; the last regex's
- * pieces are the words, whose ends go to cuts[*n...]. Returns 0, or -1 if PCRE2 fails. */
-static int split(const BpePretok *p, int r, const char *text, size_t start, size_t end,
-                 pcre2_match_data *md, uint32_t *cuts, long *n) {
-    if (r == BPE_MAX_REGEXES || !p->code[r]) {
-        cuts[(*n)++] = (uint32_t)end;
+ * pieces are the words, whose ends go to c->cuts. Returns 0, or -1 if PCRE2 fails. */
+static int split(Cutter *c, int r, size_t start, size_t end) {
+    if (r == BPE_MAX_REGEXES || !c->p->code[r]) {
+        c->cuts[c->n++] = (uint32_t)end;
         return 0;
     }
-    const PCRE2_SPTR subject = (PCRE2_SPTR)text + start;
+    const PCRE2_SPTR subject = (PCRE2_SPTR)c->text + start;
     const size_t len = end - start;
     size_t at = 0; /* where the text not yet cut starts, relative to start */
     while (at < len) {
         /* NO_UTF_CHECK: the caller checked the text once; PCRE2 would check all that is left on
          * every call, which makes a split quadratic */
-        int rc = pcre2_match(p->code[r], subject, len, at, PCRE2_NO_UTF_CHECK, md, NULL);
+        int rc = pcre2_match(c->p->code[r], subject, len, at, PCRE2_NO_UTF_CHECK, c->md, NULL);
         if (rc == PCRE2_ERROR_NOMATCH) break;
         if (rc < 0) return -1;
-        const PCRE2_SIZE *ovector = pcre2_get_ovector_pointer(md);
+        const PCRE2_SIZE *ovector = pcre2_get_ovector_pointer(c->md);
         size_t from = ovector[0], to = ovector[1];
         if (to == from) { /* none of the patterns matches nothing, but never loop on one */
             to = from + 1;
             while (to < len && (subject[to] & 0xC0) == 0x80) to++;
         }
-        if (from > at && split(p, r + 1, text, start + at, start + from, md, cuts, n) != 0)
-            return -1;
-        if (split(p, r + 1, text, start + from, start + to, md, cuts, n) != 0) return -1;
+        if (from > at && split(c, r + 1, start + at, start + from) != 0) return -1;
+        if (split(c, r + 1, start + from, start + to) != 0) return -1;
         at = to;
     }
-    return at < len ? split(p, r + 1, text, start + at, end, md, cuts, n) : 0;
+    return at < len ? split(c, r + 1, start + at, end) : 0;
 }
 
 long bpe_pretok_split(const BpePretok *p, const char *text, size_t len, uint32_t *cuts) {
     if (len == 0) return 0;
-    pcre2_match_data *md = pcre2_match_data_create(1, NULL);
-    if (!md) return -1;
-    long n = 0;
-    int rc = split(p, 0, text, 0, len, md, cuts, &n);
-    pcre2_match_data_free(md);
-    return rc == 0 ? n : -1;
+    Cutter c = {p, text, pcre2_match_data_create(1, NULL), cuts, 0};
+    if (!c.md) return -1;
+    int rc = split(&c, 0, 0, len);
+    pcre2_match_data_free(c.md);
+    return rc == 0 ? c.n : -1;
 }

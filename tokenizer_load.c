@@ -410,19 +410,21 @@ static size_t plain_spaces(GgufString s, char *out) {
     return n;
 }
 
-/* An optional array key of n elements of `type` into *out: NULL when absent, else read with the
- * typed lookup and its length checked; the messages name the key. */
-static int optional_array(const Gguf *g, const char *key, GgufValueType type, uint64_t n,
-                          const GgufKV **out, char *err, size_t errlen) {
+/* An optional array key of `type` into *out: NULL when absent, else read with the typed lookup;
+ * the messages name the key. */
+static int optional_array(const Gguf *g, const char *key, GgufValueType type, const GgufKV **out,
+                          char *err, size_t errlen) {
     *out = NULL;
     if (!gguf_find(g, key)) return 0;
-    if (gguf_get_array(g, key, type, out, err, errlen) != 0) return -1;
-    if ((*out)->n != n) {
-        snprintf(err, errlen, "%s has %llu elements, not one for each of the %llu tokens", key,
-                 (unsigned long long)(*out)->n, (unsigned long long)n);
-        return -1;
-    }
-    return 0;
+    return gguf_get_array(g, key, type, out, err, errlen);
+}
+
+/* 0 when the array (NULL: absent) has one element for each of the n tokens, else -1 and err. */
+static int one_per_token(const GgufKV *kv, const char *key, uint64_t n, char *err, size_t errlen) {
+    if (!kv || kv->n == n) return 0;
+    snprintf(err, errlen, "%s has %llu elements, not one for each of the %llu tokens", key,
+             (unsigned long long)kv->n, (unsigned long long)n);
+    return -1;
 }
 
 /* The special ids this tokenizer takes (tokenizer.h's TOKEN_*): a GGUF's, when it names them, must
@@ -479,10 +481,10 @@ static int gguf_pieces(const Gguf *g, TokenizerPieces *p, void **owned, char *er
     }
     const GgufKV *tokens, *scores, *types;
     if (gguf_get_array(g, "tokenizer.ggml.tokens", GGUF_STRING, &tokens, err, errlen) != 0 ||
-        optional_array(g, "tokenizer.ggml.scores", GGUF_FLOAT32, tokens->n, &scores, err, errlen) !=
-            0 ||
-        optional_array(g, "tokenizer.ggml.token_type", GGUF_INT32, tokens->n, &types, err,
-                       errlen) != 0 ||
+        optional_array(g, "tokenizer.ggml.scores", GGUF_FLOAT32, &scores, err, errlen) != 0 ||
+        one_per_token(scores, "tokenizer.ggml.scores", tokens->n, err, errlen) != 0 ||
+        optional_array(g, "tokenizer.ggml.token_type", GGUF_INT32, &types, err, errlen) != 0 ||
+        one_per_token(types, "tokenizer.ggml.token_type", tokens->n, err, errlen) != 0 ||
         check_gguf_options(g, &p->remove_extra_whitespaces, err, errlen) != 0)
         return -1;
     if (tokens->n > INT_MAX) {
