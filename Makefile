@@ -32,9 +32,10 @@ LIB_SRC = model.c reference.c $(KERNEL_SRC) attention.c load.c format.c format_g
 HEADERS = model.h reference.h $(KERNEL_HEADERS) attention.h load.h format.h state.h norm.h \
           $(TOKENIZER_HEADERS) $(BPE_HEADERS) vocab.h eval.h profile.h sampler.h threads.h
 # the program's own files, one a mode or concern of the command line (run.c holds main)
-RUN_SRC = run.c options.c io.c generate.c chat.c chat_template.c compare.c tokenize.c info.c \
-          trace.c
-RUN_HEADERS = options.h io.h generate.h chat.h chat_template.h compare.h tokenize.h info.h trace.h
+RUN_SRC = run.c options.c options_table.c io.c generate.c chat.c chat_template.c compare.c \
+          tokenize.c info.c trace.c
+RUN_HEADERS = options.h options_table.h io.h generate.h chat.h chat_template.h compare.h \
+              tokenize.h info.h trace.h
 TEST_SRC = $(wildcard tests/test_*.c) tests/helpers.c
 
 BENCH_REPEATS ?= 11
