@@ -44,7 +44,8 @@ long_prompt=$(story 90 "The dog was very happy. The end.") # 1000 tokens with BO
 declare -A bytes_per_weight=([f32]=4 [f16]=2 [bf16]=2 [q8_0]=1.0625 [q4_0]=0.5625 [Q4_K_M]=0.8203)
 for type in "${types[@]}"; do
     [[ -n ${bytes_per_weight[$type]:-} ]] ||
-        { echo "bench_gguf: GGUF_TYPES: no type $type (f32 f16 bf16 q8_0 q4_0 Q4_K_M)" >&2; exit 1; }
+        { echo "bench_gguf: GGUF_TYPES: no type $type (f32 f16 bf16 q8_0 q4_0 Q4_K_M)" >&2
+          exit 1; }
 done
 declare -A asked=()
 for test in "${tests[@]}"; do
@@ -54,7 +55,8 @@ for test in "${tests[@]}"; do
 done
 
 [[ -x ./run ]] || { echo "bench_gguf: ./run is missing (make run builds it)" >&2; exit 1; }
-make --no-print-directory llama-oracle build/bandwidth >/dev/null # the quantizer, llama.cpp's source
+# the quantizer (build/llama_logits), llama.cpp's source, and the bandwidth
+make --no-print-directory llama-oracle build/bandwidth >/dev/null
 models/fetch.sh tokenizer.model >/dev/null
 llama_src=build/llama.cpp
 if [[ -n $given ]]; then
@@ -93,7 +95,8 @@ print(sum(math.prod(s) * (c.n_layers if per else 1) for _, per, s in f.tensor_or
 # Whether a shape's file of a type fits on the disk, 1 GiB left over; if not, a line saying so
 fits() {
     local need free
-    need=$(awk -v p="$(params_of "$1")" -v b="${bytes_per_weight[$2]}" 'BEGIN { printf "%d", p * b }')
+    need=$(awk -v p="$(params_of "$1")" -v b="${bytes_per_weight[$2]}" \
+        'BEGIN { printf "%d", p * b }')
     free=$(df -B1 --output=avail "$dir" | tail -1)
     ((need + (1 << 30) < free)) && return 0
     echo "skipped $1 $2: its file needs about $((need >> 20)) MiB, the disk has $((free >> 20))" \
@@ -180,8 +183,8 @@ version=$("$llama_bench" -m "$first" -p 0 -n 1 -r 1 --no-warmup -o csv 2>/dev/nu
     { echo "bench_gguf: $llama_bench failed on $first" >&2; exit 1; }
 
 echo "llama.cpp: $llama_what, its build_commit $version, against run" \
-    "$(git log -1 --format=%h), the same GGUF files; medians of $repeats repeats, the engines" \
-    "taking turns on each file; tokens/s; ratio: run / llama.cpp"
+    "$(git log -1 --format=%h), the same GGUF files; the median of $repeats repeat(s), the" \
+    "engines taking turns on each file; tokens/s; ratio: run / llama.cpp"
 echo "decode: $n_gen tokens from an empty context; prefill: a $n_prompt-token prompt; depth:" \
     "$n_gen tokens decoded after $depth positions; MB/tok: the file's tensors (llama-bench's" \
     "model_size), read once a token; bw: the read bandwidth (tools/bandwidth.c) measured between" \
@@ -247,11 +250,14 @@ done
 
 # The goals' summary: every ratio below 1, every run decode below 95% of the bandwidth
 printf '%s\n' "${rows[@]}" | awk '
-    { for (k = 0; k < 3; k++) { ratio = $(7 + 4 * k); if (ratio == "-") continue; cells++
-          if (ratio < 1) { behind++; list = list sprintf("%s %s %s %s %s; ", $1, $2, $3,
-              k == 0 ? "decode" : k == 1 ? "prefill" : "depth", ratio) } }
-      if ($19 != "-") { decodes++; if ($19 + 0 < 95) { low++; lows = lows sprintf("%s %s %s %s; ",
-          $1, $2, $3, $19) } } }
+    function cell(what) { return sprintf("%s %s %s-thread %s; ", $1, $2, $3, what) }
+    { for (k = 0; k < 3; k++) {
+          ratio = $(7 + 4 * k)
+          if (ratio == "-") continue
+          cells++
+          test = k == 0 ? "decode " : (k == 1 ? "prefill " : "depth ")
+          if (ratio < 1) { behind++; list = list cell(test ratio) } }
+      if ($19 != "-") { decodes++; if ($19 + 0 < 95) { low++; lows = lows cell($19) } } }
     END {
         sub(/; $/, "", list); sub(/; $/, "", lows)
         printf "cells behind: %d of %d%s\n", behind, cells, behind ? " (" list ")" : ""
