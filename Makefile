@@ -369,7 +369,8 @@ build/stream: tools/stream.c $(KERNEL_SRC) $(KERNEL_HEADERS) | deps-build
 	@mkdir -p build
 	$(CC) $(CFLAGS) -I. -o $@ tools/stream.c $(KERNEL_SRC) $(LDLIBS)
 
-# Speed is measured here, never asserted by tests. BENCH_QUICK=1 for a short run.
+# Speed is measured here, never asserted by tests. BENCH_QUICK=1 for a short run; LLAMA_BENCH=PATH
+# a llama-bench already built for the same-file block (tools/bench_gguf.sh: its GGUF_* too).
 bench: deps-bench run build/bandwidth build/flops
 	models/fetch.sh tokenizer.bin
 	PYTHON=$(PYTHON) tools/bench.sh
