@@ -39,11 +39,11 @@ n_gen=128 seq_len=2048
 source tools/bench_common.sh # story, prompt, median, rate
 long_prompt=$(story 90 "The dog was very happy. The end.") # 1000 tokens with BOS
 
-# Bytes a weight of each type takes (ggml's blocks: q8_0 34 bytes for 32 weights, q4_0 18; for
+# Bytes 256 weights of each type take (ggml's blocks: q8_0 34 bytes for 32 weights, q4_0 18; for
 # Q4_K_M, a mix of Q4_K's 144 bytes for 256 and Q6_K's 210, Q6_K's), for the disk check
-declare -A bytes_per_weight=([f32]=4 [f16]=2 [bf16]=2 [q8_0]=1.0625 [q4_0]=0.5625 [Q4_K_M]=0.8203)
+declare -A bytes_per_256=([f32]=1024 [f16]=512 [bf16]=512 [q8_0]=272 [q4_0]=144 [Q4_K_M]=210)
 for type in "${types[@]}"; do
-    [[ -n ${bytes_per_weight[$type]:-} ]] ||
+    [[ -n ${bytes_per_256[$type]:-} ]] ||
         { echo "bench_gguf: GGUF_TYPES: no type $type (f32 f16 bf16 q8_0 q4_0 Q4_K_M)" >&2
           exit 1; }
 done
@@ -95,8 +95,7 @@ print(sum(math.prod(s) * (c.n_layers if per else 1) for _, per, s in f.tensor_or
 # Whether a shape's file of a type fits on the disk, 1 GiB left over; if not, a line saying so
 fits() {
     local need free
-    need=$(awk -v p="$(params_of "$1")" -v b="${bytes_per_weight[$2]}" \
-        'BEGIN { printf "%d", p * b }')
+    need=$(($(params_of "$1") * bytes_per_256[$2] / 256))
     free=$(df -B1 --output=avail "$dir" | tail -1)
     ((need + (1 << 30) < free)) && return 0
     echo "skipped $1 $2: its file needs about $((need >> 20)) MiB, the disk has $((free >> 20))" \
