@@ -188,7 +188,7 @@ echo "decode: $n_gen tokens from an empty context; prefill: a $n_prompt-token pr
     "$n_gen tokens decoded after $depth positions; MB/tok: the file's tensors (llama-bench's" \
     "model_size), read once a token; bw: the read bandwidth (tools/bandwidth.c) measured between" \
     "the repeats (median); run% and llama%: each decode's MB/tok x tokens/s as a share of it" \
-    "(run converts Q4_K_M to q8_0 at load as long as it reads no K type, so reads more than that)"
+    "(a run that converts Q4_K_M at load, to q8_0 before its K-quant kernels, reads more)"
 printf '%-5s %-7s %7s | %9s %9s %6s | %9s %9s %6s | %9s %9s %6s | %8s %7s %7s %7s\n' shape type \
     threads "run dec" "llama dec" ratio "run pre" "llama pre" ratio "run d$depth" \
     "llama d$depth" ratio MB/tok "bw GB/s" run% llama%
