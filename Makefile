@@ -379,8 +379,8 @@ build/bench_norm: tools/bench_norm.c norm.c norm.h simd.h dtype.h | deps-build
 	@mkdir -p build
 	$(CC) $(CFLAGS) -I. -o $@ tools/bench_norm.c norm.c $(LDLIBS)
 
-# The norm microbenchmark and PyTorch in one table (needs python3-torch); BENCH_REPEATS runs each,
-# OMP_NUM_THREADS sets the thread count of both.
+# The norm microbenchmark and PyTorch in one table, every norm of run's table (the siblings) in a
+# second (needs python3-torch); BENCH_REPEATS runs each, OMP_NUM_THREADS sets the thread count.
 bench-norm: deps-bench build/bench_norm
 	$(PYTHON) tools/bench_norm.py build/bench_norm $(BENCH_REPEATS)
 

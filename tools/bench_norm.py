@@ -1,6 +1,7 @@
-"""Norm microbenchmark table: our rmsnorm and layernorm (tools/bench_norm.c) next to PyTorch's
+"""Norm microbenchmark tables: our rmsnorm and layernorm (tools/bench_norm.c) next to PyTorch's
 F.layer_norm and the eager RMSNorm formula w * x * rsqrt(mean(x^2) + eps), with the same thread
-count, and the memory-bandwidth bound measured by a streaming kernel in the same run.
+count, and the memory-bandwidth bound measured by a streaming kernel in the same run; then every
+other norm of run's table (the siblings) beside rmsnorm, from the same run.
 
     /usr/bin/python3 tools/bench_norm.py build/bench_norm [REPEATS]
 
@@ -70,7 +71,10 @@ def main():
     lines = subprocess.run([binary, str(repeats)], check=True, capture_output=True,
                            text=True).stdout.splitlines()
     threads = int(lines[0].split("\t")[1])
-    ours = [tuple(float(v) for v in line.split("\t")) for line in lines[1:]]
+    names = lines[1].split("\t")[1:]  # a line: dim, rows, each norm's time, the stream's
+    times = [tuple(float(v) for v in line.split("\t")) for line in lines[2:]]
+    ours = [(t[0], t[1], t[2 + names.index("rmsnorm")], t[2 + names.index("layernorm")], t[-1])
+            for t in times]
     shapes = [(int(r[0]), int(r[1])) for r in ours]
     fresh = torch_times(threads, repeats, shapes, reuse_heap=False)
     reused = torch_times(threads, repeats, shapes, reuse_heap=True)
@@ -96,6 +100,20 @@ def main():
               f"{ns(rows, f_ln):.1f} / {ns(rows, r_ln):.1f} | "
               f"{ns(rows, f_rms):.1f} / {ns(rows, r_rms):.1f} | "
               f"{f_ln / ln:.1f} / {r_ln / ln:.1f} | {f_rms / rms:.1f} / {r_rms / rms:.1f} |")
+    siblings_table(names, times)
+
+
+def siblings_table(names, times):
+    """Each norm of the table in ns/row and as a multiple of rmsnorm's time, shape by shape."""
+    others = [n for n in names if n != "rmsnorm"]
+    print("\nevery norm of run's table (ns/row, and / rmsnorm's time), the same run:")
+    header = "| rows x dim | rmsnorm | " + " | ".join(others) + " |"
+    print(header + "\n" + "|---" * (len(others) + 2) + "|")
+    for dim, rows, *t in times:
+        rms = t[names.index("rmsnorm")]
+        print(f"| {int(rows)} x {int(dim)} | {rms / rows * 1e9:.1f} | "
+              + " | ".join(f"{t[names.index(n)] / rows * 1e9:.1f} ({t[names.index(n)] / rms:.2f})"
+                           for n in others) + " |")
 
 
 if __name__ == "__main__":
