@@ -1,7 +1,7 @@
 # normllama: make run | make test | make test-portable | make test-isas | make sanitize
 #            | make models | make bench | make bench-norm | make bench-tokenizer | make bpe-parity
 #            | make fuzz | make deps-train | make deps-plot | make twins [TWIN_SEEDS=3] | make debug
-#            | make test-fresh | make norm-half | make norm-share
+#            | make test-fresh | make norm-half | make norm-share | make siblings
 PYTHON ?= /usr/bin/python3
 OPT ?= -O3 -march=native
 # -ffp-contract=off (gcc's default under -std=c11, not clang's) keeps a*b+c in plain C loops from
@@ -51,7 +51,7 @@ FETCH_TEST_MODELS = models/fetch.sh --mirror-only-optional $(TEST_MODELS)
 .PHONY: all test test-portable test-isas sanitize models clean format bench bench-norm \
         bench-tokenizer bpe-parity fuzz fuzz-bpe llama-oracle twins deps-build deps-fetch deps-run \
         deps-test deps-fuzz deps-plot deps-train deps-twins deps-bench deps-fresh debug test-fresh \
-        norm-half norm-share \
+        norm-half norm-share siblings \
         FORCE
 
 all: run
@@ -172,6 +172,16 @@ twins: run | deps-twins
 	models/fetch.sh tok512.bin tok512.model stories260K.pt
 	models/fetch.sh --data tinystories_train.txt tinystories_valid.txt
 	$(PYTHON) tools/twins.py --seeds $(TWIN_SEEDS) --steps $(TWIN_STEPS)
+
+# The siblings (issue 28 item 3): rmsnorm and its variants trained alike, two at a time, each
+# compared with rmsnorm paired by seed; build/siblings, docs/NORMS.md's siblings section and
+# docs/siblings_loss.png. At 2 seeds and 2400 steps about 2 hours here (6 rounds of a pair).
+SIBLING_SEEDS ?= 2
+SIBLING_NORMS ?= rmsnorm rmsnorm_bias rmsnorm_learned_eps prmsnorm dyt identity
+siblings: run | deps-twins
+	models/fetch.sh tok512.bin tok512.model stories260K.pt
+	models/fetch.sh --data tinystories_train.txt tinystories_valid.txt
+	$(PYTHON) tools/twins.py --norms $(SIBLING_NORMS) --seeds $(SIBLING_SEEDS) --steps $(TWIN_STEPS)
 
 # Issue 28's 16-bit norms (tools/norm_half.py: stories260K's norm inputs and the whole model, then
 # each norm trained NORM_HALF_STEPS steps with its norms in float32 and in bf16; 40 minutes here,

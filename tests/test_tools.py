@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
 """The Python side's paths that test_export.py and test_train.py leave: tools/twins.py end to end
 on a few steps (the table it writes holds the numbers of the runs it made, each read again here
-from its source), the tokenizer's remove_extra_whitespaces inference on SentencePiece vocabularies
-trained here and the option carried in a model file, train.py's token ids past uint16, and the
-16-bit norms and norm-share tools (tools/norm_half.py, tools/norm_share.py) on hand-derived
-values. Run
-from the repository root with /usr/bin/python3 (make test does); the program under test is
+from its source; a second run trains only the seeds the first did not; siblings at another shape
+go to their own section), its paired differences' 95% intervals (Student's t quantiles against
+the t density integrated, intervals on hand-derived numbers), the tokenizer's
+remove_extra_whitespaces inference on SentencePiece vocabularies trained here and the option
+carried in a model file, train.py's token ids past uint16, and the 16-bit norms and norm-share
+tools (tools/norm_half.py, tools/norm_share.py) on hand-derived values. Run from the repository
+root with /usr/bin/python3 (make test does); the program under test is
 $NORMLLAMA_RUN (default ./run), the tokenizer helper $TOKENIZE_CORPUS (default
 build/tokenize_corpus). Prints one line per test and "N passed, M failed, K skipped"."""
 import json
+import math
 import os
 import re
 import subprocess
@@ -25,6 +28,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
                                 "tools"))
 import norm_half  # noqa: E402  (tools/)
 import norm_share  # noqa: E402  (tools/)
+import twins  # noqa: E402  (tools/)
 from harness import Skip, collector, run_tests, scratch  # noqa: E402  (tests/)
 
 RUN = os.environ.get("NORMLLAMA_RUN", "./run")
@@ -68,9 +72,7 @@ def twins_writes_a_table_read_from_the_runs_it_made():
     --ppl of each twin and of stories260K on the same text, and run --compare of the twin, give
     the perplexity, swap KL and top-1 cells and the greedy texts when run here again; each twin's
     GGUF gives its own file's logits bit for bit, under its own norm by default."""
-    s = stories()
-    open(tmp("train.txt"), "w").write(END.join(s[300:450]) + END)
-    open(tmp("valid.txt"), "w").write(END.join(s[:40]) + END)
+    tiny_texts()
     docs = tmp("NORMS.md")
     open(docs, "w").write("# before\n\n<!-- twins:begin -->\nold\n<!-- twins:end -->\n\nafter\n")
     out = tmp("twins")
@@ -129,6 +131,137 @@ def twins_writes_a_table_read_from_the_runs_it_made():
         want = f"mean NLL {nll}, perplexity {perplexity} under RMSNorm" if norm == "rmsnorm" \
             else f"; {nll}, {perplexity} under LayerNorm"
         assert want in stories_line[0], (norm, want, stories_line[0])
+
+
+def tiny_texts():
+    """A training text of 150 stories and a validation text of 40, in the scratch directory."""
+    s = stories()
+    open(tmp("train.txt"), "w").write(END.join(s[300:450]) + END)
+    open(tmp("valid.txt"), "w").write(END.join(s[:40]) + END)
+    return ["--train", tmp("train.txt"), "--valid", tmp("valid.txt")]
+
+
+def twins_run(*args):
+    p = subprocess.run([sys.executable, "tools/twins.py", "--eval-every", "3", "--ppl-stories",
+                        "8", "--profile-repeats", "1", *tiny_texts(), *args],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr[-2000:]
+    return p.stdout
+
+
+@test
+def twins_second_run_trains_only_the_new_seed():
+    """After twins_writes_a_table_read_from_the_runs_it_made's one seed, --seeds 2 into the same
+    --out trains seed 2 alone (seed 1's checkpoint untouched), and the paired differences of its
+    table are those of the two logs' final validation losses, by hand: with d the LayerNorm -
+    RMSNorm differences, mean(d) +- t(0.975, 1 df) |d1 - d2| / 2 (sd / sqrt(2) = |d1 - d2| / 2)."""
+    out = tmp("twins")
+    if not os.path.exists(os.path.join(out, "seed1", "rmsnorm.pt")):
+        raise Skip("twins_writes_a_table_read_from_the_runs_it_made did not train seed 1")
+    before = os.stat(os.path.join(out, "seed1", "rmsnorm.pt")).st_mtime_ns
+    docs = tmp("NORMS2.md")
+    open(docs, "w").write("<!-- twins:begin -->\n<!-- twins:end -->\n")
+    stdout = twins_run("--seeds", "2", "--steps", "3", "--out", out, "--docs", docs)
+    assert "twins: 2 of 4 models already trained" in stdout, stdout[:2000]
+    assert "seed 1, rmsnorm: " not in stdout and "seed 2, rmsnorm: " in stdout
+    assert os.stat(os.path.join(out, "seed1", "rmsnorm.pt")).st_mtime_ns == before
+    last = {}
+    for seed in (1, 2):
+        for norm in ("rmsnorm", "layernorm"):
+            log = [json.loads(line) for line in open(os.path.join(out, f"seed{seed}",
+                                                                  f"{norm}.jsonl"))]
+            last[seed, norm] = [r["val_loss"] for r in log if r["kind"] == "eval"][-1]
+    d = [last[s, "layernorm"] - last[s, "rmsnorm"] for s in (1, 2)]
+    mean, half = (d[0] + d[1]) / 2, 12.7062 * abs(d[0] - d[1]) / 2
+    row = [line for line in open(docs).read().splitlines()
+           if line.startswith("| final validation loss, nats/token |")]
+    assert row == [f"| final validation loss, nats/token | {mean:+.3f} [{mean - half:+.3f}, "
+                   f"{mean + half:+.3f}] |"], (row, d)
+    paired = json.load(open(os.path.join(out, "results.json")))["paired"]["layernorm"]
+    assert abs(paired["val_loss"]["high"] - (mean + half)) < 1e-12, paired["val_loss"]
+    # --no-train measures what is there, and refuses a seed that is not
+    p = subprocess.run([sys.executable, "tools/twins.py", "--seeds", "3", "--steps", "3",
+                        "--eval-every", "3", "--no-train", "--no-docs", "--out", out, *tiny_texts()],
+                       capture_output=True, text=True)
+    assert p.returncode != 0 and "lacks seed 3 rmsnorm, seed 3 layernorm" in p.stderr, p.stderr
+    # a model trained with other settings is not silently taken, nor trained over
+    p = subprocess.run([sys.executable, "tools/twins.py", "--seeds", "1", "--steps", "3",
+                        "--eval-every", "3", "--lr", "0.01", "--no-docs", "--out", out, *tiny_texts()],
+                       capture_output=True, text=True)
+    assert p.returncode != 0 and "--lr 0.005 (this run: 0.01)" in p.stderr, p.stderr
+
+
+@test
+def siblings_at_another_shape_write_their_own_section():
+    """--norms rmsnorm dyt at dim 32, 2 layers: the models have that shape, the siblings section
+    is written and the twins section kept, no stories260K line (another shape), and dyt's swap
+    cell is run --ppl of the dyt model with rmsnorm swapped in."""
+    out, docs = tmp("siblings"), tmp("NORMS3.md")
+    open(docs, "w").write("<!-- twins:begin -->\nkept\n<!-- twins:end -->\n"
+                          "<!-- siblings:begin -->\nold\n<!-- siblings:end -->\n")
+    twins_run("--norms", "rmsnorm", "dyt", "--steps", "2", "--dim", "32", "--hidden-dim", "64",
+              "--n-layers", "2", "--n-heads", "4", "--n-kv-heads", "2", "--out", out,
+              "--docs", docs)
+    doc = open(docs).read()
+    assert doc.startswith("<!-- twins:begin -->\nkept\n<!-- twins:end -->\n<!-- siblings:begin "
+                          "-->\nMade by") and "old" not in doc and "stories260K (" not in doc
+    assert os.path.exists(tmp("siblings_loss.png"))
+    log = [json.loads(line) for line in open(os.path.join(out, "seed1", "dyt.jsonl"))]
+    assert (log[0]["dim"], log[0]["n_layers"], log[0]["n_kv_heads"]) == (32, 2, 2)
+    ppl = re.search(r"perplexity ([\d.]+)", run_out(os.path.join(out, "seed1", "dyt.nllm"),
+                                                    "-z", "models/tok512.bin", "--norm=rmsnorm",
+                                                    "--ppl", os.path.join(out, "valid_ppl.txt")))
+    assert cells(doc, "run --ppl under rmsnorm swapped in")[1] == f"{float(ppl.group(1)):.2f}"
+    assert cells(doc, "run --ppl under rmsnorm swapped in")[0] == "–"
+
+
+def t_density(x, df):
+    return math.exp(math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - (df + 1) / 2 *
+                    math.log1p(x * x / df)) / math.sqrt(df * math.pi)
+
+
+def t_mass(t, df, n=4000):
+    """P(0 < T < t) for Student's t with df degrees of freedom, by Simpson's rule on n intervals
+    (error of order t^5 / n^4 times the density's fourth derivative: below 1e-9 here)."""
+    h = t / n
+    inner = sum((4 if i % 2 else 2) * t_density(i * h, df) for i in range(1, n))
+    return h / 3 * (t_density(0, df) + inner + t_density(t, df))
+
+
+@test
+def t_quantiles_are_the_t_distributions():
+    """t975(df) leaves 2.5% above it: the t density integrated from 0 to it is 0.475, within what
+    rounding to 4 decimals moves (5e-5 times the density there) for the table (df 1..30), within
+    2e-6 for the expansion beyond (df 31, 40, 60, 120, 1000; scipy's t.ppf measured it 1.7e-6
+    low at 31, 6e-7 at 40); and the closed forms, df 1:
+    tan(0.475 pi) = 12.7062, df 2: 0.95 sqrt(2 / (4 0.975 0.025)) = 4.3027."""
+    for df in range(1, 31):
+        t = twins.t975(df)
+        assert abs(t_mass(t, df) - 0.475) <= 5e-5 * t_density(t, df) + 1e-9, (df, t)
+    for df in (31, 40, 60, 120, 1000):
+        t = twins.t975(df)
+        assert abs(t_mass(t, df) - 0.475) <= 2e-6 * t_density(t, df) + 1e-9, (df, t)
+    assert f"{math.tan(0.475 * math.pi):.4f}" == f"{twins.t975(1):.4f}" == "12.7062"
+    assert f"{0.95 * math.sqrt(2 / (4 * 0.975 * 0.025)):.4f}" == f"{twins.t975(2):.4f}" == "4.3027"
+
+
+@test
+def paired_intervals_on_hand_derived_numbers():
+    """Differences 0.5, 0, 1.0 (other - base): mean 0.5, sd 0.5, 95% half-width 4.3027 x
+    0.5 / sqrt(3) = 1.242083; 0.1 and 0.3: mean 0.2, sd 0.1 sqrt(2), half-width 12.7062 x 0.1 =
+    1.27062; one pair: no interval; and the words each interval reads as."""
+    m, low, high = twins.paired([1.0, 2.0, 3.5], [1.5, 2.0, 4.5])
+    assert abs(m - 0.5) < 1e-12 and abs(low + 0.742083) < 1e-6 and abs(high - 1.742083) < 1e-6
+    m, low, high = twins.paired([1.0, 1.0], [1.1, 1.3])
+    assert abs(m - 0.2) < 1e-12 and abs(low + 1.07062) < 1e-6 and abs(high - 1.47062) < 1e-6
+    assert twins.paired([2.0], [2.5]) == (0.5, None, None)
+    assert twins.verdict("loss", "nats/token", (0.5, -0.742083, 1.742083), 3) == \
+        "loss: no difference larger than 1.742 nats/token at 95% (mean +0.500)"
+    assert twins.verdict("loss", "nats", (-0.2, -0.3, -0.1), 2) == \
+        "loss: lower by 0.10 to 0.30 nats at 95% (mean -0.20)"
+    assert twins.verdict("ppl", "", (0.2, 0.1, 0.3), 2) == \
+        "ppl: higher by 0.10 to 0.30 at 95% (mean +0.20)"
+    assert twins.verdict("ppl", "", (0.2, None, None), 2) == "ppl +0.20 (one seed: no interval)"
 
 
 # ----------------------------------------------------------------------------

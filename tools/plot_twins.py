@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The twin study's picture: validation loss against step and against training wall-clock time,
-one line per twin and seed (RMSNorm blue, LayerNorm orange), from tools/twins.py's results.json.
+one line per model and seed (a colour per norm: RMSNorm blue, LayerNorm orange, the siblings
+others), from tools/twins.py's results.json.
 
 usage: tools/plot_twins.py build/twins/results.json docs/twins_loss.png
 """
@@ -12,7 +13,9 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-COLORS = {"rmsnorm": "tab:blue", "layernorm": "tab:orange"}
+COLORS = {"rmsnorm": "tab:blue", "layernorm": "tab:orange", "rmsnorm_bias": "tab:green",
+          "rmsnorm_learned_eps": "tab:red", "prmsnorm": "tab:purple", "dyt": "tab:brown",
+          "identity": "tab:gray"}
 STYLES = ["-", "--", ":", "-."]
 
 
@@ -38,8 +41,11 @@ def main(results_path, out):
         by_step.set_ylim(min(later) - 0.05, max(later) + 0.05)
     by_time.legend(fontsize=8)
     a = result["args"]
-    fig.suptitle(f"Twins at the stories260K shape: {a['steps']} steps of {a['batch_size']} x 256 "
-                 "tokens, the same init and batches, RMSNorm vs LayerNorm", fontsize=10)
+    shape = result.get("shape", {"dim": 64, "n_layers": 5})  # results.json before --dim had none
+    norms = result.get("norms", ["rmsnorm", "layernorm"])
+    fig.suptitle(f"dim {shape['dim']}, {shape['n_layers']} layers: {a['steps']} steps of "
+                 f"{a['batch_size']} x 256 tokens, the same init and batches, "
+                 f"{' vs '.join(norms)}", fontsize=10)
     fig.tight_layout()
     fig.savefig(out, dpi=110)
 
