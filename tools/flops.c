@@ -4,8 +4,9 @@
  *   build/flops [repeats] [f32|i16|i8]
  *
  * f32 (the default): vector FMAs, as the f32, bf16 and f16 tiles use them; i16: int16 pairs
- * multiplied and summed into int32 lanes (vpmaddwd and an add, veci_dot), q8_0's; i8: unsigned by
- * signed bytes summed in pairs into int16 lanes (vpmaddubsw and an add, vecw_dot_u8), q4_0's.
+ * multiplied and summed into int32 lanes (vpmaddwd and an add, or AVX512-VNNI's vpdpwssd:
+ * veci_dot), q8_0's; i8: unsigned by signed bytes summed in pairs into int16 lanes (vpmaddubsw and
+ * an add), or with AVX512-VNNI in quads into int32 lanes (vpdpbusd): vecw_dot_u8, q4_0's.
  * Every OpenMP thread runs CHAINS independent chains of them (simd.h) on registers only, timed by
  * its own CPU time (on a machine shared with other work, the time it ran, not the time it waited
  * for a core: wall time gave 76 to 102 GFLOP/s at a load of 12 on two cores); prints the median
@@ -49,7 +50,8 @@ static double run_chains(Kind kind) {
         return checksum;
     }
     /* ones read from memory the compiler cannot see into: each step adds 2 to a lane, which
-     * stays within int32 (i16) and wraps int16 lanes where the vectors do (i8) */
+     * stays within int32 (i16) and wraps int16 lanes where the vectors do (i8; 4 to an int32
+     * lane with vpdpbusd) */
     static volatile int8_t one = 1;
     int16_t pair[2] = {one, one};
     int8_t quad[4] = {one, one, one, one};
