@@ -74,7 +74,7 @@ $(FLAGS_STAMP): FORCE
 FORCE:
 run-portable run-sanitize build/tests build/tests-portable build/tests-sanitize \
 build/tokenize_corpus build/tokenize_corpus-sanitize build/bench_tokenizer build/bandwidth \
-build/flops build/stream build/bench_norm build/gguf_dump build/dtypes build/kernels-portable \
+build/flops build/gemm build/stream build/bench_norm build/gguf_dump build/dtypes build/kernels-portable \
 $(PORTABLE_OBJ): $(FLAGS_STAMP)
 
 # ./run for a debugger: no optimization, debug info (gdb --args ./run ...); make or make run
@@ -374,6 +374,11 @@ build/bandwidth: tools/bandwidth.c simd.h dtype.h | deps-build
 build/flops: tools/flops.c simd.h dtype.h | deps-build
 	@mkdir -p build
 	$(CC) $(CFLAGS) -I. -o $@ $< $(LDLIBS)
+
+# prefill's products alone against the peak (tools/gemm.c); OpenBLAS's sgemm beside them if installed
+build/gemm: tools/gemm.c $(KERNEL_SRC) $(KERNEL_HEADERS) | deps-build
+	@mkdir -p build
+	$(CC) $(CFLAGS) -I. -o $@ tools/gemm.c $(KERNEL_SRC) $(LDLIBS) -ldl
 
 build/stream: tools/stream.c $(KERNEL_SRC) $(KERNEL_HEADERS) | deps-build
 	@mkdir -p build

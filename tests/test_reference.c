@@ -276,6 +276,30 @@ Test(kernels, q4_0_product_at_the_largest_codes_and_inputs) {
     quantized_inputs_free(&xq);
 }
 
+/* Each input of a batch of products p[0..2], out as matmul wrote it, multiplied alone (decode's
+ * tile) comes out the same bits: each output one chain of multiply-adds in the same order,
+ * whatever the tile and however prefill splits the columns. */
+static void expect_decode_bits(const Product *p, const float *x, int batch, int layer,
+                               const QuantizedInputs *xq) {
+    int cols = p[0].w->cols;
+    for (int b = 0; b < batch; b++) {
+        float *alone[3];
+        Product one[3];
+        for (int n = 0; n < 3; n++) {
+            alone[n] = malloc(p[n].w->rows * sizeof(float));
+            one[n] = (Product){alone[n], p[n].w};
+        }
+        matmul(one, 3, x + (size_t)b * cols, 1, layer, xq);
+        for (int n = 0; n < 3; n++) {
+            const float *batched = p[n].out + (size_t)b * p[n].w->rows;
+            cr_assert(memcmp(alone[n], batched, p[n].w->rows * sizeof(float)) == 0,
+                      "%s (%d, %d) batch %d input %d product %d: decode's bits differ",
+                      DTYPES[p[n].w->dtype].name, p[n].w->rows, cols, batch, b, n);
+            free(alone[n]);
+        }
+    }
+}
+
 Test(kernels, matmul_matches_matmul_ref, .init = list_kinds) {
     omp_set_num_threads(2); /* the split between threads too */
     const int batches[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13, 17};
@@ -299,6 +323,7 @@ Test(kernels, matmul_matches_matmul_ref, .init = list_kinds) {
                 QuantizedInputs xq;
                 cr_assert_eq(quantized_inputs_alloc(&xq, batch, cols), 0);
                 matmul(products, 3, x, batch, layer, &xq);
+                expect_decode_bits(products, x, batch, layer, &xq);
                 if (dtype_grouped(kinds[k].dtype)) as_quantized(kinds[k].dtype, x, batch, cols);
                 for (int n = 0; n < 3; n++)
                     for (int b = 0; b < batch; b++) {

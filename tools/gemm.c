@@ -1,0 +1,158 @@
+/* gemm: batched prefill's matrix products alone, timed against the multiply-add peak
+ * (tools/flops.c) and, where the library is installed, OpenBLAS's sgemm on the same shapes.
+ *
+ *   build/gemm SHAPE DTYPE [batch] [repeats]     e.g. OMP_NUM_THREADS=1 build/gemm 110M f32 128
+ *
+ * SHAPE is export.py's 15M, 110M or 1.1B (dim, hidden_dim, n_layers); the products are one
+ * forward pass's over a batch of positions, as model.c calls matmul: wq, wk and wv (dim, dim) in
+ * one call, wo (dim, dim), w1 and w3 (hidden_dim, dim) in one, w2 (dim, hidden_dim), layer after
+ * layer, the weights random (their values do not change the time; the kv heads are taken equal to
+ * the heads, so the 1.1B's wk and wv are larger than TinyLlama's). Prints the fastest of the
+ * repeats in GFLOP/s, 2 per multiply-add, by the process's CPU time shared among its threads (a
+ * machine shared with other work deschedules it: its CPU time is what the products took while
+ * they ran; a thread waiting at a barrier counts as busy unless OMP_WAIT_POLICY=passive), and, with
+ * libopenblas.so.0 (Debian's libopenblas0-pthread), its cblas_sgemm over the same f32 products on
+ * as many threads (OMP_NUM_THREADS): a measured ceiling. */
+#include <dlfcn.h>
+#include <omp.h>
+#include <time.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "matmul.h"
+
+enum { WQ, WK, WV, WO, W1, W3, W2, N_WEIGHTS };
+
+typedef struct {
+    const char *name;
+    int dim, hidden_dim, n_layers;
+} Shape;
+
+static const Shape SHAPES[] = {
+    {"15M", 288, 768, 6}, {"110M", 768, 2048, 12}, {"1.1B", 2048, 5632, 22}};
+
+/* One forward pass's weights and a batch's buffers. */
+typedef struct {
+    Matrix w[N_WEIGHTS];
+    float *f32[N_WEIGHTS]; /* each weight's first layer row-major, for OpenBLAS */
+    float *x, *out[3];     /* x (batch, hidden_dim); out[k] (batch, hidden_dim) */
+    int batch, n_layers;
+    QuantizedInputs xq;
+} Pass;
+
+/* A stack of n_layers random matrices (rows, cols) of dtype, packed; *f32 gets one layer's values
+ * as floats. */
+static Matrix random_matrix(DType dtype, int n_layers, int rows, int cols, float **f32) {
+    Matrix m;
+    matrix_init(&m, dtype, rows, cols, dtype_grouped(dtype) ? 32 : 0);
+    size_t n = (size_t)rows * cols, layer = (size_t)m.n_panels * m.panel_bytes;
+    char *panels = aligned_alloc(64, (n_layers * layer + 63) / 64 * 64);
+    float *values = malloc(n * sizeof(float)), *scales = malloc((n / 32 + 1) * sizeof(float));
+    uint16_t *bits = malloc(n * sizeof(uint16_t));
+    int8_t *q8 = malloc(n);
+    for (size_t i = 0; i < n; i++) {
+        values[i] = (float)rand() / RAND_MAX - 0.5f;
+        bits[i] = (uint16_t)(0x3000 | (rand() & 0x3ff)); /* normal numbers in f16 and bf16 */
+        q8[i] = (int8_t)(rand() % 255 - 127);
+    }
+    for (size_t i = 0; i < n / 32 + 1; i++) scales[i] = 0.01f;
+    const void *src = dtype == DTYPE_F32                          ? (const void *)values
+                      : dtype == DTYPE_BF16 || dtype == DTYPE_F16 ? (const void *)bits
+                                                                  : (const void *)q8;
+    for (int l = 0; l < n_layers; l++)
+        for (int p = 0; p < m.n_panels; p++)
+            matrix_pack_panel(&m, panels + l * layer + p * m.panel_bytes, src, scales, p);
+    m.data = panels;
+    free(bits), free(q8), free(scales);
+    *f32 = values;
+    return m;
+}
+
+/* The process's CPU seconds: every thread's time running, not waiting for a core. */
+static double cpu_seconds(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+/* CPU seconds of one pass of matmul over every layer. */
+static double matmul_pass(Pass *p) {
+    double start = cpu_seconds();
+    float **o = p->out;
+    for (int l = 0; l < p->n_layers; l++) {
+        Matrix *w = p->w;
+        matmul((Product[]){{o[0], &w[WQ]}, {o[1], &w[WK]}, {o[2], &w[WV]}}, 3, p->x, p->batch, l,
+               &p->xq);
+        matmul(&(Product){o[0], &w[WO]}, 1, p->x, p->batch, l, &p->xq);
+        matmul((Product[]){{o[0], &w[W1]}, {o[1], &w[W3]}}, 2, p->x, p->batch, l, &p->xq);
+        matmul(&(Product){o[0], &w[W2]}, 1, p->x, p->batch, l, &p->xq);
+    }
+    return cpu_seconds() - start;
+}
+
+typedef void (*Sgemm)(int order, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                      const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                      int ldc);
+
+/* CPU seconds of the same products by OpenBLAS's sgemm, out (batch, rows) = x W^T, one layer's
+ * weights for every layer (OpenBLAS packs them anyway). */
+static double sgemm_pass(Pass *p, Sgemm sgemm) {
+    double start = cpu_seconds();
+    for (int l = 0; l < p->n_layers; l++)
+        for (int k = 0; k < N_WEIGHTS; k++) {
+            const Matrix *w = &p->w[k];
+            sgemm(101, 111, 112, p->batch, w->rows, w->cols, 1.0f, p->x, w->cols, p->f32[k],
+                  w->cols, 0.0f, p->out[0], w->rows); /* row-major; x as is, W transposed */
+        }
+    return cpu_seconds() - start;
+}
+
+int main(int argc, char **argv) {
+    const Shape *s = NULL;
+    for (size_t i = 0; argc > 1 && i < sizeof(SHAPES) / sizeof(SHAPES[0]); i++)
+        if (!strcmp(argv[1], SHAPES[i].name)) s = &SHAPES[i];
+    int dtype = -1;
+    for (int d = 0; argc > 2 && d < N_DTYPES; d++)
+        if (!strcmp(argv[2], DTYPES[d].name)) dtype = d;
+    int batch = argc > 3 ? atoi(argv[3]) : 128, repeats = argc > 4 ? atoi(argv[4]) : 5;
+    if (!s || dtype < 0 || batch < 1 || batch > 1024 || repeats < 1 || argc > 5) {
+        fprintf(stderr,
+                "gemm: usage: gemm 15M|110M|1.1B f32|bf16|f16|q8_0|q4_0 [batch] [repeats]\n");
+        return 1;
+    }
+    Pass p = {.batch = batch, .n_layers = s->n_layers};
+    int shape[N_WEIGHTS][2] = {
+        {s->dim, s->dim},        {s->dim, s->dim},        {s->dim, s->dim},       {s->dim, s->dim},
+        {s->hidden_dim, s->dim}, {s->hidden_dim, s->dim}, {s->dim, s->hidden_dim}};
+    double flop = 0.0;
+    for (int k = 0; k < N_WEIGHTS; k++) {
+        p.w[k] = random_matrix(dtype, s->n_layers, shape[k][0], shape[k][1], &p.f32[k]);
+        flop += 2.0 * shape[k][0] * shape[k][1] * batch * s->n_layers;
+    }
+    size_t values = (size_t)batch * s->hidden_dim;
+    p.x = malloc(values * sizeof(float));
+    for (size_t i = 0; i < values; i++) p.x[i] = (float)rand() / RAND_MAX - 0.5f;
+    for (int k = 0; k < 3; k++) p.out[k] = malloc(values * sizeof(float));
+    if (quantized_inputs_alloc(&p.xq, batch, s->hidden_dim)) return 1;
+    void *blas = dlopen("libopenblas.so.0", RTLD_NOW);
+    Sgemm sgemm = blas ? (Sgemm)dlsym(blas, "cblas_sgemm") : NULL;
+    void (*blas_threads)(int) =
+        blas ? (void (*)(int))dlsym(blas, "openblas_set_num_threads") : NULL;
+    if (blas_threads) blas_threads(omp_get_max_threads());
+    double best = 1e30, best_blas = 1e30;
+    for (int r = 0; r < repeats; r++) { /* the two take turns */
+        double t = matmul_pass(&p);
+        best = t < best ? t : best;
+        if (sgemm && dtype == DTYPE_F32) {
+            t = sgemm_pass(&p, sgemm);
+            best_blas = t < best_blas ? t : best_blas;
+        }
+    }
+    int threads = omp_get_max_threads();
+    printf("%s %s batch %d threads %d: matmul %.1f GFLOP/s", s->name, DTYPES[dtype].name, batch,
+           threads, flop * threads / best / 1e9);
+    if (best_blas < 1e30) printf(", OpenBLAS sgemm %.1f GFLOP/s", flop * threads / best_blas / 1e9);
+    printf("\n");
+    return 0;
+}
