@@ -6,6 +6,7 @@
 
 #include "gguf.h"
 #include "gguf_blocks.h"
+#include "kquant.h"
 #include "matmul.h"
 #include "panel.h"
 
@@ -15,6 +16,8 @@ const DTypeInfo DTYPES[N_DTYPES] = {
     [DTYPE_Q8_0] = {"q8_0", TENSOR_I8, 1, 1, {32, 64}, pack_q8_0, value_q8_0, tiles_q8_0},
     [DTYPE_F16] = {"f16", TENSOR_F16, 1, 2, {0}, pack_16bit, value_f16, tiles_f16},
     [DTYPE_Q4_0] = {"q4_0", TENSOR_Q4, 2, 1, {32}, pack_q4_0, value_q4_0, tiles_q4_0},
+    [DTYPE_Q4_K] = {"q4_k", TENSOR_GGUF, 256, 144, {0}, pack_q4_k, value_q4_k, tiles_kquant},
+    [DTYPE_Q6_K] = {"q6_k", TENSOR_GGUF, 256, 210, {0}, pack_q6_k, value_q6_k, tiles_kquant},
 };
 
 static const GgufDType GGUF_DTYPES[] = {
@@ -26,9 +29,9 @@ static const GgufDType GGUF_DTYPES[] = {
     {GGUF_TENSOR_Q5_0, DTYPE_Q8_0, GGUF_REPACKED, gguf_q5_0_as_q8_0, gguf_q5_0_to_f32},
     {GGUF_TENSOR_Q4_1, DTYPE_Q8_0, GGUF_CONVERTED, NULL, gguf_q4_1_to_f32},
     {GGUF_TENSOR_Q5_1, DTYPE_Q8_0, GGUF_CONVERTED, NULL, gguf_q5_1_to_f32},
-    {GGUF_TENSOR_Q4_K, DTYPE_Q8_0, GGUF_CONVERTED, NULL, gguf_q4_K_to_f32},
+    {GGUF_TENSOR_Q4_K, DTYPE_Q4_K, GGUF_IN_PLACE, NULL, gguf_q4_K_to_f32},
     {GGUF_TENSOR_Q5_K, DTYPE_Q8_0, GGUF_CONVERTED, NULL, gguf_q5_K_to_f32},
-    {GGUF_TENSOR_Q6_K, DTYPE_Q8_0, GGUF_CONVERTED, NULL, gguf_q6_K_to_f32},
+    {GGUF_TENSOR_Q6_K, DTYPE_Q6_K, GGUF_IN_PLACE, NULL, gguf_q6_K_to_f32},
 };
 
 const GgufDType *gguf_dtype(uint32_t ggml_type) {
@@ -39,6 +42,10 @@ const GgufDType *gguf_dtype(uint32_t ggml_type) {
 
 int dtype_grouped(DType d) {
     return DTYPES[d].group_sizes[0] != 0;
+}
+
+int dtype_kquant(DType d) {
+    return DTYPES[d].kind == TENSOR_GGUF;
 }
 
 int dtype_group_size_ok(DType d, uint32_t group_size) {

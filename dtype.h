@@ -20,6 +20,8 @@ typedef enum {
     DTYPE_Q8_0 = 2, /* int8 with one float32 scale per group of group_size values of a row */
     DTYPE_F16 = 3,  /* IEEE 754 binary16 */
     DTYPE_Q4_0 = 4, /* 4-bit codes with one float32 scale per group of 32 values of a row */
+    DTYPE_Q4_K = 5, /* ggml's Q4_K blocks of 256 (kquant.h): read from GGUF files only */
+    DTYPE_Q6_K = 6, /* ggml's Q6_K blocks of 256 (kquant.h): read from GGUF files only */
     N_DTYPES
 } DType;
 
@@ -35,6 +37,7 @@ typedef enum {
     TENSOR_AK42_Q8,  /* llama2.c version 2, groups within rows: read in place as q8_0 */
     TENSOR_AK42_F32, /* llama2.c version 2, groups across rows: dequantized at load */
     TENSOR_SKIP,     /* float32 data run does not use */
+    TENSOR_GGUF,     /* a K-quant's blocks: only a GGUF file holds them, never a normllama one */
 } TensorKind;
 
 typedef struct Matrix Matrix; /* panel.h: a stack of weight matrices in panels */
@@ -66,7 +69,8 @@ extern const DTypeInfo DTYPES[N_DTYPES];
 
 /* How a GGUF tensor of a type run reads becomes a matrix of one of its dtypes. */
 typedef enum {
-    GGUF_IN_PLACE,  /* the dtype's own row layout (F32, F16, BF16): packed from the file as it is */
+    GGUF_IN_PLACE,  /* the dtype's own row layout (F32, F16, BF16, Q4_K, Q6_K): packed from the
+                       file as it is */
     GGUF_REPACKED,  /* the same values regrouped into the dtype's rows, fp16 scales widened to f32
                        (Q8_0 and Q5_0 as q8_0, Q4_0 as q4_0): exact */
     GGUF_CONVERTED, /* decoded to float32, then quantized to the dtype (q8_0 in groups of 32): the
@@ -86,13 +90,19 @@ typedef struct {
 } GgufDType;
 
 /* The GGUF type's row of GGUF_DTYPES, or NULL for a type run does not read (a one-line error
- * names it). q8_0 and q4_0 keep their values exactly; the types that other quantizations of
- * llama.cpp's Q4_0, Q4_K_M and Q5_K_M files mix in (Q4_1, Q5_1, Q4_K, Q5_K, Q6_K) are converted
- * to q8_0 (docs/MODELS.md says what that costs); Q5_0 fits q8_0 exactly. */
+ * names it). q8_0 and q4_0 keep their values exactly, and Q4_K and Q6_K (llama.cpp's Q4_K_M mix)
+ * are held in their own blocks as q4_k and q6_k; the types that other quantizations of llama.cpp's
+ * Q4_0 and Q5_K_M files mix in (Q4_1, Q5_1, Q5_K) are converted to q8_0 (docs/MODELS.md says
+ * what that costs); Q5_0 fits q8_0 exactly. */
 const GgufDType *gguf_dtype(uint32_t ggml_type);
 
 /* Whether a dtype's values come in groups with a scale each (q8_0 and q4_0). */
 int dtype_grouped(DType d);
+
+/* Whether d is a K-quant (q4_k, q6_k): blocks of 256 with their scales inside, whose products
+ * read the inputs in int8 blocks of 32 as q4_0's do (matmul.h's quantize_input_blocks). Layers of
+ * different K-quants may share a stack, and products of them one matmul call. */
+int dtype_kquant(DType d);
 
 /* Whether group_size fits d: one of its group sizes, or 0 for a dtype without groups. */
 int dtype_group_size_ok(DType d, uint32_t group_size);

@@ -318,7 +318,8 @@ static void read_sizes(Config *c, const char *p) {
 static void list_dtypes(char *out, size_t len) {
     size_t at = 0;
     for (int d = 0; d < N_DTYPES && at < len; d++)
-        at += snprintf(out + at, len - at, "%s%d %s", d ? ", " : "", d, DTYPES[d].name);
+        if (DTYPES[d].kind != TENSOR_GGUF)
+            at += snprintf(out + at, len - at, "%s%d %s", d ? ", " : "", d, DTYPES[d].name);
 }
 
 /* A grouped dtype's group sizes, "32 or 64", into out[len]. */
@@ -428,7 +429,7 @@ static int read_normllama(Model *m, const char *map, Layout *l, char *err, size_
     if (check_flag("shared_classifier", shared, err, errlen) != 0) return -1;
     c->norm_bias = bias;
     c->shared_classifier = shared;
-    if (dtype >= N_DTYPES) {
+    if (dtype >= N_DTYPES || DTYPES[dtype].kind == TENSOR_GGUF) { /* K-quants: GGUF files' */
         char codes[128];
         list_dtypes(codes, sizeof(codes));
         snprintf(err, errlen, "unknown weight dtype %u (%s)", dtype, codes);

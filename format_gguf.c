@@ -258,12 +258,15 @@ static int add_norm(Reader *r, Layout *l, const char *fmt, const float **dst, in
     return 0;
 }
 
-/* The dtype holding two matrices, or two layers of one, held as a and b: the same one; q8_0 for
- * two quantized ones (a q4_0 layer is then converted); else f32, which holds every type's values
- * exactly. matmul multiplies wq, wk and wv together, and w1 and w3, in one dtype. */
+/* The dtype holding two matrices, or two layers of one, held as a and b: the same one; for two
+ * K-quants a, each keeping its own (a stack's layers are then held each in its dtype, panel.h's
+ * Matrix layers, and the products multiply the same int8 inputs); q8_0 for two other quantized
+ * ones (a q4_0 or K-quant layer is then converted); else f32, which holds every type's values
+ * exactly. matmul multiplies wq, wk and wv together, and w1 and w3, in one call. */
 static DType join(DType a, DType b) {
-    if (a == b) return a;
-    return dtype_grouped(a) && dtype_grouped(b) ? DTYPE_Q8_0 : DTYPE_F32;
+    if (a == b || (dtype_kquant(a) && dtype_kquant(b))) return a;
+    int quantized_a = dtype_grouped(a) || dtype_kquant(a);
+    return quantized_a && (dtype_grouped(b) || dtype_kquant(b)) ? DTYPE_Q8_0 : DTYPE_F32;
 }
 
 typedef struct {
@@ -294,6 +297,7 @@ static int add_matrix(Reader *r, Layout *l, const char *fmt, Matrix *m, Shape s)
 static void join_products(Matrix *a, Matrix *b, Matrix *c) {
     DType d = join(a->dtype, b->dtype);
     if (c) d = join(d, c->dtype);
+    if (dtype_kquant(d)) return; /* all K-quants: each keeps its own */
     Matrix *all[3] = {a, b, c};
     for (int i = 0; i < 3 && all[i]; i++) matrix_init(all[i], d, all[i]->rows, all[i]->cols, 32);
 }
@@ -364,7 +368,9 @@ static void note_conversions(Layout *l) {
         const Source *s = &l->sources[i];
         for (int k = 0; k < s->layers; k++) {
             const GgufDType *t = s->layer_tensors[k].type;
-            if (t->reading != GGUF_CONVERTED && t->dtype == s->matrix->dtype) continue;
+            int own = t->dtype == s->matrix->dtype ||
+                      (dtype_kquant(t->dtype) && dtype_kquant(s->matrix->dtype));
+            if (t->reading != GGUF_CONVERTED && own) continue;
             int seen = 0;
             for (int j = 0; j < n; j++)
                 seen |= from[j] == t->ggml_type && to[j] == s->matrix->dtype;

@@ -138,7 +138,7 @@ enum { Q4_K_BYTES = 144, Q5_K_BYTES = 176, Q6_K_BYTES = 210 };
 /* Scale and min of sub-block j (0..7) from the 12 packed bytes: j < 4 in the low 6 bits of
  * bytes j and j + 4; j >= 4 split between the nibbles of byte j + 4 and the top 2 bits of bytes
  * j - 4 (scale) and j (min). */
-static void k_scale_min(const uint8_t *s, int j, int *scale, int *min) {
+void gguf_k_scale_min(const uint8_t *s, int j, int *scale, int *min) {
     if (j < 4) {
         *scale = s[j] & 63;
         *min = s[j + 4] & 63;
@@ -156,7 +156,7 @@ static void k4_k5_to_f32(const uint8_t *row, int n, float *out, int block_bytes,
         const uint8_t *qs = row + (has_qh ? 48 : 16);
         for (int sub = 0; sub < 8; sub++) { /* sub-block of 32: nibbles of qs[32 * (sub / 2)..] */
             int scale, min;
-            k_scale_min(scales, sub, &scale, &min);
+            gguf_k_scale_min(scales, sub, &scale, &min);
             float d1 = d * scale, m1 = dmin * min;
             const uint8_t *q = qs + 32 * (sub / 2);
             for (int l = 0; l < 32; l++) {

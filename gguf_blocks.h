@@ -26,6 +26,11 @@ void gguf_q4_K_to_f32(const uint8_t *row, int n, float *out);
 void gguf_q5_K_to_f32(const uint8_t *row, int n, float *out);
 void gguf_q6_K_to_f32(const uint8_t *row, int n, float *out);
 
+/* Sub-block j's (0..7) 6-bit scale and min of a Q4_K or Q5_K block's scales[12] (gguf.h): for
+ * j < 4 the low 6 bits of bytes j and j + 4; else byte j + 4's nibbles with the top 2 bits of
+ * bytes j - 4 and j above them. kquant.c reads its panels' scales by it too. */
+void gguf_k_scale_min(const uint8_t *s, int j, int *scale, int *min);
+
 /* Into run's q8_0 row layout with groups of 32: values (n int8) and scales (n / 32 float32), the
  * same values exactly: Q8_0's int8 and Q5_0's 5-bit q - 16 (in -16..15), each with its block's d
  * widened. */

@@ -29,6 +29,29 @@ static size_t matrix_bytes(const Matrix *x) {
     return bytes;
 }
 
+/* Bytes of `layers` layers of a stack: a stack of mixed K-quants (panel.h's Matrix layers) each
+ * layer in its own dtype. */
+static size_t stack_bytes(const Matrix *x, int layers) {
+    if (!x->layers) return layers * matrix_bytes(x);
+    size_t bytes = 0;
+    for (int l = 0; l < layers; l++) bytes += matrix_bytes(&x->layers[l]);
+    return bytes;
+}
+
+/* A matrix's dtype as named: its own, or a stack of mixed K-quants' every dtype of its layers in
+ * code order ("q4_k+q6_k"), into buf. */
+static const char *dtype_text(const Matrix *x, int layers, char buf[32]) {
+    if (!x->layers) return DTYPES[x->dtype].name;
+    size_t at = 0;
+    buf[0] = '\0';
+    for (int d = 0; d < N_DTYPES; d++) {
+        int used = 0;
+        for (int l = 0; l < layers; l++) used |= x->layers[l].dtype == (DType)d;
+        if (used) at += snprintf(buf + at, 32 - at, "%s%s", at ? "+" : "", DTYPES[d].name);
+    }
+    return buf;
+}
+
 size_t info_weight_bytes(const Model *m) {
     const Config *c = &m->config;
     const Matrix *mat[N_MATRICES];
@@ -37,7 +60,7 @@ size_t info_weight_bytes(const Model *m) {
     for (int i = 0; i < N_MATRICES; i++) {
         if (i == N_MATRICES - 1 && c->shared_classifier) continue; /* wcls is the embedding */
         int layers = i == 0 || i == N_MATRICES - 1 ? 1 : c->n_layers;
-        bytes += layers * matrix_bytes(mat[i]);
+        bytes += stack_bytes(mat[i], layers);
     }
     size_t norms = (size_t)(2 * c->n_layers + 1) * c->dim; /* attention, FFN, final */
     return bytes + norms * sizeof(float) * (c->norm_bias ? 2 : 1);
@@ -51,7 +74,7 @@ size_t info_kv_cache_bytes(const Config *c, int context) {
 /* Whether every matrix has the dtype of the first. */
 static int one_dtype(const Matrix *const mat[N_MATRICES]) {
     for (int i = 1; i < N_MATRICES; i++)
-        if (mat[i]->dtype != mat[0]->dtype) return 0;
+        if (mat[i]->dtype != mat[0]->dtype || mat[i]->layers) return 0;
     return 1;
 }
 
@@ -90,11 +113,12 @@ static void print_text(const Model *m, const Vocab *v, const InfoRequest *req) {
            "head_size %d\n",
            c->dim, c->hidden_dim, c->n_layers, c->n_heads, c->n_kv_heads, head_size);
     printf("  dtype         ");
+    char buf[32];
     if (one_dtype(mat)) {
         printf("%s, every matrix", DTYPES[mat[0]->dtype].name);
     } else {
         for (int i = 0; i < N_MATRICES; i++)
-            printf("%s%s %s", i ? ", " : "", matrix_names[i], DTYPES[mat[i]->dtype].name);
+            printf("%s%s %s", i ? ", " : "", matrix_names[i], dtype_text(mat[i], c->n_layers, buf));
     }
     if (mat[0]->dtype == DTYPE_Q8_0 || mat[0]->dtype == DTYPE_Q4_0)
         printf(" (groups of %d)", mat[0]->group_size);
@@ -141,8 +165,10 @@ static void print_json(const Model *m, const Vocab *v, const InfoRequest *req) {
            c->dim, c->hidden_dim, c->n_layers, c->n_heads, c->n_kv_heads, c->dim / c->n_heads,
            c->vocab_size, c->seq_len);
     printf("  \"dtypes\": {");
+    char buf[32];
     for (int i = 0; i < N_MATRICES; i++)
-        printf("%s\"%s\": \"%s\"", i ? ", " : "", matrix_names[i], DTYPES[mat[i]->dtype].name);
+        printf("%s\"%s\": \"%s\"", i ? ", " : "", matrix_names[i],
+               dtype_text(mat[i], c->n_layers, buf));
     printf(", \"norms\": \"f32\"},\n  \"group_size\": %d,\n", mat[0]->group_size);
     printf("  \"shared_classifier\": %s,\n", c->shared_classifier ? "true" : "false");
     printf("  \"norm\": \"%s\", \"norm_eps\": %g, \"norm_bias\": %s,\n", norm_name(c->trained_norm),

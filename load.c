@@ -133,10 +133,44 @@ static void fault_in(char *p, size_t bytes) {
  * file's w2, which put the run's peak 8 MiB over the weights + used kv cache + 10 MiB bound). */
 #define PACK_CHUNK_BYTES (1u << 20)
 
-/* Bytes of the whole stack of a source's matrix in panels, rounded up to a cache line. */
+static size_t round_up_64(size_t n) {
+    return (n + 63) / 64 * 64;
+}
+
+/* Whether a GGUF source's layers are of different K-quants (format_gguf.c's join), each then held
+ * in its own dtype: its Matrix's layers, one matrix a layer. */
+static int mixed(const Source *src) {
+    for (int l = 0; l < src->layers && src->layer_tensors; l++)
+        if (src->layer_tensors[l].type->dtype != src->matrix->dtype &&
+            dtype_kquant(src->matrix->dtype))
+            return 1;
+    return 0;
+}
+
+/* Layer l of a mixed source as a source of its own: one layer, its matrix `one` (set here) in the
+ * layer's dtype. */
+static Source layer_source(const Source *src, int l, Matrix *one) {
+    const Matrix *m = src->matrix;
+    matrix_init(one, src->layer_tensors[l].type->dtype, m->rows, m->cols, 0);
+    Source s = *src;
+    s.matrix = one;
+    s.layers = 1;
+    s.layer_tensors = &src->layer_tensors[l];
+    return s;
+}
+
+/* Bytes of the whole stack of a source's matrix in panels, rounded up to a cache line; a mixed
+ * source's, its layers' matrices first, then each layer's panels. */
 static size_t packed_bytes(const Source *src) {
     const Matrix *m = src->matrix;
-    return ((size_t)src->layers * m->n_panels * m->panel_bytes + 63) / 64 * 64;
+    if (!mixed(src)) return round_up_64((size_t)src->layers * m->n_panels * m->panel_bytes);
+    size_t bytes = round_up_64(src->layers * sizeof(Matrix));
+    for (int l = 0; l < src->layers; l++) {
+        Matrix one;
+        Source s = layer_source(src, l, &one);
+        bytes += packed_bytes(&s);
+    }
+    return bytes;
 }
 
 /* Layer l's values and scales in a source. */
@@ -277,7 +311,10 @@ static void release_gguf_layers(const Source *src, int q0, int q1) {
  * part is the page faults: each file page is read in as it is first touched, and where the OS gave
  * no 2 MiB pages, each new page of dst that fault_in did not reach is zeroed as it is first
  * written), giving the map's pages back after each chunk. */
+static int pack_layers(const Source *src, char *dst);
+
 static int pack_matrix(const Source *src, char *dst) {
+    if (mixed(src)) return pack_layers(src, dst);
     Matrix *m = src->matrix;
     m->data = dst;
     int threads = omp_get_max_threads(), failed;
@@ -310,6 +347,21 @@ static int pack_matrix(const Source *src, char *dst) {
     }
     if (src->pieces) release_pages(&values, layer_values(src, src->layers)); /* the last scales */
     free(scratch);
+    return 0;
+}
+
+/* Packs a mixed source (packed_bytes' layout at dst): each layer as a matrix of its own, which
+ * the stack's layers point to. */
+static int pack_layers(const Source *src, char *dst) {
+    Matrix *layers = (Matrix *)dst;
+    dst += round_up_64(src->layers * sizeof(Matrix));
+    for (int l = 0; l < src->layers; l++) {
+        Source s = layer_source(src, l, &layers[l]);
+        if (pack_matrix(&s, dst) != 0) return -1;
+        dst += packed_bytes(&s);
+    }
+    src->matrix->layers = layers;
+    src->matrix->data = layers[0].data;
     return 0;
 }
 

@@ -9,6 +9,7 @@
 #include <omp.h>
 #include <stdlib.h>
 
+#include "kquant.h"
 #include "simd.h"
 
 /* Matrix-vector and matrix-matrix products share one kernel: a tile of np panels (Matrix:
@@ -144,7 +145,7 @@ static void quantize_inputs(const QuantizedInputs *xq, DType dtype, const float 
         const float *row = x + (size_t)b * cols;
         if (dtype == DTYPE_Q8_0)
             quantize_input(xq->values + at, &xq->scales[b], row, cols);
-        else if (dtype == DTYPE_Q4_0)
+        else if (dtype == DTYPE_Q4_0 || dtype_kquant(dtype))
             quantize_input_blocks(xq->bytes + at, xq->block_scales + at / 32,
                                   xq->block_sums + at / 32, row, cols);
     }
@@ -153,14 +154,15 @@ static void quantize_inputs(const QuantizedInputs *xq, DType dtype, const float 
 /* The call's panels from .. to - 1, up to BLOCK_PANELS at a time. */
 static void matmul_panels(const Call *call, int from, int to) {
     for (int k = 0; k < call->n; k++) {
-        const Matrix *m = call->products[k].w;
+        int layer = call->layer;
+        const Matrix *m = matrix_layer(call->products[k].w, &layer);
         const int *first = call->first;
         int p = (from > first[k] ? from : first[k]) - first[k];
         int end = (to < first[k + 1] ? to : first[k + 1]) - first[k];
         for (; p < end; p += BLOCK_PANELS) {
             int np = end - p < BLOCK_PANELS ? end - p : BLOCK_PANELS;
             const char *panel =
-                (const char *)m->data + ((size_t)call->layer * m->n_panels + p) * m->panel_bytes;
+                (const char *)m->data + ((size_t)layer * m->n_panels + p) * m->panel_bytes;
             Output o = {call->products[k].out, (size_t)m->rows};
             panel_block(o, call->in, call->batch, (Panels){m, panel, p * PANEL_ROWS}, np);
         }
@@ -212,6 +214,11 @@ int tiles_q8_0(const Tile *t) {
 }
 int tiles_q4_0(const Tile *t) {
     return tiles(t, DTYPE_Q4_0, TILE_INPUTS_Q8);
+}
+int tiles_kquant(const Tile *t) {
+    return kquant_tiles(&(KTile){t->o.out, t->o.stride, t->p.w, t->p.panel, t->p.row0, t->np,
+                                 t->in.x8, t->in.x8_scale, t->in.x8_sum, t->in.xq_stride,
+                                 t->inputs});
 }
 
 /* The tile shapes of dtype d's kernel, each its own code with its accumulators in registers:

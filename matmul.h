@@ -88,5 +88,6 @@ int tiles_bf16(const Tile *tile);
 int tiles_f16(const Tile *tile);
 int tiles_q8_0(const Tile *tile);
 int tiles_q4_0(const Tile *tile);
+int tiles_kquant(const Tile *tile); /* q4_k's and q6_k's: kquant.c's on q4_0's int8 inputs */
 
 #endif

@@ -32,6 +32,7 @@ void matrix_pack_panel(const Matrix *m, char *dst, const void *values, const flo
 }
 
 float matrix_value(const Matrix *m, int layer, int row, int col) {
+    m = matrix_layer(m, &layer);
     /* the row's panel; the row is lane `lane` of each of its columns */
     const char *panel =
         (const char *)m->data + ((size_t)layer * m->n_panels + row / PANEL_ROWS) * m->panel_bytes;

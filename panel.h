@@ -39,6 +39,9 @@ struct Matrix {
     int group_size;   /* one of the dtype's group sizes (dtype.h); 0 for a dtype without */
     int panel_rows, n_panels;
     size_t panel_bytes;
+    /* a GGUF stack whose layers are of different K-quants (Q4_K_M's attn_v and ffn_down): layer l
+     * is layers[l], one layer in its own dtype and panels; NULL for a stack of one dtype */
+    const struct Matrix *layers;
 };
 
 enum { PANEL_ROWS = VEC_WIDTH }; /* one vector of a column: a panel's rows */
@@ -55,6 +58,15 @@ static inline int group_columns(DType dtype, int cols, int group_size, int start
  * its scales, then its values (a byte each, or two a byte). */
 static inline size_t group_bytes(DType dtype, int columns) {
     return PANEL_ROWS * (sizeof(float) + (dtype == DTYPE_Q4_0 ? columns / 2 : columns));
+}
+
+/* The matrix to read layer `layer` of m from, *layer set to its layer there: m itself, or for a
+ * stack of mixed K-quants the layer's own matrix (layer 0 of it). */
+static inline const Matrix *matrix_layer(const Matrix *m, int *layer) {
+    if (!m->layers) return m;
+    const Matrix *one = &m->layers[*layer];
+    *layer = 0;
+    return one;
 }
 
 /* Sets m's shape and dtype and the panel fields derived from them (panel_rows, n_panels,

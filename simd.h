@@ -47,6 +47,17 @@
  *                                  4i .. 4i + 3 (vpdpbusd), the same sums once widened
  *   veci_from_pairs(w)             int32 lane i = the sum of w's int16 lanes 2i and 2i + 1
  *                                  (vpmaddwd by ones; with AVX512-VNNI w itself)
+ * and for the K-quants' (kquant.c), unpacking their scales and 6-bit codes:
+ *   veci_load(p)                   VEC_WIDTH int32 at p, any alignment
+ *   veci_load_i8(p)                VEC_WIDTH int8 at p widened to int32
+ *   veci_add, veci_mul             lane by lane (veci_mul: the low 32 bits of the product)
+ *   veci_and, veci_or, veci_shr(v, n)  bitwise; shr shifts each lane right by n (< 32), zeros in
+ *   vecb_set1(c)                   the byte c in every byte
+ *   vecb_and, vecb_or              byte by byte
+ *   vecb_shl(v, n), vecb_shr(v, n) each byte shifted by n (< 8), for bytes whose bits shifted out
+ *                                  are zero (AVX shifts 16-bit lanes: a bit would cross bytes)
+ *   vecw_sub(a, b)                 lane by lane: int16, wrapping as vecw_dot_u8's adds do (with
+ *                                  AVX512-VNNI int32, as its lanes are)
  */
 #ifndef SIMD_H
 #define SIMD_H
@@ -457,6 +468,138 @@ static inline vecf vec_exp(vecf x) {
 #else
 static inline vecf vec_exp(vecf x) {
     return expf(x);
+}
+#endif
+
+#if VEC_WIDTH == 16
+static inline veci veci_load(const void *p) {
+    return _mm512_loadu_si512(p);
+}
+static inline veci veci_load_i8(const int8_t *p) {
+    return _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p));
+}
+static inline veci veci_add(veci a, veci b) {
+    return _mm512_add_epi32(a, b);
+}
+static inline veci veci_mul(veci a, veci b) {
+    return _mm512_mullo_epi32(a, b);
+}
+static inline veci veci_and(veci a, veci b) {
+    return _mm512_and_si512(a, b);
+}
+static inline veci veci_or(veci a, veci b) {
+    return _mm512_or_si512(a, b);
+}
+static inline veci veci_shr(veci v, int n) {
+    return _mm512_srl_epi32(v, _mm_cvtsi32_si128(n));
+}
+static inline vecb vecb_set1(uint8_t c) {
+    return _mm512_set1_epi8((char)c);
+}
+static inline vecb vecb_and(vecb a, vecb b) {
+    return _mm512_and_si512(a, b);
+}
+static inline vecb vecb_or(vecb a, vecb b) {
+    return _mm512_or_si512(a, b);
+}
+static inline vecb vecb_shl(vecb v, int n) {
+    return _mm512_sll_epi16(v, _mm_cvtsi32_si128(n));
+}
+static inline vecb vecb_shr(vecb v, int n) {
+    return _mm512_srl_epi16(v, _mm_cvtsi32_si128(n));
+}
+static inline vecw vecw_sub(vecw a, vecw b) {
+#if defined(__AVX512VNNI__)
+    return _mm512_sub_epi32(a, b); /* vecw_dot_u8's int32 lanes */
+#else
+    return _mm512_sub_epi16(a, b);
+#endif
+}
+#elif VEC_WIDTH == 8
+static inline veci veci_load(const void *p) {
+    return _mm256_loadu_si256((const __m256i *)p);
+}
+static inline veci veci_load_i8(const int8_t *p) {
+    return _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p));
+}
+static inline veci veci_add(veci a, veci b) {
+    return _mm256_add_epi32(a, b);
+}
+static inline veci veci_mul(veci a, veci b) {
+    return _mm256_mullo_epi32(a, b);
+}
+static inline veci veci_and(veci a, veci b) {
+    return _mm256_and_si256(a, b);
+}
+static inline veci veci_or(veci a, veci b) {
+    return _mm256_or_si256(a, b);
+}
+static inline veci veci_shr(veci v, int n) {
+    return _mm256_srl_epi32(v, _mm_cvtsi32_si128(n));
+}
+static inline vecb vecb_set1(uint8_t c) {
+    return _mm256_set1_epi8((char)c);
+}
+static inline vecb vecb_and(vecb a, vecb b) {
+    return _mm256_and_si256(a, b);
+}
+static inline vecb vecb_or(vecb a, vecb b) {
+    return _mm256_or_si256(a, b);
+}
+static inline vecb vecb_shl(vecb v, int n) {
+    return _mm256_sll_epi16(v, _mm_cvtsi32_si128(n));
+}
+static inline vecb vecb_shr(vecb v, int n) {
+    return _mm256_srl_epi16(v, _mm_cvtsi32_si128(n));
+}
+static inline vecw vecw_sub(vecw a, vecw b) {
+    return _mm256_sub_epi16(a, b);
+}
+#else
+static inline veci veci_load(const void *p) {
+    int32_t v;
+    memcpy(&v, p, sizeof(v));
+    return v;
+}
+static inline veci veci_load_i8(const int8_t *p) {
+    return p[0];
+}
+static inline veci veci_add(veci a, veci b) {
+    return a + b;
+}
+static inline veci veci_mul(veci a, veci b) {
+    return (veci)((uint32_t)a * (uint32_t)b);
+}
+static inline veci veci_and(veci a, veci b) {
+    return a & b;
+}
+static inline veci veci_or(veci a, veci b) {
+    return a | b;
+}
+static inline veci veci_shr(veci v, int n) {
+    return (veci)((uint32_t)v >> n);
+}
+static inline vecb vecb_set1(uint8_t c) {
+    return (vecb){{c, c, c, c}};
+}
+static inline vecb vecb_and(vecb a, vecb b) {
+    for (int k = 0; k < 4; k++) a.v[k] &= b.v[k];
+    return a;
+}
+static inline vecb vecb_or(vecb a, vecb b) {
+    for (int k = 0; k < 4; k++) a.v[k] |= b.v[k];
+    return a;
+}
+static inline vecb vecb_shl(vecb v, int n) {
+    for (int k = 0; k < 4; k++) v.v[k] = (uint8_t)(v.v[k] << n);
+    return v;
+}
+static inline vecb vecb_shr(vecb v, int n) {
+    for (int k = 0; k < 4; k++) v.v[k] >>= n;
+    return v;
+}
+static inline vecw vecw_sub(vecw a, vecw b) {
+    return (vecw){{a.v[0] - b.v[0], a.v[1] - b.v[1]}};
 }
 #endif
 

@@ -4,7 +4,9 @@
  *
  *   dequantize TYPE IN OUT      TYPE a ggml type id run reads; OUT: float32 values
  *   dequantize TYPE IN OUT --as-dtype   the values the dtype holding TYPE gets (repacked or
- *       converted, dtype.h's GgufReading), read back as float32: the loader's rows, one row
+ *       converted, dtype.h's GgufReading), read back as float32: the loader's rows, one row; a
+ *       type read in place packed as one row into a panel (panel.h) and read back by
+ *       matrix_value, the plain path's reader (kquant.c's for Q4_K and Q6_K)
  *
  * Errors: one line on stderr, exit 1.
  */
@@ -14,6 +16,7 @@
 
 #include "dtype.h"
 #include "gguf.h"
+#include "panel.h"
 
 static void die(const char *what, const char *name) {
     fprintf(stderr, "dequantize: error: %s %s\n", what, name);
@@ -61,8 +64,15 @@ int main(int argc, char **argv) {
         t->to_f32(blocks, n, out);
         quantize_q8_0_row(out, n, 32, values, scales);
         dtype_values(DTYPE_Q8_0, values, scales, n, out);
-    } else {
-        t->to_f32(blocks, n, out);
+    } else { /* in place */
+        Matrix m;
+        matrix_init(&m, t->dtype, 1, n, 0);
+        char *panel = aligned_alloc(64, (m.panel_bytes + 63) / 64 * 64);
+        if (!panel) die("out of memory for", argv[2]);
+        matrix_pack_panel(&m, panel, blocks, NULL, 0);
+        m.data = panel;
+        for (int j = 0; j < n; j++) out[j] = matrix_value(&m, 0, 0, j);
+        free(panel);
     }
     f = fopen(argv[3], "wb");
     if (!f || fwrite(out, sizeof(float), (size_t)n, f) != (size_t)n || fclose(f) != 0)

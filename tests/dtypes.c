@@ -8,6 +8,7 @@
 
 int main(void) {
     for (int d = 0; d < N_DTYPES; d++) {
+        if (DTYPES[d].kind == TENSOR_GGUF) continue; /* no normllama file holds a K-quant */
         printf("{\"name\": \"%s\", \"code\": %d, \"group_sizes\": [", DTYPES[d].name, d);
         for (int i = 0; i < MAX_GROUP_SIZES && DTYPES[d].group_sizes[i] != 0; i++)
             printf("%s%d", i ? ", " : "", DTYPES[d].group_sizes[i]);

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "gguf_blocks.h"
 #include "helpers.h"
 #include "load.h"
 #include "model.h"
@@ -54,9 +55,82 @@ typedef struct {
     Matrix m;
     char *panels;
     float *values; /* (layers, rows, cols) */
+    /* K-quants: |d sc q| + |dmin mn| of each value (q4_k; q6_k's |value|), the parts the kernels
+     * sum apart; NULL for the other dtypes */
+    float *parts;
 } Packed;
 
+/* Random K-quant blocks (rows, cols / 256) of a GGUF type: random bytes, the fp16 fields
+ * random_f16_bits' (every kind of finite half below 1). */
+static uint8_t *random_blocks(DType dtype, int rows, int cols) {
+    size_t bytes = (size_t)rows * dtype_row_bytes(dtype, cols);
+    uint8_t *blocks = malloc(bytes);
+    for (size_t i = 0; i < bytes; i++) blocks[i] = (uint8_t)(int)uniform(0.0f, 256.0f);
+    int block_bytes = DTYPES[dtype].block_bytes;
+    for (size_t at = 0; at < bytes; at += block_bytes) {
+        int fields[2] = {dtype == DTYPE_Q6_K ? 208 : 0, dtype == DTYPE_Q6_K ? 208 : 2};
+        for (int f = 0; f < 2; f++) {
+            uint16_t h = random_f16_bits();
+            memcpy(blocks + at + fields[f], &h, sizeof(h));
+        }
+    }
+    return blocks;
+}
+
+/* A K-quant row's values as ggml decodes them (gguf_blocks.c, held to libggml's bit for bit by
+ * test_gguf_writer.py), and into parts the magnitudes of its two terms: the values with dmin 0
+ * (d sc q) and with d 0 (-dmin mn), for q4_k. */
+static void k_row_values(DType dtype, const uint8_t *row, int cols, float *values, float *parts) {
+    if (dtype == DTYPE_Q6_K) {
+        gguf_q6_K_to_f32(row, cols, values);
+        for (int j = 0; j < cols; j++) parts[j] = fabsf(values[j]);
+        return;
+    }
+    gguf_q4_K_to_f32(row, cols, values);
+    size_t bytes = dtype_row_bytes(dtype, cols);
+    uint8_t *zeroed = malloc(bytes);
+    float *term = malloc((size_t)cols * sizeof(float));
+    for (int field = 0; field < 2; field++) { /* 0: dmin zeroed, 1: d zeroed */
+        memcpy(zeroed, row, bytes);
+        for (size_t at = 0; at < bytes; at += 144) memset(zeroed + at + (field ? 0 : 2), 0, 2);
+        gguf_q4_K_to_f32(zeroed, cols, term);
+        for (int j = 0; j < cols; j++) parts[j] = (field ? parts[j] : 0.0f) + fabsf(term[j]);
+    }
+    free(zeroed);
+    free(term);
+}
+
+/* A random stack of K-quant matrices (random_matrix's). */
+static Packed random_k_matrix(DType dtype, int layers, int rows, int cols) {
+    size_t n = (size_t)layers * rows * cols;
+    Packed p = {.values = malloc(n * sizeof(float)), .parts = malloc(n * sizeof(float))};
+    matrix_init(&p.m, dtype, rows, cols, 0);
+    size_t layer_bytes = (size_t)p.m.n_panels * p.m.panel_bytes;
+    p.panels = aligned_alloc(64, (layers * layer_bytes + 63) / 64 * 64);
+    for (int l = 0; l < layers; l++) {
+        uint8_t *blocks = random_blocks(dtype, rows, cols);
+        for (int i = 0; i < rows; i++) {
+            size_t at = ((size_t)l * rows + i) * cols;
+            k_row_values(dtype, blocks + i * dtype_row_bytes(dtype, cols), cols, p.values + at,
+                         p.parts + at);
+        }
+        for (int q = 0; q < p.m.n_panels; q++)
+            matrix_pack_panel(&p.m, p.panels + l * layer_bytes + q * p.m.panel_bytes, blocks, NULL,
+                              q);
+        free(blocks);
+    }
+    p.m.data = p.panels;
+    return p;
+}
+
+/* Columns of a test shape's `cols` for dtype d: the K-quants' rows are whole blocks of 256 (cols
+ * 1 .. 192 become 256 to 1024). */
+static int shape_cols(DType d, int cols) {
+    return dtype_kquant(d) ? (cols / 64 + 1) * 256 : cols;
+}
+
 static Packed random_matrix(DType dtype, int layers, int rows, int cols, int group_size) {
+    if (dtype_kquant(dtype)) return random_k_matrix(dtype, layers, rows, cols);
     cr_assert(dtype == DTYPE_F32 || dtype == DTYPE_BF16 || dtype == DTYPE_F16 ||
                   dtype == DTYPE_Q8_0 || dtype == DTYPE_Q4_0,
               "random_matrix makes no %s values", DTYPES[dtype].name);
@@ -116,6 +190,7 @@ static Packed random_matrix(DType dtype, int layers, int rows, int cols, int gro
 static void packed_free(Packed *p) {
     free(p->panels);
     free(p->values);
+    free(p->parts);
 }
 
 /* Shapes with every remainder the kernels have: rows below, at and past a panel (16 lanes with
@@ -151,7 +226,7 @@ static void list_kinds(void) {
 Test(kernels, matrix_value_reads_back_what_was_packed, .init = list_kinds) {
     for (int k = 0; k < n_kinds; k++) {
         for (int s = 0; s < N_SHAPES; s++) {
-            int rows = SHAPES[s][0], cols = SHAPES[s][1];
+            int rows = SHAPES[s][0], cols = shape_cols(kinds[k].dtype, SHAPES[s][1]);
             Packed p = random_matrix(kinds[k].dtype, 2, rows, cols, kinds[k].group_size);
             for (int l = 0; l < 2; l++)
                 for (int i = 0; i < rows; i++)
@@ -168,7 +243,7 @@ Test(kernels, matrix_value_reads_back_what_was_packed, .init = list_kinds) {
 Test(kernels, embedding_equals_embedding_ref, .init = list_kinds) {
     for (int k = 0; k < n_kinds; k++) {
         for (int s = 0; s < N_SHAPES; s++) {
-            int rows = SHAPES[s][0], cols = SHAPES[s][1];
+            int rows = SHAPES[s][0], cols = shape_cols(kinds[k].dtype, SHAPES[s][1]);
             Packed p = random_matrix(kinds[k].dtype, 1, rows, cols, kinds[k].group_size);
             float *fast = malloc(cols * sizeof(float)), *plain = malloc(cols * sizeof(float));
             for (int token = 0; token < rows; token++) {
@@ -210,7 +285,9 @@ static void as_quantized(DType dtype, float *x, int batch, int cols) {
 }
 
 /* |fast - plain| of each output within what two float sums of cols terms may differ by in any
- * order, with or without FMA: 2 cols eps sum_j |w(i, j) x[j]| (Higham 2002, eq. 3.5). */
+ * order, with or without FMA: 2 cols eps sum_j |w(i, j) x[j]| (Higham 2002, eq. 3.5); for the
+ * K-quants, whose kernels sum a weight's two terms (d sc q and dmin mn) apart and may cancel
+ * them after, with |w| the sum of their magnitudes (parts). */
 static void expect_product(const Packed *p, int layer, const float *x, const float *fast,
                            const char *what) {
     const Matrix *m = &p->m;
@@ -218,8 +295,10 @@ static void expect_product(const Packed *p, int layer, const float *x, const flo
     matmul_ref(plain, m, layer, x);
     for (int i = 0; i < m->rows; i++) {
         double bound = 0.0;
-        for (int j = 0; j < m->cols; j++)
-            bound += fabs((double)p->values[((size_t)layer * m->rows + i) * m->cols + j] * x[j]);
+        for (int j = 0; j < m->cols; j++) {
+            size_t at = ((size_t)layer * m->rows + i) * m->cols + j;
+            bound += fabs((double)(p->parts ? p->parts[at] : p->values[at]) * x[j]);
+        }
         bound *= 2.0 * m->cols * FLT_EPSILON;
         cr_assert_leq(fabs((double)fast[i] - plain[i]), bound + 1e-30, "%s row %d: %g vs %g", what,
                       i, fast[i], plain[i]);
@@ -300,12 +379,66 @@ static void expect_decode_bits(const Product *p, const float *x, int batch, int 
     }
 }
 
+/* The product of one row-major matrix of K-quant blocks (rows, cols) and one input x (cols),
+ * computed by matmul into out. */
+static void k_product(DType dtype, const uint8_t *blocks, int rows, int cols, const float *x,
+                      float *out) {
+    Matrix m;
+    matrix_init(&m, dtype, rows, cols, 0);
+    char *panels = aligned_alloc(64, (m.n_panels * m.panel_bytes + 63) / 64 * 64);
+    for (int q = 0; q < m.n_panels; q++)
+        matrix_pack_panel(&m, panels + q * m.panel_bytes, blocks, NULL, q);
+    m.data = panels;
+    QuantizedInputs xq;
+    cr_assert_eq(quantized_inputs_alloc(&xq, 1, cols), 0);
+    matmul(&(Product){out, &m}, 1, x, 1, 0, &xq);
+    free(panels);
+    quantized_inputs_free(&xq);
+}
+
+/* The largest integer sums the K-quant kernels meet, each input at its block's largest (int8
+ * +-127). q4_k: codes 15, scales 63, mins 0 (scales[12]: 4 bytes 0xff, 4 of 0, 4 of 0x0f), d =
+ * 2^-10: 16
+ * products of 15 * 127 in an int16 lane, 30480, as q4_0's; out = 256 * 15 * 63 / 1024 = 236.25.
+ * q6_k: codes 63 (q - 32 = 31), scales 127, d = 2^-10, x = 1: 8 products of 63 * 127 in a lane,
+ * 64008, wrap its int16 adds, and 8 * 32 * 127 taken off leaves 31496; out = 256 * 127 * 31 /
+ * 1024 = 984.25 (x 1: int8 127 times scale 1 / 127). Codes 0 (q - 32 = -32) and x
+ * = -1: 0 products and 32512 taken off, the edge of int16; out = 256 * 127 * 32 / 1024 = 1016. */
+Test(kernels, k_quant_products_at_the_largest_codes_and_inputs) {
+    enum { ROWS = 9, COLS = 256 };
+    uint8_t q4[ROWS][144], q6[ROWS][210];
+    float x[COLS], out[ROWS];
+    for (int i = 0; i < ROWS; i++) {
+        memset(q4[i], 0, 144);
+        memcpy(q4[i], (uint16_t[]){0x1400}, 2); /* d = 2^-10, dmin 0 */
+        memset(q4[i] + 4, 0xff, 4);             /* scales 0..3 = 63, and bits 4-5 of scales 4..7 */
+        memset(q4[i] + 12, 0x0f, 4);            /* bits 0-3 of scales 4..7; mins all 0 */
+        memset(q4[i] + 16, 0xff, 128);
+    }
+    for (int j = 0; j < COLS; j++) x[j] = 1.0f;
+    k_product(DTYPE_Q4_K, q4[0], ROWS, COLS, x, out);
+    for (int i = 0; i < ROWS; i++)
+        cr_assert_float_eq(out[i], 236.25f, 1e-4f, "q4_k row %d: %g", i, out[i]);
+    for (int code = 63, sign = 1; code >= 0; code -= 63, sign = -sign) {
+        for (int i = 0; i < ROWS; i++) {
+            memset(q6[i], code == 63 ? 0xff : 0, 192);
+            memset(q6[i] + 192, 127, 16);
+            memcpy(q6[i] + 208, (uint16_t[]){0x1400}, 2);
+        }
+        for (int j = 0; j < COLS; j++) x[j] = (float)sign;
+        k_product(DTYPE_Q6_K, q6[0], ROWS, COLS, x, out);
+        float want = code == 63 ? 984.25f : 1016.0f;
+        for (int i = 0; i < ROWS; i++)
+            cr_assert_float_eq(out[i], want, 1e-3f, "q6_k codes %d row %d: %g", code, i, out[i]);
+    }
+}
+
 Test(kernels, matmul_matches_matmul_ref, .init = list_kinds) {
     omp_set_num_threads(2); /* the split between threads too */
     const int batches[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13, 17};
     for (int k = 0; k < n_kinds; k++) {
         for (int s = 0; s < N_SHAPES; s++) {
-            int rows = SHAPES[s][0], cols = SHAPES[s][1];
+            int rows = SHAPES[s][0], cols = shape_cols(kinds[k].dtype, SHAPES[s][1]);
             /* three products of one input, as wq, wk, wv: the second and third of other heights */
             Packed p[3] = {
                 random_matrix(kinds[k].dtype, 2, rows, cols, kinds[k].group_size),
@@ -324,7 +457,8 @@ Test(kernels, matmul_matches_matmul_ref, .init = list_kinds) {
                 cr_assert_eq(quantized_inputs_alloc(&xq, batch, cols), 0);
                 matmul(products, 3, x, batch, layer, &xq);
                 expect_decode_bits(products, x, batch, layer, &xq);
-                if (dtype_grouped(kinds[k].dtype)) as_quantized(kinds[k].dtype, x, batch, cols);
+                if (dtype_grouped(kinds[k].dtype) || dtype_kquant(kinds[k].dtype))
+                    as_quantized(kinds[k].dtype, x, batch, cols);
                 for (int n = 0; n < 3; n++)
                     for (int b = 0; b < batch; b++) {
                         char what[96];
@@ -624,6 +758,7 @@ Test(forward, fast_matches_reference_on_random_models_of_each_dtype, .init = lis
     const int tokens[16] = {1, 5, 36, 2, 17, 17, 0, 30, 8, 9, 21, 33, 4, 4, 12, 26};
     for (int k = 0; k < n_kinds; k++) {
         char path[64];
+        if (dtype_kquant(kinds[k].dtype)) continue; /* GGUF only: test_gguf_writer.py's Q4_K_M */
         rng = RNG_SEED; /* each kind's model its own, whatever kinds come before it */
         write_random_model(path, kinds[k].dtype, kinds[k].group_size);
         for (int prefill = 0; prefill < 2; prefill++) {

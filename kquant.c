@@ -1,0 +1,374 @@
+/* The K-quants' panels and products (kquant.h): the file's Q4_K and Q6_K blocks packed lane by
+ * lane, the value readers of the plain path, and the SIMD tiles over int8 input blocks.
+ */
+#include "kquant.h"
+
+#include <string.h>
+
+#include "gguf_blocks.h"
+#include "simd.h"
+
+enum {
+    SUPER = 256, /* values of a super-block */
+    /* bytes of a row's super-block, in the file and in a panel */
+    Q4K_BYTES = 144,
+    Q6K_BYTES = 210,
+    /* where a panel's super-block fields start, in units of PANEL_ROWS bytes (kquant.h) */
+    Q4K_DMIN = 2,
+    Q4K_WORDS = 4,
+    Q4K_CODES = 16,
+    Q6K_SCALES = 2,
+    Q6K_LOW = 18,
+    Q6K_HIGH = 146,
+    /* the tiles: decode's 4 panels (matmul.c's BLOCK_PANELS) x 1 input; prefill's 1 x 4 (the
+     * 2 x 4 of q4_0's tile would not leave AVX2's 16 registers enough for the scales) */
+    KQ_PANELS = 4,
+    KQ_INPUTS = 4,
+};
+
+/* ----------------------------------------------------------------------------
+ * Where a code is in a panel's super-block, and in the file's block */
+
+/* Byte and shift of the 4-bit code (q6_k: the low 4 bits) of (lane, c) among a super-block's
+ * codes: q4_0's blocks of 8 columns (panel.h). */
+static size_t code_byte(int lane, int c) {
+    return (size_t)(c / 8) * 4 * PANEL_ROWS + lane * 4 + c % 4;
+}
+static int code_shift(int c) {
+    return c % 8 >= 4 ? 4 : 0;
+}
+
+/* Byte and shift of q6_k's high 2 bits of (lane, c): 4 * PANEL_ROWS bytes a sub-block of 16. */
+static size_t high_byte(int lane, int c) {
+    return (size_t)(c / 16) * 4 * PANEL_ROWS + lane * 4 + c % 4;
+}
+static int high_shift(int c) {
+    return c % 16 / 4 * 2;
+}
+
+/* The code of column c (0..255) of a Q4_K block's qs: 64 columns a 32 bytes, low nibbles first. */
+static int q4k_file_code(const uint8_t *qs, int c) {
+    uint8_t q = qs[c / 64 * 32 + c % 32];
+    return c % 64 >= 32 ? q >> 4 : q & 0xf;
+}
+
+/* The 6-bit code of column c of a Q6_K block (gguf_q6_K_to_f32 says where its bits are). */
+static int q6k_file_code(const uint8_t *block, int c) {
+    int half = c / 128, k = c % 128 / 32, l = c % 32;
+    uint8_t low = block[half * 64 + l + k % 2 * 32];
+    int code = k / 2 ? low >> 4 : low & 0xf;
+    return code | (block[128 + half * 32 + l] >> (2 * k) & 3) << 4;
+}
+
+static float half_at(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, sizeof(h));
+    return f16_to_f32(h);
+}
+
+/* ----------------------------------------------------------------------------
+ * Packing and the values */
+
+/* Super-block sb of row first + r of the file's rows at `values`. */
+static const uint8_t *file_block(const Matrix *m, const void *values, size_t row, int sb,
+                                 int block_bytes) {
+    return (const uint8_t *)values + row * dtype_row_bytes(m->dtype, m->cols) +
+           (size_t)sb * block_bytes;
+}
+
+void pack_q4_k(const Matrix *m, char *dst, const void *values, const float *scales, size_t first,
+               int n_rows) {
+    (void)scales;
+    memset(dst, 0, m->panel_bytes);
+    for (int sb = 0; sb < m->cols / SUPER; sb++) {
+        uint8_t *out = (uint8_t *)dst + (size_t)sb * Q4K_BYTES * PANEL_ROWS;
+        for (int r = 0; r < n_rows; r++) {
+            const uint8_t *block = file_block(m, values, first + r, sb, Q4K_BYTES);
+            memcpy(out + 2 * r, block, 2);
+            memcpy(out + Q4K_DMIN * PANEL_ROWS + 2 * r, block + 2, 2);
+            for (int k = 0; k < 3; k++)
+                memcpy(out + Q4K_WORDS * PANEL_ROWS + (k * PANEL_ROWS + r) * 4, block + 4 + 4 * k,
+                       4);
+            for (int c = 0; c < SUPER; c++)
+                out[Q4K_CODES * PANEL_ROWS + code_byte(r, c)] |=
+                    (uint8_t)(q4k_file_code(block + 16, c) << code_shift(c));
+        }
+    }
+}
+
+void pack_q6_k(const Matrix *m, char *dst, const void *values, const float *scales, size_t first,
+               int n_rows) {
+    (void)scales;
+    memset(dst, 0, m->panel_bytes);
+    for (int sb = 0; sb < m->cols / SUPER; sb++) {
+        uint8_t *out = (uint8_t *)dst + (size_t)sb * Q6K_BYTES * PANEL_ROWS;
+        for (int r = 0; r < n_rows; r++) {
+            const uint8_t *block = file_block(m, values, first + r, sb, Q6K_BYTES);
+            memcpy(out + 2 * r, block + 208, 2);
+            for (int s = 0; s < 16; s++) out[(Q6K_SCALES + s) * PANEL_ROWS + r] = block[192 + s];
+            for (int c = 0; c < SUPER; c++) {
+                int code = q6k_file_code(block, c);
+                out[Q6K_LOW * PANEL_ROWS + code_byte(r, c)] |=
+                    (uint8_t)((code & 0xf) << code_shift(c));
+                out[Q6K_HIGH * PANEL_ROWS + high_byte(r, c)] |=
+                    (uint8_t)((code >> 4) << high_shift(c));
+            }
+        }
+    }
+}
+
+float value_q4_k(const Matrix *m, const char *panel, int lane, int col) {
+    (void)m;
+    const uint8_t *sb = (const uint8_t *)panel + (size_t)(col / SUPER) * Q4K_BYTES * PANEL_ROWS;
+    int c = col % SUPER, sc, mn;
+    uint8_t scales[12];
+    for (int k = 0; k < 3; k++)
+        memcpy(scales + 4 * k, sb + Q4K_WORDS * PANEL_ROWS + (k * PANEL_ROWS + lane) * 4, 4);
+    gguf_k_scale_min(scales, c / 32, &sc, &mn);
+    int code = sb[Q4K_CODES * PANEL_ROWS + code_byte(lane, c)] >> code_shift(c) & 0xf;
+    float d1 = half_at(sb + 2 * lane) * sc,
+          m1 = half_at(sb + Q4K_DMIN * PANEL_ROWS + 2 * lane) * mn;
+    return d1 * code - m1;
+}
+
+float value_q6_k(const Matrix *m, const char *panel, int lane, int col) {
+    (void)m;
+    const uint8_t *sb = (const uint8_t *)panel + (size_t)(col / SUPER) * Q6K_BYTES * PANEL_ROWS;
+    int c = col % SUPER;
+    int scale = (int8_t)sb[(Q6K_SCALES + c / 16) * PANEL_ROWS + lane];
+    int code = (sb[Q6K_LOW * PANEL_ROWS + code_byte(lane, c)] >> code_shift(c) & 0xf) |
+               (sb[Q6K_HIGH * PANEL_ROWS + high_byte(lane, c)] >> high_shift(c) & 3) << 4;
+    return half_at(sb + 2 * lane) * scale * (code - 32);
+}
+
+/* ----------------------------------------------------------------------------
+ * The tiles */
+
+/* Super-block k / 8 (k an input block of 32 columns) of panel r of t. */
+static ALWAYS_INLINE const uint8_t *super_block(const KTile *t, int r, int k, int bytes) {
+    return (const uint8_t *)t->panel + r * t->w->panel_bytes + (size_t)(k / 8) * bytes * PANEL_ROWS;
+}
+
+/* Input b's block k: its int8 values from column 32k + i, its scale and its scale * sum. */
+static ALWAYS_INLINE const int8_t *input_at(const KTile *t, int b, int k, int i) {
+    return t->x8 + b * t->x8_stride + 32 * k + i;
+}
+static ALWAYS_INLINE float input_scale(const KTile *t, int b, int k) {
+    return t->x8_scale[b * t->x8_stride / 32 + k];
+}
+static ALWAYS_INLINE float input_scaled_sum(const KTile *t, int b, int k) {
+    size_t block = b * t->x8_stride / 32 + k;
+    return t->x8_scale[block] * t->x8_sum[block];
+}
+
+/* Decode asks for the bytes of input block k's share of each super-block (an eighth) a block of
+ * panels ahead, the same place in the panels the thread reads next, as matmul.c's decode_ahead. */
+static ALWAYS_INLINE void prefetch_ahead(const KTile *t, int r, int k, int bytes) {
+    const char *at = (const char *)super_block(t, r, k, bytes) + KQ_PANELS * t->w->panel_bytes;
+    for (int o = k % 8 * bytes * PANEL_ROWS / 8; o < (k % 8 + 1) * bytes * PANEL_ROWS / 8; o += 64)
+        __builtin_prefetch(at + o);
+}
+
+/* Sub-block j's 6-bit scale and min of every lane from the three words of a q4_k super-block
+ * (gguf_k_scale_min's bits: j < 4 the low 6 bits of bytes j and j + 4; else byte j + 4's nibbles,
+ * with bits 6-7 of bytes j - 4 and j as bits 4-5). */
+static ALWAYS_INLINE void q4k_scale_min(const uint8_t *words, int j, veci *scale, veci *min) {
+    veci w0 = veci_load(words), w1 = veci_load(words + 4 * PANEL_ROWS);
+    veci six = veci_set1(63), four = veci_set1(15), top = veci_set1(0x30);
+    if (j < 4) {
+        *scale = veci_and(veci_shr(w0, 8 * j), six);
+        *min = veci_and(veci_shr(w1, 8 * j), six);
+    } else {
+        veci w2 = veci_load(words + 8 * PANEL_ROWS);
+        int at = 8 * (j - 4);
+        *scale = veci_or(veci_and(veci_shr(w2, at), four), veci_and(veci_shr(w0, at + 2), top));
+        *min = veci_or(veci_and(veci_shr(w2, at + 4), four), veci_and(veci_shr(w1, at + 2), top));
+    }
+}
+
+static ALWAYS_INLINE void zero_acc(vecf acc[KQ_PANELS][KQ_INPUTS], int nb, int np) {
+    UNROLL
+    for (int r = 0; r < np; r++) {
+        UNROLL
+        for (int b = 0; b < nb; b++) acc[r][b] = vec_zero();
+    }
+}
+
+static ALWAYS_INLINE void store_acc(const KTile *t, vecf acc[KQ_PANELS][KQ_INPUTS], int nb,
+                                    int np) {
+    UNROLL
+    for (int r = 0; r < np; r++) {
+        int row = t->row0 + r * PANEL_ROWS;
+        UNROLL
+        for (int b = 0; b < nb; b++)
+            vec_store_upto(t->out + b * t->out_stride + row, acc[r][b], t->w->rows - row);
+    }
+}
+
+/* q4_k: np panels times nb inputs, input block (= sub-block of 32) by input block:
+ * acc += (d * sc) * s * float(codes . x8) - (dmin * mn) * (s * S). A lane's 16 products of
+ * codes (0..15) and inputs (-127..127) in a sub-block come to at most 30480, within int16, as
+ * q4_0's (matmul.c). */
+static ALWAYS_INLINE void q4k_tile(const KTile *t, int nb, int np) {
+    vecf acc[KQ_PANELS][KQ_INPUTS];
+    zero_acc(acc, nb, np);
+    for (int k = 0; k < t->w->cols / 32; k++) {
+        vecw sums[KQ_PANELS][KQ_INPUTS];
+        UNROLL
+        for (int r = 0; r < np; r++) {
+            UNROLL
+            for (int b = 0; b < nb; b++) sums[r][b] = vecw_zero();
+        }
+        UNROLL
+        for (int i = 0; i < 32; i += 8) {
+            vecb low_quad[KQ_INPUTS], high_quad[KQ_INPUTS];
+            UNROLL
+            for (int b = 0; b < nb; b++) {
+                low_quad[b] = vecb_set1_quad(input_at(t, b, k, i));
+                high_quad[b] = vecb_set1_quad(input_at(t, b, k, i + 4));
+            }
+            UNROLL
+            for (int r = 0; r < np; r++) {
+                const uint8_t *codes = super_block(t, r, k, Q4K_BYTES) + Q4K_CODES * PANEL_ROWS +
+                                       code_byte(0, k % 8 * 32 + i);
+                vecb low, high;
+                vecb_nibbles(vecb_load(codes), &low, &high);
+                UNROLL
+                for (int b = 0; b < nb; b++)
+                    sums[r][b] =
+                        vecw_dot_u8(vecw_dot_u8(sums[r][b], low, low_quad[b]), high, high_quad[b]);
+            }
+        }
+        UNROLL
+        for (int r = 0; r < np; r++) {
+            const uint8_t *sb = super_block(t, r, k, Q4K_BYTES);
+            veci sc, mn;
+            q4k_scale_min(sb + Q4K_WORDS * PANEL_ROWS, k % 8, &sc, &mn);
+            vecf d_sc = vec_mul(vec_load_f16((const uint16_t *)sb), vec_from_veci(sc));
+            vecf dmin = vec_load_f16((const uint16_t *)(sb + Q4K_DMIN * PANEL_ROWS));
+            vecf minus_dmin_mn = vec_mul(vec_sub(vec_zero(), dmin), vec_from_veci(mn));
+            UNROLL
+            for (int b = 0; b < nb; b++) {
+                vecf dot = vec_from_veci(veci_from_pairs(sums[r][b]));
+                acc[r][b] =
+                    vec_fmadd(dot, vec_mul(d_sc, vec_set1(input_scale(t, b, k))), acc[r][b]);
+                acc[r][b] =
+                    vec_fmadd(minus_dmin_mn, vec_set1(input_scaled_sum(t, b, k)), acc[r][b]);
+            }
+            if (nb == 1) prefetch_ahead(t, r, k, Q4K_BYTES);
+        }
+    }
+    store_acc(t, acc, nb, np);
+}
+
+/* q6_k's 6-bit codes of a block of 8 columns (i = 0 or 8 in its sub-block of 16): the low
+ * nibbles' codes (columns i .. i + 3) and the high ones' (i + 4 .. i + 7) with their high 2 bits
+ * from `high` (kquant.h's bits 0-1, 2-3 for i = 0; 4-5, 6-7 for i = 8) put in as bits 4-5. */
+static ALWAYS_INLINE void q6k_codes(vecb *low, vecb *high, vecb bits, int i) {
+    if (i == 0) {
+        *low = vecb_or(*low, vecb_shl(vecb_and(bits, vecb_set1(0x03)), 4));
+        *high = vecb_or(*high, vecb_shl(vecb_and(bits, vecb_set1(0x0c)), 2));
+    } else {
+        *low = vecb_or(*low, vecb_and(bits, vecb_set1(0x30)));
+        *high = vecb_or(*high, vecb_shr(vecb_and(bits, vecb_set1(0xc0)), 2));
+    }
+}
+
+/* q6_k: as q4k_tile, an input block's two sub-blocks of 16 each with its scale:
+ * acc += d * s * float(sum over the two of scale * ((codes . x8) - 32 * (their x8's sum))). The
+ * 32 * sums come from vpmaddubsw of 32s by the inputs, once per input for all panels. A lane's 8
+ * products in a sub-block come to at most 8 * 63 * 127 = 64008 with the codes as they are, past
+ * int16, but to at most 8 * 32 * 127 = 32512 once the 32s' are taken off: the int16 adds wrap,
+ * and the difference, within int16, comes out exact. */
+static ALWAYS_INLINE void q6k_tile(const KTile *t, int nb, int np) {
+    vecf acc[KQ_PANELS][KQ_INPUTS];
+    zero_acc(acc, nb, np);
+    const vecb thirty_two = vecb_set1(32);
+    for (int k = 0; k < t->w->cols / 32; k++) {
+        veci isums[KQ_PANELS][KQ_INPUTS];
+        UNROLL
+        for (int h = 0; h < 2; h++) {
+            int s = k % 8 * 2 + h; /* the sub-block of 16 in its super-block */
+            vecw sums[KQ_PANELS][KQ_INPUTS], offsets[KQ_INPUTS];
+            UNROLL
+            for (int b = 0; b < nb; b++) {
+                offsets[b] = vecw_zero();
+                UNROLL
+                for (int r = 0; r < np; r++) sums[r][b] = vecw_zero();
+            }
+            UNROLL
+            for (int i = 0; i < 16; i += 8) {
+                vecb low_quad[KQ_INPUTS], high_quad[KQ_INPUTS];
+                UNROLL
+                for (int b = 0; b < nb; b++) {
+                    low_quad[b] = vecb_set1_quad(input_at(t, b, k, 16 * h + i));
+                    high_quad[b] = vecb_set1_quad(input_at(t, b, k, 16 * h + i + 4));
+                    offsets[b] = vecw_dot_u8(vecw_dot_u8(offsets[b], thirty_two, low_quad[b]),
+                                             thirty_two, high_quad[b]);
+                }
+                UNROLL
+                for (int r = 0; r < np; r++) {
+                    const uint8_t *sb = super_block(t, r, k, Q6K_BYTES);
+                    vecb low, high;
+                    vecb_nibbles(vecb_load(sb + Q6K_LOW * PANEL_ROWS + code_byte(0, 16 * s + i)),
+                                 &low, &high);
+                    q6k_codes(&low, &high,
+                              vecb_load(sb + Q6K_HIGH * PANEL_ROWS + high_byte(0, 16 * s)), i);
+                    UNROLL
+                    for (int b = 0; b < nb; b++)
+                        sums[r][b] = vecw_dot_u8(vecw_dot_u8(sums[r][b], low, low_quad[b]), high,
+                                                 high_quad[b]);
+                }
+            }
+            UNROLL
+            for (int r = 0; r < np; r++) {
+                const int8_t *scales = (const int8_t *)super_block(t, r, k, Q6K_BYTES);
+                veci scale = veci_load_i8(scales + (Q6K_SCALES + s) * PANEL_ROWS);
+                UNROLL
+                for (int b = 0; b < nb; b++) {
+                    veci sum = veci_mul(veci_from_pairs(vecw_sub(sums[r][b], offsets[b])), scale);
+                    isums[r][b] = h == 0 ? sum : veci_add(isums[r][b], sum);
+                }
+            }
+        }
+        UNROLL
+        for (int r = 0; r < np; r++) {
+            vecf d = vec_load_f16((const uint16_t *)super_block(t, r, k, Q6K_BYTES));
+            UNROLL
+            for (int b = 0; b < nb; b++)
+                acc[r][b] = vec_fmadd(vec_from_veci(isums[r][b]),
+                                      vec_mul(d, vec_set1(input_scale(t, b, k))), acc[r][b]);
+            if (nb == 1) prefetch_ahead(t, r, k, Q6K_BYTES);
+        }
+    }
+    store_acc(t, acc, nb, np);
+}
+
+/* One tile of np panels times nb inputs of t's dtype, all constants once inlined. */
+static ALWAYS_INLINE void tile(const KTile *t, int nb, int np) {
+    if (t->w->dtype == DTYPE_Q6_K)
+        q6k_tile(t, nb, np);
+    else
+        q4k_tile(t, nb, np);
+}
+
+int kquant_tiles(const KTile *t) {
+    if (t->np == KQ_PANELS) {
+        tile(t, 1, KQ_PANELS);
+        return 1;
+    }
+    int nb = t->inputs >= KQ_INPUTS ? KQ_INPUTS : t->inputs >= 2 ? 2 : 1;
+    for (int r = 0; r < t->np; r++) {
+        KTile one = *t;
+        one.panel += r * t->w->panel_bytes;
+        one.row0 += r * PANEL_ROWS;
+        one.np = 1;
+        if (nb == KQ_INPUTS)
+            tile(&one, KQ_INPUTS, 1);
+        else if (nb == 2)
+            tile(&one, 2, 1);
+        else
+            tile(&one, 1, 1);
+    }
+    return nb;
+}
