@@ -1,9 +1,9 @@
 /* The products out = x W^T of a batch of inputs and the weight matrices in panels (panel.h).
  *
  * Two paths compute the same products: matmul, the fast one (SIMD tiles of panels times inputs,
- * OpenMP threads, int16 inputs for q8_0 weights and int8 for q4_0), and matmul_ref, plain scalar
- * C over matrix_value, which the reference forward pass (reference.c) and the tests use. Which
- * matrix multiplies what is model.c's.
+ * OpenMP threads, int16 inputs for q8_0 weights and int8 for q4_0 and the K-quants, whose tiles
+ * are kquant.c's), and matmul_ref, plain scalar C over matrix_value, which the reference forward
+ * pass (reference.c) and the tests use. Which matrix multiplies what is model.c's.
  */
 #ifndef MATMUL_H
 #define MATMUL_H

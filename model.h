@@ -12,9 +12,10 @@
  *   - llama2.c "version 2" (magic "ak42", version 2): int8 with one fp32 scale per group;
  *   - llama2.c's legacy layout (no magic: the file starts with dim).
  * docs/FORMAT.md lists the header and tensor order of each. Norm weights and biases are fp32;
- * the matrices are one of dtype.h's dtypes, f32, bf16, f16, q8_0 or q4_0 (normllama files; a
- * version 2 file's int8 as q8_0, or dequantized to f32, see model_load; a GGUF's types as dtype.h's
- * GGUF_DTYPES says), copied at load into the panel layout of Matrix (panel.h).
+ * the matrices are one of dtype.h's dtypes, f32, bf16, f16, q8_0, q4_0, q4_k or q6_k (normllama
+ * files the first five; a version 2 file's int8 as q8_0, or dequantized to f32, see model_load; a
+ * GGUF's types as dtype.h's GGUF_DTYPES says), copied at load into the panel layout of Matrix
+ * (panel.h).
  */
 #ifndef MODEL_H
 #define MODEL_H

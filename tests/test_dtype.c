@@ -6,10 +6,15 @@
 #include "dtype.h"
 
 Test(dtype, codes_and_names_are_the_headers) {
-    /* FORMAT.md's dtype codes: 0 f32, 1 bf16, 2 q8_0, 3 f16, 4 q4_0 */
-    const char *names[] = {"f32", "bf16", "q8_0", "f16", "q4_0"};
-    cr_assert_eq(N_DTYPES, 5);
-    for (int d = 0; d < N_DTYPES; d++) cr_assert_str_eq(DTYPES[d].name, names[d], "code %d", d);
+    /* FORMAT.md's dtype codes: 0 f32, 1 bf16, 2 q8_0, 3 f16, 4 q4_0; then the K-quants, which
+     * only GGUF files hold (5 and 6 are refused in a normllama header) */
+    const char *names[] = {"f32", "bf16", "q8_0", "f16", "q4_0", "q4_k", "q6_k"};
+    cr_assert_eq(N_DTYPES, 7);
+    for (int d = 0; d < N_DTYPES; d++) {
+        cr_assert_str_eq(DTYPES[d].name, names[d], "code %d", d);
+        cr_assert_eq(DTYPES[d].kind == TENSOR_GGUF, d >= 5, "code %d", d);
+        cr_assert_eq(dtype_kquant(d), d >= 5, "code %d", d);
+    }
 }
 
 Test(dtype, row_bytes_of_seven_values) {
@@ -19,6 +24,9 @@ Test(dtype, row_bytes_of_seven_values) {
     cr_assert_eq(dtype_row_bytes(DTYPE_F16, 7), 14);
     cr_assert_eq(dtype_row_bytes(DTYPE_Q8_0, 7), 7);
     cr_assert_eq(dtype_row_bytes(DTYPE_Q4_0, 7), 4);
+    /* gguf.h's K blocks: 144 and 210 bytes a 256 values */
+    cr_assert_eq(dtype_row_bytes(DTYPE_Q4_K, 512), 288);
+    cr_assert_eq(dtype_row_bytes(DTYPE_Q6_K, 256), 210);
 }
 
 Test(dtype, group_sizes) {
