@@ -51,7 +51,7 @@ typedef struct {
     int inputs;
 } KTile;
 
-/* Runs the tile that fits t (decode's 4 panels x 1 input, else each panel times 4, 2 or 1
+/* Runs the tile that fits t (decode's 4 panels x 1 input, else its 1 or 2 panels times 4, 2 or 1
  * inputs) for w's dtype, q4_k or q6_k; returns the inputs it took. Each output is the same chain
  * of operations whatever the tile: decode and prefill give the same bits. */
 int kquant_tiles(const KTile *t);
