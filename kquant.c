@@ -185,7 +185,9 @@ static ALWAYS_INLINE float input_scaled_sum(const KTile *t, int b, int k) {
 }
 
 /* Decode asks for the bytes of input block k's share of each super-block (an eighth) a block of
- * panels ahead, the same place in the panels the thread reads next, as matmul.c's decode_ahead. */
+ * panels ahead, the same place in the panels the thread reads next, as matmul.c's decode_ahead:
+ * 110M Q4_K_M decode on one thread 47-60 tokens/s with it, 36-38 without (alternating runs at a
+ * load of 19). */
 static ALWAYS_INLINE void prefetch_ahead(const KTile *t, int r, int k, int bytes) {
     const char *at = (const char *)super_block(t, r, k, bytes) + KQ_PANELS * t->w->panel_bytes;
     for (int o = k % 8 * bytes * PANEL_ROWS / 8; o < (k % 8 + 1) * bytes * PANEL_ROWS / 8; o += 64)
