@@ -330,6 +330,21 @@ Test(kernels, quantize_input_blocks_rounds_each_block_of_32_to_int8) {
         if (j != 32) cr_assert_eq(xq[j], 0, "xq[%d]", j);
 }
 
+/* out = m's product with one input x (m->cols), m (its shape and dtype set by matrix_init) packed
+ * here from the row-major values and scales matrix_pack_panel takes, by matmul. */
+static void product_of(Matrix *m, const void *values, const float *scales, const float *x,
+                       float *out) {
+    char *panels = aligned_alloc(64, (m->n_panels * m->panel_bytes + 63) / 64 * 64);
+    for (int q = 0; q < m->n_panels; q++)
+        matrix_pack_panel(m, panels + q * m->panel_bytes, values, scales, q);
+    m->data = panels;
+    QuantizedInputs xq;
+    cr_assert_eq(quantized_inputs_alloc(&xq, 1, m->cols), 0);
+    matmul(&(Product){out, m}, 1, x, 1, 0, &xq);
+    free(panels);
+    quantized_inputs_free(&xq);
+}
+
 /* The largest integer sums the q4_0 kernel meets: every code 15 (value 7 * scale) against inputs
  * all at their block's largest (int8 127), 16 products of 15 * 127 in each int16 lane of a group:
  * 30480, 7% below where the lane would wrap: out = 64 columns * 7 * 0.5 = 224. */
@@ -342,17 +357,9 @@ Test(kernels, q4_0_product_at_the_largest_codes_and_inputs) {
     for (int j = 0; j < COLS; j++) x[j] = 1.0f;
     Matrix m;
     matrix_init(&m, DTYPE_Q4_0, ROWS, COLS, 32);
-    char *panels = aligned_alloc(64, (m.n_panels * m.panel_bytes + 63) / 64 * 64);
-    for (int q = 0; q < m.n_panels; q++)
-        matrix_pack_panel(&m, panels + q * m.panel_bytes, codes, scales, q);
-    m.data = panels;
-    QuantizedInputs xq;
-    cr_assert_eq(quantized_inputs_alloc(&xq, 1, COLS), 0);
-    matmul(&(Product){out, &m}, 1, x, 1, 0, &xq);
+    product_of(&m, codes, scales, x, out);
     for (int i = 0; i < ROWS; i++)
         cr_assert_float_eq(out[i], 224.0f, 1e-4f, "row %d: %g", i, out[i]);
-    free(panels);
-    quantized_inputs_free(&xq);
 }
 
 /* Each input of a batch of products p[0..2], out as matmul wrote it, multiplied alone (decode's
@@ -385,15 +392,7 @@ static void k_product(DType dtype, const uint8_t *blocks, int rows, int cols, co
                       float *out) {
     Matrix m;
     matrix_init(&m, dtype, rows, cols, 0);
-    char *panels = aligned_alloc(64, (m.n_panels * m.panel_bytes + 63) / 64 * 64);
-    for (int q = 0; q < m.n_panels; q++)
-        matrix_pack_panel(&m, panels + q * m.panel_bytes, blocks, NULL, q);
-    m.data = panels;
-    QuantizedInputs xq;
-    cr_assert_eq(quantized_inputs_alloc(&xq, 1, cols), 0);
-    matmul(&(Product){out, &m}, 1, x, 1, 0, &xq);
-    free(panels);
-    quantized_inputs_free(&xq);
+    product_of(&m, blocks, NULL, x, out);
 }
 
 /* The largest integer sums the K-quant kernels meet, each input at its block's largest (int8
