@@ -304,7 +304,8 @@ static ALWAYS_INLINE void q6k_codes(vecb *low, vecb *high, vecb bits, int i) {
  * 32 * sums come from vpmaddubsw of 32s by the inputs, once per input for all panels. A lane's 8
  * products in a sub-block come to at most 8 * 63 * 127 = 64008 with the codes as they are, past
  * int16, but to at most 8 * 32 * 127 = 32512 once the 32s' are taken off: the int16 adds wrap,
- * and the difference, within int16, comes out exact. */
+ * and the difference, within int16, comes out exact (with AVX512-VNNI the lanes are vpdpbusd's
+ * int32, and nothing wraps). */
 static ALWAYS_INLINE void q6k_tile(const KTile *t, int nb, int np) {
     vecf acc[KQ_PANELS][KQ_INPUTS];
     zero_acc(acc, nb, np);

@@ -397,12 +397,12 @@ static void k_product(DType dtype, const uint8_t *blocks, int rows, int cols, co
 
 /* The largest integer sums the K-quant kernels meet, each input at its block's largest (int8
  * +-127). q4_k: codes 15, scales 63, mins 0 (scales[12]: 4 bytes 0xff, 4 of 0, 4 of 0x0f), d =
- * 2^-10: 16
- * products of 15 * 127 in an int16 lane, 30480, as q4_0's; out = 256 * 15 * 63 / 1024 = 236.25.
- * q6_k: codes 63 (q - 32 = 31), scales 127, d = 2^-10, x = 1: 8 products of 63 * 127 in a lane,
- * 64008, wrap its int16 adds, and 8 * 32 * 127 taken off leaves 31496; out = 256 * 127 * 31 /
- * 1024 = 984.25 (x 1: int8 127 times scale 1 / 127). Codes 0 (q - 32 = -32) and x
- * = -1: 0 products and 32512 taken off, the edge of int16; out = 256 * 127 * 32 / 1024 = 1016. */
+ * 2^-10: 16 products of 15 * 127 in an int16 lane, 30480, as q4_0's; out = 256 * 15 * 63 / 1024 =
+ * 236.25. q6_k: codes 63 (q - 32 = 31), scales 127, d = 2^-10, x = 1: 8 products of 63 * 127 in a
+ * lane, 64008, wrap its int16 adds (not AVX512-VNNI's int32), and 8 * 32 * 127 taken off leaves
+ * 31496; out = 256 * 127 * 31 / 1024 = 984.25 (x 1: int8 127 times scale 1 / 127). Codes 0 (q - 32
+ * = -32) and x = -1: 0 products and 32512 taken off, the edge of int16; out = 256 * 127 * 32 / 1024
+ * = 1016. */
 Test(kernels, k_quant_products_at_the_largest_codes_and_inputs) {
     enum { ROWS = 9, COLS = 256 };
     uint8_t q4[ROWS][144], q6[ROWS][210];
