@@ -386,7 +386,7 @@ build/stream: tools/stream.c $(KERNEL_SRC) $(KERNEL_HEADERS) | deps-build
 
 # Speed is measured here, never asserted by tests. BENCH_QUICK=1 for a short run; LLAMA_BENCH=PATH
 # a llama-bench already built for the same-file block (tools/bench_gguf.sh: its GGUF_* too).
-bench: deps-bench run build/bandwidth build/flops
+bench: deps-bench run build/bandwidth build/flops build/gemm
 	models/fetch.sh tokenizer.bin
 	PYTHON=$(PYTHON) tools/bench.sh
 
