@@ -10,9 +10,9 @@ after the warmup, above ln(512), and says so in its log. A run that ends is clas
 "learns". Prints the table, writes --out/results.json, the picture (tools/plot_twins_lr.py) and
 the section of docs/NORMS.md between its two markers.
 
-usage: tools/twins_lr.py [--lrs LR ...] [--seeds N] [--steps N] [--warmup N] [--eval-every N]
-                         [--jobs N] [--margin NATS] [--out DIR] [--docs FILE] [--no-train]
-                         [--no-docs]
+usage: tools/twins_lr.py [--lrs LR ...] [--seeds N] [--first-seed S] [--steps N] [--warmup N]
+                         [--eval-every N] [--jobs N] [--margin NATS] [--out DIR] [--docs FILE]
+                         [--no-train] [--no-docs]
 A run whose log in --out is complete and of the same settings is not trained again, so that an
 interrupted sweep continues where it stopped; --no-train tables the complete runs alone.
 """
@@ -212,6 +212,8 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--lrs", type=float, nargs="+", default=LRS, help="peak learning rates")
     p.add_argument("--seeds", type=int, default=2)
+    p.add_argument("--first-seed", type=int, default=1, help="the seeds are --first-seed, ... "
+                   "(so that two sweeps can share the seeds of one --out)")
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--warmup", type=int, default=20)
@@ -229,12 +231,13 @@ def main():
                    "train none")
     p.add_argument("--no-docs", action="store_true", help="leave docs/NORMS.md as it is")
     a = p.parse_args()
-    if min(a.seeds, a.steps, a.jobs, a.eval_every) < 1 or a.warmup >= a.steps:
-        p.error("--seeds, --steps, --jobs and --eval-every must be at least 1, --warmup below "
-                "--steps")
+    if min(a.seeds, a.steps, a.jobs, a.eval_every) < 1 or a.first_seed < 0 or \
+            a.warmup >= a.steps:
+        p.error("--seeds, --steps, --jobs and --eval-every must be at least 1, --first-seed 0 or "
+                "more, --warmup below --steps")
     if not all(lr > 0 and math.isfinite(lr) for lr in a.lrs):
         p.error("--lrs must be positive numbers")
-    a.lrs, a.seeds = sorted(set(a.lrs)), list(range(1, a.seeds + 1))
+    a.lrs, a.seeds = sorted(set(a.lrs)), list(range(a.first_seed, a.first_seed + a.seeds))
     os.makedirs(a.out, exist_ok=True)
     times, started, load = {}, time.time(), [os.getloadavg()[0]]
     previous = os.path.join(a.out, "results.json")
