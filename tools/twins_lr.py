@@ -295,13 +295,7 @@ Made by (on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {made}):
 
 ![final validation loss against peak learning rate, and the validation loss of seed 1 against step](twins_lr.png)
 {END_MARK}"""
-    doc = open(a.docs).read()
-    if BEGIN_MARK in doc:
-        doc = doc[:doc.index(BEGIN_MARK)] + section + doc[doc.index(END_MARK) + len(END_MARK):]
-    else:
-        doc += "\n" + section + "\n"
-    with open(a.docs, "w") as f:
-        f.write(doc)
+    twins.replace_section(a.docs, section, BEGIN_MARK, END_MARK)
 
 
 if __name__ == "__main__":
