@@ -131,12 +131,14 @@ def unigram_level(a):
 
 def outcome(records, unigram, margin):
     """One run's result: final validation loss (None when diverged), final training loss (the
-    mean of the last 10 steps), the step of divergence (or None), its class."""
+    mean of the last 10 steps), the step of divergence (or None), the largest training loss
+    (nan if any was), its class."""
     train = [r["loss"] for r in records if r["kind"] == "train"]
     diverged = [r for r in records if r["kind"] == "diverged"]
     result = {"train_loss": statistics.mean(train[-10:]), "steps": len(train),
               "eval": [(r["step"], r["val_loss"]) for r in records if r["kind"] == "eval"],
-              "train": train, "val_loss": None, "diverged_step": None}
+              "train": train, "val_loss": None, "diverged_step": None,
+              "peak_train_loss": max(train, key=lambda x: math.inf if math.isnan(x) else x)}
     if diverged:
         result.update(diverged_step=diverged[0]["step"], reason=diverged[0]["reason"],
                       outcome="diverged")
@@ -162,9 +164,9 @@ def runs_of(res, lr, norm):
 
 def cell(runs):
     """The outcome of each seed of one (lr, norm), in seed order: 'learns', 'unigram',
-    'diverged at N'; '–' for none."""
-    return ", ".join(f"diverged at {r['diverged_step']}" if r["outcome"] == "diverged"
-                     else r["outcome"] for r in runs) or "–"
+    'diverged at N (peak P)', P its largest training loss; '–' for no run."""
+    return ", ".join(f"diverged at {r['diverged_step']} (peak {r['peak_train_loss']:.3g})"
+                     if r["outcome"] == "diverged" else r["outcome"] for r in runs) or "–"
 
 
 def table(res, a):
