@@ -183,6 +183,15 @@ siblings: run | deps-twins
 	models/fetch.sh --data tinystories_train.txt tinystories_valid.txt
 	$(PYTHON) tools/twins.py --norms $(SIBLING_NORMS) --seeds $(SIBLING_SEEDS) --steps $(TWIN_STEPS)
 
+# The twins' learning-rate sweep (tools/twins_lr.py, issue 28 item 2): both norms at 6 peak
+# learning rates, 2 seeds, 200 steps each, two at a time; a diverged run stops early. The table
+# and picture go to docs/NORMS.md and docs/twins_lr.png; rerun, it reuses finished runs.
+.PHONY: twins-lr
+twins-lr: run | deps-twins
+	models/fetch.sh tok512.model
+	models/fetch.sh --data tinystories_train.txt tinystories_valid.txt
+	$(PYTHON) tools/twins_lr.py
+
 # Issue 28's 16-bit norms (tools/norm_half.py: stories260K's norm inputs and the whole model, then
 # each norm trained NORM_HALF_STEPS steps with its norms in float32 and in bf16; 40 minutes here,
 # the trainings 35) and the norms' share of the time (tools/norm_share.py: a training step by width and

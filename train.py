@@ -27,6 +27,11 @@ batch's crc32), one "eval" record per --eval-every steps (validation loss, the t
 so far) and one "norms" record after each eval (the time the norms took, forward and backward,
 within one step, timed by hooks on the norm modules, and its share of that step).
 
+--stop-if-diverged (the learning-rate sweep, tools/twins_lr.py): a run whose training loss is not
+finite, or exceeds ln(vocab_size) after the warmup (worse than the uniform guess it started from),
+stops at that step with a "diverged" record (step, loss, reason) and exit status 0, writing no
+final evaluation, checkpoint or export; without it a non-finite loss is an error.
+
 Under `torchrun --nproc_per_node=N train.py ...` each process takes 1/N of every batch (gloo,
 DistributedDataParallel): the losses equal one process's with the same --batch-size within
 floating-point rounding. Errors print one line "train.py: error: ..." and exit 1.
@@ -331,12 +336,23 @@ class Run:
         seconds = time.perf_counter() - start
         self.timer.on = False
         loss = self.all_mean(loss.item())
-        if not math.isfinite(loss):
+        if not math.isfinite(loss) and not a.stop_if_diverged:
             raise TrainError(f"the training loss became {loss} at step {self.step} (try a lower --lr)")
         self.train_seconds += seconds
         self.step += 1
         crc = zlib.crc32(x.numpy().astype("<u2").tobytes())
         return loss, lr, seconds, crc
+
+    def divergence(self, loss):
+        """Why the run has diverged, given the loss of the step just taken, or None: a loss that
+        is not finite, or, once the warmup is over, one above ln(vocab_size), the loss of the
+        uniform guess that the initial model makes (its weights N(0, 0.02) give logits near 0)."""
+        if not math.isfinite(loss):
+            return f"the training loss became {loss}"
+        if self.step > self.a.warmup and loss > math.log(self.a.vocab_size):
+            return (f"the training loss {loss:.6g} rose above ln({self.a.vocab_size}) = "
+                    f"{math.log(self.a.vocab_size):.6g} after the warmup")
+        return None
 
     @torch.no_grad()
     def evaluate(self):
@@ -382,7 +398,7 @@ class Run:
                       "parameters": sum(p.numel() for p in self.model.parameters())})
         bar = tqdm(total=a.steps, initial=self.step, desc=f"train {a.norm}", unit="step",
                    disable=True if a.quiet or self.rank else None, dynamic_ncols=True)
-        tokens_per_step = a.batch_size * a.seq_len
+        tokens_per_step, why = a.batch_size * a.seq_len, None
         while self.step < a.steps:
             if a.eval_every and self.step % a.eval_every == 0:
                 self.log_eval()
@@ -396,10 +412,17 @@ class Run:
                       "batch_crc": crc})
             bar.set_postfix(loss=f"{loss:.3f}", tok_s=f"{tokens_per_step / seconds:.0f}")
             bar.update(1)
+            why = self.divergence(loss) if a.stop_if_diverged else None
+            if why:
+                self.log({"kind": "diverged", "step": self.step, "loss": loss, "reason": why})
+                break
         bar.close()
-        if a.eval_every:
+        if why:
+            print(f"train.py: stopped (--stop-if-diverged): {why} at step {self.step}; no "
+                  "evaluation, checkpoint or export", file=sys.stderr)
+        elif a.eval_every:
             self.log_eval()
-        if self.rank == 0:
+        if self.rank == 0 and not why:
             if a.out:
                 self.checkpoint()
             if a.export:
@@ -456,6 +479,10 @@ def parse_args(argv):
     p.add_argument("--log", help="JSON lines log")
     p.add_argument("--resume", help="checkpoint to continue from (same shape and norm)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--stop-if-diverged", action="store_true",
+                   help="stop, without error, at the first step whose training loss is not "
+                   "finite or, after the warmup, above ln(vocab_size): the log's last record is "
+                   "a \"diverged\" one, and no checkpoint or export is written")
     a = p.parse_args(argv)
     for name in ("batch_size", "warmup", "eval_windows"):
         if getattr(a, name) < 1:

@@ -5,9 +5,10 @@ from its source; a second run trains only the seeds the first did not; siblings 
 go to their own section), its paired differences' 95% intervals (Student's t quantiles against
 the t density integrated, intervals on hand-derived numbers), the tokenizer's
 remove_extra_whitespaces inference on SentencePiece vocabularies trained here and the option
-carried in a model file, train.py's token ids past uint16, and the 16-bit norms and norm-share
-tools (tools/norm_half.py, tools/norm_share.py) on hand-derived values. Run from the repository
-root with /usr/bin/python3 (make test does); the program under test is
+carried in a model file, train.py's token ids past uint16, the 16-bit norms and norm-share tools
+(tools/norm_half.py, tools/norm_share.py) on hand-derived values, and the learning-rate sweep
+(tools/twins_lr.py) on two learning rates of a few steps. Run from the repository root with
+/usr/bin/python3 (make test does); the program under test is
 $NORMLLAMA_RUN (default ./run), the tokenizer helper $TOKENIZE_CORPUS (default
 build/tokenize_corpus). Prints one line per test and "N passed, M failed, K skipped"."""
 import json
@@ -495,6 +496,64 @@ def norm_share_fused_layernorm_is_the_eager_one():
     assert torch.allclose(eager(x), fused(x), atol=1e-5, rtol=0)
     norm_s, step_s = norm_share.train_share(64, 32, "layernorm_fused", 0, 1, n_layers=1)
     assert 0 < norm_s < step_s
+
+
+# ----------------------------------------------------------------------------
+# tools/twins_lr.py
+
+
+@test
+def twins_lr_tables_the_runs_it_made():
+    """twins_lr.py on 8 steps at lr 1e-3 and 1e6, one seed: lr 1e6 turns the loss nan within the
+    warmup and its cells say "diverged at" the step of its log's diverged record, the step of its
+    last training record; lr 1e-3's validation cell is its log's last eval, its class "learns" or
+    "unigram" as that loss stands to the unigram level computed here from the text (token counts
+    + 1 over the training text, BOS first, on the first 64 windows of 256 of the valid text); the
+    section between the markers is replaced, the rest kept, the picture written; run again, it
+    trains nothing and writes the same table."""
+    s = stories()
+    train, valid = tmp("lr-train.txt"), tmp("lr-valid.txt")
+    open(train, "w").write(END.join(s[300:450]) + END)
+    open(valid, "w").write(END.join(s[:200]) + END)
+    docs, out = tmp("LR.md"), tmp("twins_lr")
+    open(docs, "w").write("# before\n\n<!-- twins-lr:begin -->\nold\n<!-- twins-lr:end -->\n\n"
+                          "after\n")
+    cmd = [sys.executable, "tools/twins_lr.py", "--lrs", "1e-3", "1e6", "--seeds", "1", "--steps",
+           "8", "--warmup", "4", "--eval-every", "4", "--out", out, "--train", train, "--valid",
+           valid, "--docs", docs]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    assert p.returncode == 0 and "4 of 4 runs to train" in p.stdout, p.stderr[-2000:]
+    doc = open(docs).read()
+    assert doc.startswith("# before\n\n<!-- twins-lr:begin -->\nMade by") and "old" not in doc
+    assert doc.endswith("<!-- twins-lr:end -->\n\nafter\n") and os.path.exists(tmp("twins_lr.png"))
+    rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
+            for line in doc.splitlines() if line.startswith(("| 0.001 ", "| 1e+06 "))}
+    sp = spm.SentencePieceProcessor(model_file="models/tok512.model")
+    ids = [[sp.bos_id()] + x for x in sp.encode(s[300:450])]
+    counts = np.bincount([t for x in ids for t in x], minlength=512) + 1.0
+    targets = [t for x in sp.encode(s[:200]) for t in [sp.bos_id()] + x][1:64 * 256 + 1]
+    unigram = -np.mean(np.log(counts[targets] / counts.sum()))
+    for column, norm in enumerate(("rmsnorm", "layernorm")):
+        def log(lr):
+            path = os.path.join(out, f"lr{lr}", "seed1", f"{norm}.jsonl")
+            return [json.loads(line) for line in open(path)]
+        fine, nan = log("0.001"), log("1e+06")
+        val = [r["val_loss"] for r in fine if r["kind"] == "eval"]
+        assert len(val) == 3 and rows["0.001"][3 * column] == f"{val[-1]:.3f}", (norm, rows)
+        want = "learns" if val[-1] < unigram - 0.1 else "unigram"  # 8 steps at 1e-3: 6.24 down
+        assert rows["0.001"][3 * column + 2] == want, (norm, unigram, val, rows)
+        stop = nan[-1]
+        assert stop["kind"] == "diverged" and stop["step"] <= 4 and np.isnan(stop["loss"]), stop
+        assert stop["step"] == [r for r in nan if r["kind"] == "train"][-1]["step"]
+        train = [r["loss"] for r in nan if r["kind"] == "train"]
+        peak = np.nan if np.isnan(train).any() else max(train)
+        want = f"diverged at {stop['step']} (peak {peak:.3g})"
+        assert rows["1e+06"][3 * column + 2] == want, (norm, rows, train)
+        assert rows["1e+06"][3 * column] == "–", rows
+    print(f"  unigram level {unigram:.3f}; lr 1e-3: {rows['0.001']}; lr 1e6: {rows['1e+06']}")
+    again = subprocess.run(cmd, capture_output=True, text=True)
+    assert again.returncode == 0 and "0 of 4 runs to train" in again.stdout, again.stderr
+    assert open(docs).read().split("\n", 4)[4] == doc.split("\n", 4)[4]  # after "Made by"
 
 
 if __name__ == "__main__":

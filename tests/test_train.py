@@ -2,7 +2,8 @@
 """train.py end to end on a tiny shape and a small part of the TinyStories sample: the loss falls
 for each twin, run's logits of an exported model of each norm (twins and siblings) equal the
 PyTorch forward pass of its checkpoint, twins share their initial weights and batches, runs are
-deterministic and resumable, two DDP processes follow one process, and bad input gets one line.
+deterministic and resumable, two DDP processes follow one process, --stop-if-diverged stops
+where the loss leaves the uniform guess, and bad input gets one line.
 Run from the repository root with /usr/bin/python3 (make test does); the program under test is
 $NORMLLAMA_RUN (default ./run). Prints one line per test and "N passed, M failed"."""
 import os
@@ -236,6 +237,41 @@ def two_ddp_processes_follow_one_process():
     assert len(a) == len(b) == 10 and np.abs(a - b).max() < 1e-4, (a, b)
     assert len(va) == len(vb) == 3 and np.abs(va - vb).max() < 1e-4, (va, vb)
     assert a[-1] < a[0] - 0.3 and [r["world"] for r in two if r["kind"] == "config"] == [2]
+
+
+@test
+def stop_if_diverged_stops_where_the_loss_leaves_the_uniform_guess():
+    """--stop-if-diverged (tools/twins_lr.py's runs). At lr 1 the tiny shape's training loss
+    passes ln(512) after the 5 steps of warmup (13.6 at step 6, measured) and falls back later:
+    without the option the run trains all 30 steps (a finite loss is no error); with it, the run
+    stops at the first step past the warmup whose loss is above ln(512), with exit 0, one line on
+    stderr, the same losses until then, a last "diverged" record, no final evaluation, checkpoint
+    or export. At lr 1e6 the loss becomes nan within the warmup: an error without the option,
+    a stop with it. At lr 1e-2 the option changes nothing."""
+    args = ["--lr", "1", "--eval-every", "5"]
+    whole = losses(trained("diverge-whole", *args))
+    first = next(i + 1 for i, loss in enumerate(whole) if i + 1 > 5 and loss > np.log(512))
+    code, err, records = train("diverge-stop", *args, "--stop-if-diverged")
+    print(f"  lr 1: losses {', '.join(f'{x:.2f}' for x in whole[:first + 2])}, ...; stopped at "
+          f"step {first}")
+    assert len(whole) == 30 and all(np.isfinite(whole)) and whole[-1] < np.log(512), whole
+    assert code == 0 and err.count("\n") == 1, (code, err)
+    assert err.startswith("train.py: stopped (--stop-if-diverged): the training loss "), err
+    assert losses(records) == whole[:first] and records[-1]["kind"] == "diverged", records[-3:]
+    assert records[-1]["step"] == first and records[-1]["loss"] == whole[first - 1], records[-1]
+    assert [r["step"] for r in records if r["kind"] == "eval"] == [0, 5], records
+    assert not any(os.path.exists(tmp("diverge-stop" + ext)) for ext in (".pt", ".nllm"))
+    code, err, _ = train("nan", "--lr", "1e6", "--eval-every", "0")
+    assert code == 1 and "train.py: error: the training loss became nan at step" in err, err
+    code, err, records = train("nan-stop", "--lr", "1e6", "--eval-every", "0",
+                               "--stop-if-diverged")
+    stop = records[-1]
+    assert code == 0 and stop["kind"] == "diverged" and stop["step"] <= 5, (code, err, stop)
+    assert stop["reason"] == "the training loss became nan" and np.isnan(stop["loss"]), stop
+    fine = ["--lr", "1e-2", "--eval-every", "0"]
+    plain = trained("fine", *fine, steps=10)
+    flagged = trained("fine-stop", *fine, "--stop-if-diverged", steps=10)
+    assert losses(plain) == losses(flagged) and flagged[-1]["kind"] == "train", flagged[-1]
 
 
 def expect_error(args, needle, steps=2):

@@ -564,12 +564,18 @@ Norm sites' |mean| / RMS of each model under its own norm (`run --compare --json
 
 ![validation loss against step and wall clock, by norm and seed]({a.section}_loss.png)
 {end}"""
-    doc = open(a.docs).read()
+    replace_section(a.docs, section, begin, end)
+
+
+def replace_section(path, section, begin, end):
+    """Puts section (which opens with begin and closes with end) in place of the file's text from
+    begin to end, or at its end when the file has no begin."""
+    doc = open(path).read()
     if begin in doc:
         doc = doc[:doc.index(begin)] + section + doc[doc.index(end) + len(end):]
     else:
         doc += "\n" + section + "\n"
-    with open(a.docs, "w") as f:
+    with open(path, "w") as f:
         f.write(doc)
 
 
