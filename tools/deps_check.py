@@ -42,6 +42,8 @@ GROUPS_OF = [
     ("tools/plot_twins.py", ["twins"]),  # make twins
     ("tools/plot_norm_share.py", ["twins"]),  # make norm-share
     ("tools/twins.py", ["twins"]),
+    ("tools/twins_lr.py", ["twins", "test"]),  # make twins-lr; tests/test_tools.py
+    ("tools/plot_twins_lr.py", ["twins", "test"]),  # after twins_lr.py, in its test too
     ("tools/bench_norm.py", ["bench"]),  # make bench-norm
     ("tools/norm_half.py", ["twins", "test"]),  # make norm-half; tests/test_tools.py
     ("tools/norm_share.py", ["twins", "test"]),  # make norm-share; tests/test_tools.py
