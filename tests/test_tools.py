@@ -556,5 +556,25 @@ def twins_lr_tables_the_runs_it_made():
     assert open(docs).read().split("\n", 4)[4] == doc.split("\n", 4)[4]  # after "Made by"
 
 
+# tools/bench_gguf.sh
+@test
+def bench_gguf_refuses_bad_settings_in_one_line():
+    """make bench's same-file block checks its variables before it builds or writes anything: each
+    bad value stops it with one line naming the variable, exit 1 (GGUF_REPEATS=0 once started
+    a 15-40 minute llama.cpp build)."""
+    cases = [("LLAMA_BENCH", "/nonexistent", "LLAMA_BENCH=/nonexistent is not an executable file"),
+             ("GGUF_TYPES", "q9_9", "GGUF_TYPES: no type q9_9"),
+             ("GGUF_TESTS", "bogus", "GGUF_TESTS: no test bogus"),
+             ("GGUF_REPEATS", "0", "GGUF_REPEATS=0 is not a positive whole number"),
+             ("GGUF_THREADS", "1 two", "GGUF_THREADS: two is not a positive whole number"),
+             ("GGUF_THREADS", " ", "GGUF_THREADS names no thread count")]
+    for name, value, message in cases:
+        p = subprocess.run(["tools/bench_gguf.sh", "15M"], capture_output=True, text=True,
+                           env={**os.environ, name: value}, timeout=60)
+        lines = p.stderr.strip().splitlines()
+        assert p.returncode == 1 and len(lines) == 1, (name, value, p.returncode, p.stderr)
+        assert lines[0].startswith(f"bench_gguf: {message}"), (name, value, lines)
+
+
 if __name__ == "__main__":
     sys.exit(run_tests(TESTS, TMP))

@@ -53,6 +53,15 @@ for test in "${tests[@]}"; do
         { echo "bench_gguf: GGUF_TESTS: no test $test (decode prefill depth)" >&2; exit 1; }
     asked[$test]=1
 done
+[[ $repeats =~ ^[1-9][0-9]*$ ]] ||
+    { echo "bench_gguf: GGUF_REPEATS=$repeats is not a positive whole number" >&2; exit 1; }
+for threads in "${thread_counts[@]}"; do
+    [[ $threads =~ ^[1-9][0-9]*$ ]] ||
+        { echo "bench_gguf: GGUF_THREADS: $threads is not a positive whole number" >&2; exit 1; }
+done
+((${#thread_counts[@]})) || { echo "bench_gguf: GGUF_THREADS names no thread count" >&2; exit 1; }
+[[ -z $given || (-f $given && -x $given) ]] ||
+    { echo "bench_gguf: LLAMA_BENCH=$LLAMA_BENCH is not an executable file" >&2; exit 1; }
 
 [[ -x ./run ]] || { echo "bench_gguf: ./run is missing (make run builds it)" >&2; exit 1; }
 # the quantizer (build/llama_logits), llama.cpp's source, and the bandwidth
@@ -60,8 +69,6 @@ make --no-print-directory llama-oracle build/bandwidth >/dev/null
 models/fetch.sh tokenizer.model >/dev/null
 llama_src=build/llama.cpp
 if [[ -n $given ]]; then
-    [[ -f $given && -x $given ]] ||
-        { echo "bench_gguf: LLAMA_BENCH=$LLAMA_BENCH is not an executable file" >&2; exit 1; }
     llama_bench=$given
     llama_what="$llama_bench (LLAMA_BENCH)"
 else
