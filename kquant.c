@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "gguf_blocks.h"
+#include "q4_dot.h"
 #include "simd.h"
 
 enum {
@@ -26,6 +27,7 @@ enum {
     KQ_PANELS = 4,
     KQ_INPUTS = 4,
 };
+_Static_assert((int)KQ_INPUTS <= (int)Q4_DOT_INPUTS, "q4k_tile's inputs fit q4_dots");
 
 /* ----------------------------------------------------------------------------
  * Where a code is in a panel's super-block, and in the file's block */
@@ -231,39 +233,22 @@ static ALWAYS_INLINE void store_acc(const KTile *t, vecf acc[KQ_PANELS][KQ_INPUT
 }
 
 /* q4_k: np panels times nb inputs, input block (= sub-block of 32) by input block:
- * acc += (d * sc) * s * float(codes . x8) - (dmin * mn) * (s * S). A lane's 16 products of
- * codes (0..15) and inputs (-127..127) in a sub-block come to at most 30480, within int16, as
- * q4_0's (matmul.c). */
+ * acc += (d * sc) * s * float(codes . x8) - (dmin * mn) * (s * S), codes . x8 by q4_dot.h's
+ * q4_dots, the q4_0 tile's step (its codes are held as q4_0's), within int16 over a block. */
 static ALWAYS_INLINE void q4k_tile(const KTile *t, int nb, int np) {
     vecf acc[KQ_PANELS][KQ_INPUTS];
     zero_acc(acc, nb, np);
     for (int k = 0; k < t->w->cols / 32; k++) {
-        vecw sums[KQ_PANELS][KQ_INPUTS];
+        vecw sums[KQ_PANELS][Q4_DOT_INPUTS];
+        const uint8_t *codes[KQ_PANELS];
+        const int8_t *x8[Q4_DOT_INPUTS];
         UNROLL
-        for (int r = 0; r < np; r++) {
-            UNROLL
-            for (int b = 0; b < nb; b++) sums[r][b] = vecw_zero();
-        }
+        for (int r = 0; r < np; r++)
+            codes[r] =
+                super_block(t, r, k, Q4K_BYTES) + Q4K_CODES * PANEL_ROWS + code_byte(0, k % 8 * 32);
         UNROLL
-        for (int i = 0; i < 32; i += 8) {
-            vecb low_quad[KQ_INPUTS], high_quad[KQ_INPUTS];
-            UNROLL
-            for (int b = 0; b < nb; b++) {
-                low_quad[b] = vecb_set1_quad(input_at(t, b, k, i));
-                high_quad[b] = vecb_set1_quad(input_at(t, b, k, i + 4));
-            }
-            UNROLL
-            for (int r = 0; r < np; r++) {
-                const uint8_t *codes = super_block(t, r, k, Q4K_BYTES) + Q4K_CODES * PANEL_ROWS +
-                                       code_byte(0, k % 8 * 32 + i);
-                vecb low, high;
-                vecb_nibbles(vecb_load(codes), &low, &high);
-                UNROLL
-                for (int b = 0; b < nb; b++)
-                    sums[r][b] =
-                        vecw_dot_u8(vecw_dot_u8(sums[r][b], low, low_quad[b]), high, high_quad[b]);
-            }
-        }
+        for (int b = 0; b < nb; b++) x8[b] = input_at(t, b, k, 0);
+        q4_dots(sums, codes, x8, nb, np, 32);
         UNROLL
         for (int r = 0; r < np; r++) {
             const uint8_t *sb = super_block(t, r, k, Q4K_BYTES);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #include "kquant.h"
+#include "q4_dot.h"
 #include "simd.h"
 
 /* Matrix-vector and matrix-matrix products share one kernel: a tile of np panels (Matrix:
@@ -37,6 +38,7 @@ enum {
      * an eighth of f32's bytes, among twice as many tiles (of 4) */
     AHEAD_COLUMNS_Q8 = 16,
 };
+_Static_assert((int)TILE_INPUTS_Q8 <= (int)Q4_DOT_INPUTS, "q4_group's inputs fit q4_dots");
 
 /* Where a tile writes: input b's outputs go from out + b * stride. */
 typedef struct {
@@ -428,41 +430,20 @@ static ALWAYS_INLINE void q8_group(vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS], Grou
 
 /* q4_0, one group (`columns` columns, a multiple of 8, from the one in.x8 points at) of the
  * tile's panels, as q8_group: acc[r][b] += scales * input b's block scale * ((codes - 8) . int8
- * inputs b), block of 8 columns by block of 8. One vector of a block holds each row's 8 codes in a
- * 32-bit lane, the low nibbles columns 0..3 and the high ones 4..7, so that vpmaddubsw multiplies
- * the codes (unsigned 0..15) by 4 broadcast inputs and sums pairs into int16 lanes, two per row.
- * A lane's 16 products in a group of 32 come to at most 16 * 15 * 127 = 30480, within int16, so the
- * pairs add up in int16 and are widened once a group. The integer sum is codes . inputs - 8 *
- * (the sum of the group's inputs, from quantize_input_blocks), so that the codes are multiplied
- * as they are. */
+ * inputs b). The codes' dot products are q4_dot.h's (the Q4_K tile's too), within int16 over a
+ * group of 32 and widened once a group. The integer sum is codes . inputs - 8 * (the sum of the
+ * group's inputs, from quantize_input_blocks), so that the codes are multiplied as they are. */
 static ALWAYS_INLINE void q4_group(vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS], Groups *g, Inputs in,
                                    int nb, int np, int columns) {
-    vecw sums[BLOCK_PANELS][MAX_TILE_INPUTS];
+    vecw sums[BLOCK_PANELS][Q4_DOT_INPUTS];
+    const uint8_t *codes[BLOCK_PANELS];
+    const int8_t *x8[Q4_DOT_INPUTS];
     UNROLL
-    for (int r = 0; r < np; r++) {
-        UNROLL
-        for (int b = 0; b < nb; b++) sums[r][b] = vecw_zero();
-    }
+    for (int r = 0; r < np; r++)
+        codes[r] = (const uint8_t *)(g->at[r] + PANEL_ROWS * sizeof(float));
     UNROLL
-    for (int i = 0; i < columns; i += 8) {
-        vecb low_quad[MAX_TILE_INPUTS], high_quad[MAX_TILE_INPUTS];
-        UNROLL
-        for (int b = 0; b < nb; b++) {
-            low_quad[b] = vecb_set1_quad(in.x8 + b * in.xq_stride + i);
-            high_quad[b] = vecb_set1_quad(in.x8 + b * in.xq_stride + i + 4);
-        }
-        UNROLL
-        for (int r = 0; r < np; r++) {
-            const uint8_t *q = (const uint8_t *)(g->at[r] + PANEL_ROWS * sizeof(float)) +
-                               (size_t)(i / 8) * 4 * PANEL_ROWS;
-            vecb low, high;
-            vecb_nibbles(vecb_load(q), &low, &high);
-            UNROLL
-            for (int b = 0; b < nb; b++)
-                sums[r][b] =
-                    vecw_dot_u8(vecw_dot_u8(sums[r][b], low, low_quad[b]), high, high_quad[b]);
-        }
-    }
+    for (int b = 0; b < nb; b++) x8[b] = in.x8 + b * in.xq_stride;
+    q4_dots(sums, codes, x8, nb, np, columns);
     UNROLL
     for (int r = 0; r < np; r++) {
         vecf scale = vec_load((const float *)g->at[r]);

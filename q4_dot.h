@@ -1,0 +1,53 @@
+/* The dot products of 4-bit codes by int8 inputs: the inner step of both the q4_0 tile
+ * (matmul.c's q4_group) and the Q4_K tile (kquant.c's q4k_tile). Both hold their codes in
+ * q4_0's blocks of 8 columns (panel.h) and both read the inputs as quantize_input_blocks' int8
+ * blocks of 32, so the step is one: it lives here so that a change to it (an instruction set,
+ * the order of its sums) reaches both tiles alike. The scales, which differ, stay with the tiles.
+ */
+#ifndef Q4_DOT_H
+#define Q4_DOT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "panel.h"
+#include "simd.h"
+
+enum { Q4_DOT_INPUTS = 4 }; /* the most inputs a call takes: the q4_0 and Q4_K tiles' widest */
+
+/* sums[r][b] = panel r's codes . input b's int8 values over `columns` columns (a multiple of 8),
+ * the codes from codes[r] in q4_0's blocks of 8 (4 * PANEL_ROWS bytes a block), the inputs from
+ * x8[b]; np panels (at most 4, decode's) and nb <= Q4_DOT_INPUTS inputs, constants once inlined.
+ * One vector load of a block is each row's 8 codes in a 32-bit lane, the low nibbles columns 0..3
+ * and the high ones 4..7, so that vecw_dot_u8 (vpmaddubsw) multiplies the codes (unsigned 0..15)
+ * by 4 broadcast inputs and adds pairs into int16 lanes, two per row (vpdpbusd's int32 lanes,
+ * one per row, with AVX512-VNNI). Exact while a lane stays within int16: 16 products of codes
+ * and inputs (-127..127), a block of 32, come to at most 16 * 15 * 127 = 30480. */
+static ALWAYS_INLINE void q4_dots(vecw sums[][Q4_DOT_INPUTS], const uint8_t *const codes[],
+                                  const int8_t *const x8[], int nb, int np, int columns) {
+    UNROLL
+    for (int r = 0; r < np; r++) {
+        UNROLL
+        for (int b = 0; b < nb; b++) sums[r][b] = vecw_zero();
+    }
+    UNROLL
+    for (int i = 0; i < columns; i += 8) {
+        vecb low_quad[Q4_DOT_INPUTS], high_quad[Q4_DOT_INPUTS];
+        UNROLL
+        for (int b = 0; b < nb; b++) {
+            low_quad[b] = vecb_set1_quad(x8[b] + i);
+            high_quad[b] = vecb_set1_quad(x8[b] + i + 4);
+        }
+        UNROLL
+        for (int r = 0; r < np; r++) {
+            vecb low, high;
+            vecb_nibbles(vecb_load(codes[r] + (size_t)(i / 8) * 4 * PANEL_ROWS), &low, &high);
+            UNROLL
+            for (int b = 0; b < nb; b++)
+                sums[r][b] =
+                    vecw_dot_u8(vecw_dot_u8(sums[r][b], low, low_quad[b]), high, high_quad[b]);
+        }
+    }
+}
+
+#endif
