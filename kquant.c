@@ -25,7 +25,7 @@ enum {
      * q4_0's (each panel apart, 1 x 4, was no faster: 110M prefill on one thread, four
      * alternating rounds, AVX2 build 197-237 tokens/s against 220-258, AVX-512 level) */
     KQ_PANELS = 4,
-    KQ_INPUTS = 4,
+    KQ_INPUTS = KQUANT_TILE_INPUTS,
 };
 _Static_assert((int)KQ_INPUTS <= (int)Q4_DOT_INPUTS, "q4k_tile's inputs fit q4_dots");
 
@@ -196,6 +196,15 @@ static ALWAYS_INLINE void prefetch_ahead(const KTile *t, int r, int k, int bytes
         __builtin_prefetch(at + o);
 }
 
+/* Prefill's widest tile asks for its share of the next panels (kquant.h's ahead) into L2, the
+ * lines of input block k's columns, as matmul.c's tiles do: the tiles of a batch pass the next
+ * panels' bytes in turn, so that the next pair's first tile finds them in L2. */
+static ALWAYS_INLINE void prefetch_share(const KTile *t, int k) {
+    UNROLL
+    for (int i = 0; i < 32 / KQUANT_AHEAD_COLUMNS; i++)
+        __builtin_prefetch(t->ahead + ((size_t)k * 32 / KQUANT_AHEAD_COLUMNS + i) * 64, 0, 2);
+}
+
 /* Sub-block j's 6-bit scale and min of every lane from the three words of a q4_k super-block
  * (gguf_k_scale_min's bits: j < 4 the low 6 bits of bytes j and j + 4; else byte j + 4's nibbles,
  * with bits 6-7 of bytes j - 4 and j as bits 4-5). */
@@ -249,6 +258,7 @@ static ALWAYS_INLINE void q4k_tile(const KTile *t, int nb, int np) {
         UNROLL
         for (int b = 0; b < nb; b++) x8[b] = input_at(t, b, k, 0);
         q4_dots(sums, codes, x8, nb, np, 32);
+        if (nb == KQ_INPUTS) prefetch_share(t, k);
         UNROLL
         for (int r = 0; r < np; r++) {
             const uint8_t *sb = super_block(t, r, k, Q4K_BYTES);
@@ -297,6 +307,7 @@ static ALWAYS_INLINE void q6k_tile(const KTile *t, int nb, int np) {
     const vecb thirty_two = vecb_set1(32);
     for (int k = 0; k < t->w->cols / 32; k++) {
         veci isums[KQ_PANELS][KQ_INPUTS];
+        if (nb == KQ_INPUTS) prefetch_share(t, k);
         UNROLL
         for (int h = 0; h < 2; h++) {
             int s = k % 8 * 2 + h; /* the sub-block of 16 in its super-block */

@@ -34,15 +34,23 @@
 
 #include "panel.h"
 
+/* The prefill tile's inputs (the widest), and how often it asks for a cache line of its share
+ * of the next panels (KTile's ahead), which matmul.c's ahead_share computes from both: a line an
+ * input block (a line every 16 columns, as q4_0's, was no faster: 110M q4_k and q6_k, batch 64,
+ * one thread, 5 alternating rounds). */
+enum { KQUANT_TILE_INPUTS = 4, KQUANT_AHEAD_COLUMNS = 32 };
+
 /* One call of the K-quants' tiles: np panels of w (1, 2, or 4 in decode) from `panel` on,
  * w->panel_bytes apart, rows from row0, times the inputs (`inputs` of them left in the batch),
  * quantized: input b's int8 values from x8 + b * x8_stride, its blocks' scales and sums from
- * x8_scale and x8_sum + b * x8_stride / 32; input b's outputs go from out + b * out_stride. */
+ * x8_scale and x8_sum + b * x8_stride / 32; input b's outputs go from out + b * out_stride. In
+ * prefill, `ahead` is the tile's share of the panels after its own: a tile of KQUANT_TILE_INPUTS
+ * asks for the line ahead + 64 * (j / KQUANT_AHEAD_COLUMNS) into L2 at column j. */
 typedef struct {
     float *out;
     size_t out_stride;
     const Matrix *w;
-    const char *panel;
+    const char *panel, *ahead;
     int row0, np;
     const int8_t *x8;
     const float *x8_scale;

@@ -212,15 +212,17 @@ static Inputs inputs_from(Inputs in, int b, int cols) {
 }
 
 /* The share of the np panels after those of `at` that the widest tile of inputs from b on asks
- * for (a line every AHEAD_COLUMNS columns, AHEAD_COLUMNS_Q8 for q8_0 and q4_0): the tiles of one
- * batch pass those panels' bytes in turn, so that the next tiles' weights come from
- * L2, where the first tile of each pair had waited on L3 and memory (110M f32 products at batch
- * 128 ran 1.12x, at batch 64 1.24x; q8_0 and q4_0 at batch 64 1.18x and 1.09x). Past the matrix's
- * last panels it points at memory that is not needed, or not there: a prefetch does not fault. */
+ * for (a line every AHEAD_COLUMNS columns, AHEAD_COLUMNS_Q8 for q8_0 and q4_0, kquant.h's
+ * KQUANT_AHEAD_COLUMNS for the K-quants): the tiles of one batch pass those panels' bytes in
+ * turn, so that the next tiles' weights come from L2, where the first tile of each pair had
+ * waited on L3 and memory (110M f32 products at batch 128 ran 1.12x, at batch 64 1.24x; q8_0 and
+ * q4_0 at batch 64 1.18x and 1.09x; q4_k and q6_k at batch 64 1.09x and 1.12x). Past the
+ * matrix's last panels it points at memory that is not needed, or not there: a prefetch does not
+ * fault. */
 static const char *ahead_share(Panels at, int np, int b) {
-    int grouped = dtype_grouped(at.w->dtype);
-    int width = grouped ? TILE_INPUTS_Q8 : TILE_INPUTS,
-        every = grouped ? AHEAD_COLUMNS_Q8 : AHEAD_COLUMNS;
+    int width = TILE_INPUTS, every = AHEAD_COLUMNS;
+    if (dtype_grouped(at.w->dtype)) width = TILE_INPUTS_Q8, every = AHEAD_COLUMNS_Q8;
+    if (dtype_kquant(at.w->dtype)) width = KQUANT_TILE_INPUTS, every = KQUANT_AHEAD_COLUMNS;
     size_t lines = (size_t)(b / width) * (at.w->cols / every);
     return at.panel + (size_t)np * at.w->panel_bytes + lines * 64;
 }
@@ -244,8 +246,8 @@ int tiles_q4_0(const Tile *t) {
     return tiles(t, DTYPE_Q4_0, TILE_INPUTS_Q8);
 }
 int tiles_kquant(const Tile *t) {
-    return kquant_tiles(&(KTile){t->o.out, t->o.stride, t->p.w, t->p.panel, t->p.row0, t->np,
-                                 t->in.x8, t->in.x8_scale, t->in.x8_sum, t->in.xq_stride,
+    return kquant_tiles(&(KTile){t->o.out, t->o.stride, t->p.w, t->p.panel, t->p.ahead, t->p.row0,
+                                 t->np, t->in.x8, t->in.x8_scale, t->in.x8_sum, t->in.xq_stride,
                                  t->inputs});
 }
 
