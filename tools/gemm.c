@@ -117,8 +117,9 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[2], DTYPES[d].name)) dtype = d;
     int batch = argc > 3 ? atoi(argv[3]) : 128, repeats = argc > 4 ? atoi(argv[4]) : 5;
     if (!s || dtype < 0 || batch < 1 || batch > 1024 || repeats < 1 || argc > 5) {
-        fprintf(stderr,
-                "gemm: usage: gemm 15M|110M|1.1B f32|bf16|f16|q8_0|q4_0 [batch] [repeats]\n");
+        fprintf(stderr, "gemm: usage: gemm 15M|110M|1.1B DTYPE [batch] [repeats]; DTYPE one of");
+        for (int d = 0; d < N_DTYPES; d++) fprintf(stderr, " %s", DTYPES[d].name);
+        fprintf(stderr, "\n");
         return 1;
     }
     Pass p = {.batch = batch, .n_layers = s->n_layers};
