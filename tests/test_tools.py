@@ -182,12 +182,14 @@ def twins_second_run_trains_only_the_new_seed():
     assert abs(paired["val_loss"]["high"] - (mean + half)) < 1e-12, paired["val_loss"]
     # --no-train measures what is there, and refuses a seed that is not
     p = subprocess.run([sys.executable, "tools/twins.py", "--seeds", "3", "--steps", "3",
-                        "--eval-every", "3", "--no-train", "--no-docs", "--out", out, *tiny_texts()],
+                        "--eval-every", "3", "--ppl-stories", "8", "--no-train", "--no-docs",
+                        "--out", out, *tiny_texts()],
                        capture_output=True, text=True)
     assert p.returncode != 0 and "lacks seed 3 rmsnorm, seed 3 layernorm" in p.stderr, p.stderr
     # a model trained with other settings is not silently taken, nor trained over
     p = subprocess.run([sys.executable, "tools/twins.py", "--seeds", "1", "--steps", "3",
-                        "--eval-every", "3", "--lr", "0.01", "--no-docs", "--out", out, *tiny_texts()],
+                        "--eval-every", "3", "--ppl-stories", "8", "--lr", "0.01", "--no-docs",
+                        "--out", out, *tiny_texts()],
                        capture_output=True, text=True)
     assert p.returncode != 0 and "--lr 0.005 (this run: 0.01)" in p.stderr, p.stderr
 
@@ -214,6 +216,38 @@ def siblings_at_another_shape_write_their_own_section():
                                                     "--ppl", os.path.join(out, "valid_ppl.txt")))
     assert cells(doc, "run --ppl under rmsnorm swapped in")[1] == f"{float(ppl.group(1)):.2f}"
     assert cells(doc, "run --ppl under rmsnorm swapped in")[0] == "–"
+
+
+@test
+def twins_refuses_bad_settings_in_one_line():
+    """What would stop the study after hours of training, or never stop it, is refused before any:
+    each case one line naming the option, exit 1, nothing trained (a shape option of 0 had passed
+    as the default, --eval-every 0 and a --valid of too few stories ended in a traceback after the
+    training, a --docs without its end marker after the measuring)."""
+    texts, out = tiny_texts(), tmp("twins_refused")
+    open(tmp("a_file"), "w").close()
+    open(tmp("HALF.md"), "w").write("<!-- twins:begin -->\nno end\n")
+    cases = [(["--dim", "0"], "twins.py: error: --dim must be at least 1, got 0"),
+             (["--eval-every", "0"], "twins.py: error: --eval-every must be at least 1, got 0"),
+             (["--lr", "nan"], "twins.py: error: --lr must be a positive number, got nan"),
+             (["--seeds", "x"], "twins.py: error: argument --seeds: invalid int value: 'x'"),
+             (["--ppl-stories", "40"], f"twins: --valid {tmp('valid.txt')} holds 40 stories: "
+              "--ppl-stories 40 and the --profile prompt's story after them need 41"),
+             (["--valid", tmp("none.txt")], f"twins: --valid {tmp('none.txt')}: no such file"),
+             (["--out", tmp("a_file")], f"twins: --out {tmp('a_file')} is a file, not a directory"),
+             (["--docs", tmp("HALF.md"), "--no-docs"], None),
+             (["--docs", tmp("HALF.md")], f"twins: --docs {tmp('HALF.md')} has <!-- twins:begin "
+              "--> but no <!-- twins:end --> after it")]
+    for args, message in cases:
+        p = subprocess.run([sys.executable, "tools/twins.py", "--steps", "2", "--ppl-stories",
+                            "2", "--out", out, "--no-train", *texts, *args],
+                           capture_output=True, text=True)
+        lines = p.stderr.strip().splitlines()
+        assert p.returncode == 1 and len(lines) == 1, (args, p.returncode, p.stderr[-1500:])
+        if message is None:  # --no-docs: the broken docs file is not read; --out has no models
+            assert lines[0].startswith(f"twins: --no-train, but {out} lacks seed 1"), lines
+        else:
+            assert lines[0].startswith(message), (args, lines)
 
 
 def t_density(x, df):

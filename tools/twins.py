@@ -22,7 +22,6 @@ usage: tools/twins.py [--seeds N] [--steps N] [--norms NORM ...] [--out DIR] [--
                       [--n-kv-heads N] [--no-train] [--no-docs]
 Timings are of a machine shared with other jobs: the medians are what to read.
 """
-import argparse
 import json
 import math
 import os
@@ -35,6 +34,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from nllm_format import NORMS, TWINS  # noqa: E402 (the repository's root on the path first)
+from train import ArgumentParser, TrainError, read_stories  # noqa: E402 (one-line errors)
 
 PYTHON = sys.executable
 RUN = os.path.join(ROOT, "run")
@@ -42,7 +42,6 @@ OTHER = {"rmsnorm": "layernorm", "layernorm": "rmsnorm"}
 LABELS = {"rmsnorm": "RMSNorm", "layernorm": "LayerNorm"}
 TRAIN = os.path.join(ROOT, "data/cache/tinystories_train.txt")
 VALID = os.path.join(ROOT, "data/cache/tinystories_valid.txt")
-END = "\n<|endoftext|>\n"
 PPL_STORIES = 200  # of the valid text, for run --ppl (the whole of it takes minutes per model)
 PROFILE_REPEATS = 7
 PROMPT = "Once upon a time"
@@ -195,12 +194,11 @@ def export_ggufs(a, seeds):
                     "--out", gguf, "--quiet"])
 
 
-def ppl_text(a):
+def ppl_text(a, stories):
     """The first --ppl-stories stories of the valid text, one paragraph of lines each."""
     path = os.path.join(a.out, "valid_ppl.txt")
-    stories = open(a.valid, encoding="utf-8").read().split(END)[:a.ppl_stories]
     with open(path, "w", encoding="utf-8") as f:
-        f.write("\n".join(stories) + "\n")
+        f.write("\n".join(stories[:a.ppl_stories]) + "\n")
     return path
 
 
@@ -420,7 +418,7 @@ def sites_table(res, norms):
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--seeds", type=int, default=1)
     p.add_argument("--steps", type=int, default=2400)
     p.add_argument("--norms", nargs="+", choices=NORMS, default=list(TWINS), metavar="NORM",
@@ -453,8 +451,11 @@ def parse_args(argv=None):
         p.error("--seeds, --steps, --ppl-stories and --profile-repeats must be at least 1")
     if len(a.norms) < 2 or len(set(a.norms)) < len(a.norms):
         p.error(f"--norms needs two or more different norms, got {' '.join(a.norms)}")
-    if any((getattr(a, k) or 1) < 1 for k in STORIES260K_SHAPE):
-        p.error("the shape options must be at least 1")
+    for k in ("batch_size", "warmup", "eval_every", *STORIES260K_SHAPE):
+        if getattr(a, k) is not None and getattr(a, k) < 1:
+            p.error(f"--{k.replace('_', '-')} must be at least 1, got {getattr(a, k)}")
+    if not (a.lr > 0 and math.isfinite(a.lr)):
+        p.error(f"--lr must be a positive number, got {a.lr}")
     a.section = a.section or ("twins" if set(a.norms) == set(TWINS) else "siblings")
     if not re.fullmatch(r"[a-z0-9_-]+", a.section):
         p.error(f"--section {a.section!r}: letters, digits, _ and - only")
@@ -462,8 +463,31 @@ def parse_args(argv=None):
     return a
 
 
+def check_files(a):
+    """Refuses, before any training, what would stop the study after it: --out a file, a --valid
+    text without the --ppl-stories stories and the prompt's story after them, a --docs file
+    missing or whose section markers are broken. Returns the valid text's stories."""
+    if os.path.exists(a.out) and not os.path.isdir(a.out):
+        sys.exit(f"twins: --out {a.out} is a file, not a directory")
+    try:
+        stories = read_stories(a.valid)
+    except TrainError as e:
+        sys.exit(f"twins: --valid {e}")
+    if len(stories) <= a.ppl_stories:
+        sys.exit(f"twins: --valid {a.valid} holds {len(stories)} stories: --ppl-stories "
+                 f"{a.ppl_stories} and the --profile prompt's story after them need "
+                 f"{a.ppl_stories + 1}")
+    if not a.no_docs:
+        problem = section_problem(a.docs, f"<!-- {a.section}:begin -->",
+                                  f"<!-- {a.section}:end -->")
+        if problem:
+            sys.exit(f"twins: --docs {problem} (--no-docs leaves docs alone)")
+    return stories
+
+
 def main():
     a = parse_args()
+    valid = check_files(a)
     os.makedirs(a.out, exist_ok=True)
     times, started = {}, time.time()
     if os.path.exists(os.path.join(a.out, "results.json")):  # the training times of earlier runs
@@ -482,14 +506,14 @@ def main():
     if not a.no_train:
         export_ggufs(a, seeds)
     start = time.time()
-    text = ppl_text(a)
+    text = ppl_text(a, valid)
     s_rms = s_ln = None
     if shape(a) == STORIES260K_SHAPE:  # stories260K's numbers beside models of its shape alone
         stories = os.path.join(a.out, "stories260K_256.nllm")
         sh([PYTHON, "export.py", "models/stories260K.pt", "--seq-len", "256", "--out", stories,
             "--quiet"])
         s_rms, s_ln = perplexity(stories, text), perplexity(stories, text, "layernorm")
-    prompt = open(a.valid, encoding="utf-8").read().split(END)[a.ppl_stories][:400]
+    prompt = valid[a.ppl_stories][:400]
     res = {seed: measure(a, seed, text, prompt) for seed in seeds}
     n_tokens = res[seeds[0]][a.norms[0]]["ppl"][a.norms[0]][2]
     times["compare (run --ppl, --profile, --compare)"] = time.time() - start
@@ -567,9 +591,21 @@ Norm sites' |mean| / RMS of each model under its own norm (`run --compare --json
     replace_section(a.docs, section, begin, end)
 
 
+def section_problem(path, begin, end):
+    """What keeps replace_section from writing path's section, in words, or None: the file
+    missing or not writable, or its begin marker without the end marker after it."""
+    if not os.path.isfile(path) or not os.access(path, os.W_OK):
+        return f"{path}: no such writable file"
+    doc = open(path, encoding="utf-8", errors="replace").read()
+    if begin in doc and end not in doc[doc.index(begin):]:
+        return f"{path} has {begin} but no {end} after it"
+    return None
+
+
 def replace_section(path, section, begin, end):
     """Puts section (which opens with begin and closes with end) in place of the file's text from
-    begin to end, or at its end when the file has no begin."""
+    begin to end, or at its end when the file has no begin (section_problem says what it
+    cannot replace)."""
     doc = open(path).read()
     if begin in doc:
         doc = doc[:doc.index(begin)] + section + doc[doc.index(end) + len(end):]
