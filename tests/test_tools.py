@@ -590,6 +590,32 @@ def twins_lr_tables_the_runs_it_made():
     assert open(docs).read().split("\n", 4)[4] == doc.split("\n", 4)[4]  # after "Made by"
 
 
+@test
+def twins_lr_refuses_bad_settings_in_one_line():
+    """Each refused before any training, one line naming the option, exit 1: --no-train over an
+    --out without a complete run (it had tabled nothing, exit 0, and written "every seed learns
+    up to lr 0" into the docs), --out a file, a --margin that no loss is below, a --docs section
+    without its end marker (it had been found after the sweep)."""
+    texts, empty = tiny_texts(), tmp("twins_lr_empty")
+    open(tmp("a_file"), "w").close()
+    open(tmp("HALF_LR.md"), "w").write("<!-- twins-lr:begin -->\nno end\n")
+    cases = [(["--out", empty, "--no-train", "--no-docs"],
+              f"twins_lr: --no-train, but {empty} holds no complete run of these settings"),
+             (["--out", tmp("a_file"), "--no-docs"],
+              f"twins_lr.py: error: --out {tmp('a_file')} is a file, not a directory"),
+             (["--out", empty, "--margin", "nan", "--no-docs"],
+              "twins_lr.py: error: --margin must be 0 or more nats, got nan"),
+             (["--out", empty, "--docs", tmp("HALF_LR.md")], f"twins_lr.py: error: --docs "
+              f"{tmp('HALF_LR.md')} has <!-- twins-lr:begin --> but no <!-- twins-lr:end -->")]
+    for args, message in cases:
+        p = subprocess.run([sys.executable, "tools/twins_lr.py", "--lrs", "1e-3", "--seeds", "1",
+                            "--steps", "2", "--warmup", "1", *texts, *args],
+                           capture_output=True, text=True, timeout=120)
+        lines = p.stderr.strip().splitlines()
+        assert p.returncode == 1 and len(lines) == 1, (args, p.returncode, p.stderr[-1500:])
+        assert lines[0].startswith(message), (args, lines)
+
+
 # tools/bench_gguf.sh
 @test
 def bench_gguf_refuses_bad_settings_in_one_line():

@@ -31,6 +31,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 import twins  # noqa: E402 (tools/, this script's directory)
 from nllm_format import TWINS  # noqa: E402 (the repository's root on the path first)
+from train import TrainError  # noqa: E402
 
 PYTHON = sys.executable
 LRS = [3e-3, 3e-2, 1e-1, 3e-1, 1.0, 3.0]
@@ -211,7 +212,7 @@ def summary(res, a):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = twins.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--lrs", type=float, nargs="+", default=LRS, help="peak learning rates")
     p.add_argument("--seeds", type=int, default=2)
     p.add_argument("--first-seed", type=int, default=1, help="the seeds are --first-seed, ... "
@@ -233,12 +234,19 @@ def main():
                    "train none")
     p.add_argument("--no-docs", action="store_true", help="leave docs/NORMS.md as it is")
     a = p.parse_args()
-    if min(a.seeds, a.steps, a.jobs, a.eval_every) < 1 or a.first_seed < 0 or \
-            a.warmup >= a.steps:
-        p.error("--seeds, --steps, --jobs and --eval-every must be at least 1, --first-seed 0 or "
-                "more, --warmup below --steps")
+    if min(a.seeds, a.steps, a.jobs, a.eval_every, a.batch_size, a.warmup) < 1 or \
+            a.first_seed < 0 or a.warmup >= a.steps:
+        p.error("--seeds, --steps, --jobs, --eval-every, --batch-size and --warmup must be at "
+                "least 1, --first-seed 0 or more, --warmup below --steps")
     if not all(lr > 0 and math.isfinite(lr) for lr in a.lrs):
         p.error("--lrs must be positive numbers")
+    if not (a.margin >= 0 and math.isfinite(a.margin)):
+        p.error(f"--margin must be 0 or more nats, got {a.margin}")
+    if os.path.exists(a.out) and not os.path.isdir(a.out):
+        p.error(f"--out {a.out} is a file, not a directory")
+    problem = None if a.no_docs else twins.section_problem(a.docs, BEGIN_MARK, END_MARK)
+    if problem:
+        p.error(f"--docs {problem} (--no-docs leaves docs alone)")
     a.lrs, a.seeds = sorted(set(a.lrs)), list(range(a.first_seed, a.first_seed + a.seeds))
     os.makedirs(a.out, exist_ok=True)
     times, started, load = {}, time.time(), [os.getloadavg()[0]]
@@ -251,15 +259,19 @@ def main():
         with open(previous) as f:
             old = json.load(f)
         times, load = old["times_s"], old["load_start_end"]
-    unigram = unigram_level(a)
+    runs = {(lr, s, norm): complete(a, lr, s, norm) for lr in a.lrs for s in a.seeds
+            for norm in TWINS}
+    if not any(runs.values()):  # --no-train alone finds none: there is no table to make
+        sys.exit(f"twins_lr: --no-train, but {a.out} holds no complete run of these settings")
+    try:
+        unigram = unigram_level(a)
+    except TrainError as e:
+        sys.exit(f"twins_lr: {e}")
     res = {}
-    for lr in a.lrs:
-        for s in a.seeds:
-            for norm in TWINS:
-                records = complete(a, lr, s, norm)
-                if records:
-                    res.setdefault(f"{lr:g}", {}).setdefault(str(s), {})[norm] = \
-                        outcome(records, unigram, a.margin)
+    for (lr, s, norm), records in runs.items():
+        if records:
+            res.setdefault(f"{lr:g}", {}).setdefault(str(s), {})[norm] = \
+                outcome(records, unigram, a.margin)
     result = {"args": {k: v for k, v in vars(a).items()}, "unigram": unigram,
               "ln_vocab": math.log(512), "results": res, "times_s": times,
               "load_start_end": load}
