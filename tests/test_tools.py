@@ -621,15 +621,20 @@ def twins_lr_refuses_bad_settings_in_one_line():
 def bench_gguf_refuses_bad_settings_in_one_line():
     """make bench's same-file block checks its variables before it builds or writes anything: each
     bad value stops it with one line naming the variable, exit 1 (GGUF_REPEATS=0 once started
-    a 15-40 minute llama.cpp build)."""
+    a 15-40 minute llama.cpp build, and so did GGUF_TYPES or GGUF_TESTS of spaces alone and a
+    shape export.py does not know)."""
     cases = [("LLAMA_BENCH", "/nonexistent", "LLAMA_BENCH=/nonexistent is not an executable file"),
              ("GGUF_TYPES", "q9_9", "GGUF_TYPES: no type q9_9"),
              ("GGUF_TESTS", "bogus", "GGUF_TESTS: no test bogus"),
              ("GGUF_REPEATS", "0", "GGUF_REPEATS=0 is not a positive whole number"),
              ("GGUF_THREADS", "1 two", "GGUF_THREADS: two is not a positive whole number"),
-             ("GGUF_THREADS", " ", "GGUF_THREADS names no thread count")]
+             ("GGUF_THREADS", " ", "GGUF_THREADS names no thread count"),
+             ("GGUF_TYPES", " ", "GGUF_TYPES names no type"),
+             ("GGUF_TESTS", "  ", "GGUF_TESTS names no test"),
+             ("SHAPE", "7B", "no shape 7B (15M 110M 1.1B)")]
     for name, value, message in cases:
-        p = subprocess.run(["tools/bench_gguf.sh", "15M"], capture_output=True, text=True,
+        shape = value if name == "SHAPE" else "15M"
+        p = subprocess.run(["tools/bench_gguf.sh", "15M", shape], capture_output=True, text=True,
                            env={**os.environ, name: value}, timeout=60)
         lines = p.stderr.strip().splitlines()
         assert p.returncode == 1 and len(lines) == 1, (name, value, p.returncode, p.stderr)

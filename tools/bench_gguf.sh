@@ -33,8 +33,9 @@ repeats=${GGUF_REPEATS:-3}
 read -ra thread_counts <<<"${GGUF_THREADS:-1 2}"
 read -ra types <<<"${GGUF_TYPES:-f32 f16 bf16 q8_0 q4_0 Q4_K_M}"
 read -ra tests <<<"${GGUF_TESTS:-decode prefill depth}"
+known_shapes=(15M 110M 1.1B) # export.py's SHAPES
 shapes=("$@")
-((${#shapes[@]})) || shapes=(15M 110M 1.1B)
+((${#shapes[@]})) || shapes=("${known_shapes[@]}")
 n_gen=128 seq_len=2048
 source tools/bench_common.sh # story, prompt, median, rate
 long_prompt=$(story 90 "The dog was very happy. The end.") # 1000 tokens with BOS
@@ -47,11 +48,17 @@ for type in "${types[@]}"; do
         { echo "bench_gguf: GGUF_TYPES: no type $type (f32 f16 bf16 q8_0 q4_0 Q4_K_M)" >&2
           exit 1; }
 done
+((${#types[@]})) || { echo "bench_gguf: GGUF_TYPES names no type" >&2; exit 1; }
 declare -A asked=()
 for test in "${tests[@]}"; do
     [[ $test == decode || $test == prefill || $test == depth ]] ||
         { echo "bench_gguf: GGUF_TESTS: no test $test (decode prefill depth)" >&2; exit 1; }
     asked[$test]=1
+done
+((${#tests[@]})) || { echo "bench_gguf: GGUF_TESTS names no test" >&2; exit 1; }
+for shape in "${shapes[@]}"; do
+    [[ " ${known_shapes[*]} " == *" $shape "* ]] ||
+        { echo "bench_gguf: no shape $shape (${known_shapes[*]})" >&2; exit 1; }
 done
 [[ $repeats =~ ^[1-9][0-9]*$ ]] ||
     { echo "bench_gguf: GGUF_REPEATS=$repeats is not a positive whole number" >&2; exit 1; }
