@@ -211,7 +211,7 @@ def summary(res, a):
     return "; ".join(parts)
 
 
-def main():
+def parser():
     p = twins.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--lrs", type=float, nargs="+", default=LRS, help="peak learning rates")
     p.add_argument("--seeds", type=int, default=2)
@@ -233,6 +233,11 @@ def main():
     p.add_argument("--no-train", action="store_true", help="table the complete runs in --out, "
                    "train none")
     p.add_argument("--no-docs", action="store_true", help="leave docs/NORMS.md as it is")
+    return p
+
+
+def main():
+    p = parser()
     a = p.parse_args()
     if min(a.seeds, a.steps, a.jobs, a.eval_every, a.batch_size, a.warmup) < 1 or \
             a.first_seed < 0 or a.warmup >= a.steps:
@@ -290,9 +295,17 @@ def main():
 
 def write_docs(a, result, t, s):
     trained = [v for k, v in result["times_s"].items() if k.startswith("lr ")]
-    command = (f"make twins-lr  # tools/twins_lr.py --lrs {' '.join(f'{lr:g}' for lr in a.lrs)} "
-               f"--seeds {len(a.seeds)} --steps {a.steps} --batch-size {a.batch_size} --warmup "
-               f"{a.warmup} --eval-every {a.eval_every} --jobs {a.jobs} --margin {a.margin:g}")
+    command = (f"tools/twins_lr.py --lrs {' '.join(f'{lr:g}' for lr in a.lrs)} --seeds "
+               f"{len(a.seeds)}{f' --first-seed {a.seeds[0]}' if a.seeds[0] != 1 else ''} "
+               f"--steps {a.steps} --batch-size {a.batch_size} --warmup {a.warmup} --eval-every "
+               f"{a.eval_every} --jobs {a.jobs} --margin {a.margin:g}")
+    # make twins-lr runs the defaults: it names the command only when the sweep had them
+    default = parser().parse_args([])
+    makes = (a.lrs == sorted(set(default.lrs)) and a.seeds == list(range(1, default.seeds + 1))
+             and all(getattr(a, k) == getattr(default, k)
+                     for k in ("steps", "batch_size", "warmup", "eval_every", "jobs", "margin")))
+    command = ("make twins-lr  # " + command if makes else f"{PYTHON} {command}"
+               + (" --no-train" if a.no_train else ""))
     load = result["load_start_end"]
     made = (f"the sweep {result['times_s']['sweep']:.0f} s of wall clock, {len(trained)} runs "
             f"trained in it, {sum(trained):.0f} s of training in all; load average {load[0]:.1f} "
