@@ -412,6 +412,7 @@ def write(a, c, get):
         raise ExportError(f"--group-size {a.group_size} goes with a normllama file: GGUF's q8_0 "
                           "blocks are 32 values")
     name = os.path.basename(os.path.normpath(a.input)) if a.input else f"random {a.random}"
+    nllm_gguf.architecture(c)  # before GgufTensors, which has GGUF names for llama.cpp's alone
     with Output(a.out) as f:
         nllm_gguf.write_model(f, c, GgufTensors(c, get), vocab, a.dtype, name)
 

@@ -177,6 +177,16 @@ def run_logits_equal_the_training_forward_at_every_position_for_each_norm():
         assert p.returncode == 0, p.stderr
         assert open(tmp(name + "-export.nllm"), "rb").read() == \
             open(tmp(name + ".nllm"), "rb").read()
+        # as a GGUF: llama.cpp computes the twins alone, and export.py says so for the others
+        # (dyt's alpha and the learned eps had stopped it as "missing field" of the config)
+        p = subprocess.run([sys.executable, "export.py", tmp(name + ".pt"), "--tokenizer",
+                            TOK_MODEL, "--out", tmp(name + ".gguf"), "--quiet"],
+                           capture_output=True, text=True)
+        biased = " with biases" if norm in nllm_format.BIASED else ""
+        assert (p.returncode, p.stderr) == ((0, "") if norm in nllm_format.TWINS else
+                                            (1, f"export.py: error: no llama.cpp architecture "
+                                             f"computes {norm}{biased}; GGUF takes rmsnorm "
+                                             "(llama) and layernorm (stablelm)\n")), (norm, p.stderr)
 
 
 @test
