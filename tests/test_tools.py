@@ -250,6 +250,16 @@ def twins_refuses_bad_settings_in_one_line():
             assert lines[0].startswith(message), (args, lines)
 
 
+@test
+def twins_reads_run_output_that_is_not_utf8():
+    """run prints each generated token's bytes as they are, and a model 2 steps into training
+    greedily generates lone byte tokens (an identity sibling at dim 16 did: 0xc4 then no
+    continuation byte), whose text twins.sh had stopped on with a UnicodeDecodeError; it reads
+    such a byte as U+FFFD."""
+    out, err = twins.sh(["/bin/sh", "-c", r"printf 'a\304(b'; printf '\377' >&2"])
+    assert (out, err) == ("a\ufffd(b", "\ufffd"), (out, err)
+
+
 def t_density(x, df):
     return math.exp(math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - (df + 1) / 2 *
                     math.log1p(x * x / df)) / math.sqrt(df * math.pi)

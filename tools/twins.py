@@ -100,8 +100,10 @@ def verdict(name, unit, interval, digits):
 
 
 def sh(cmd, **kwargs):
-    """Runs cmd (a list); returns (stdout, stderr); a failure stops the study with its stderr."""
-    p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, **kwargs)
+    """Runs cmd (a list); returns (stdout, stderr); a failure stops the study with its stderr.
+    A byte that is not UTF-8 reads as U+FFFD: run prints the tokens' bytes as they are, and a
+    model early in training generates lone byte tokens."""
+    p = subprocess.run(cmd, capture_output=True, text=True, errors="replace", cwd=ROOT, **kwargs)
     if p.returncode != 0:
         sys.exit(f"twins: {' '.join(cmd)} failed:\n{p.stderr.strip()}")
     return p.stdout, p.stderr
