@@ -601,6 +601,16 @@ def twins_lr_tables_the_runs_it_made():
     again = subprocess.run(cmd, capture_output=True, text=True)
     assert again.returncode == 0 and "0 of 4 runs to train" in again.stdout, again.stderr
     assert open(docs).read().split("\n", 4)[4] == doc.split("\n", 4)[4]  # after "Made by"
+    # a results.json cut short (a run stopped while writing it, as it could be before it was
+    # written whole or not at all) had stopped every later run with a traceback: a note, and the
+    # table
+    results = os.path.join(out, "results.json")
+    cut = open(results).read()[:200]
+    open(results, "w").write(cut)
+    p = subprocess.run(cmd + ["--no-train"], capture_output=True, text=True)
+    assert p.returncode == 0 and p.stderr == f"twins_lr: {results} is not a results file: the " \
+        "earlier runs' times are not carried over\n", p.stderr[-1500:]
+    assert json.load(open(results))["results"] and not os.path.exists(results + ".tmp")
 
 
 @test

@@ -492,10 +492,8 @@ def main():
     valid = check_files(a)
     os.makedirs(a.out, exist_ok=True)
     times, started = {}, time.time()
-    if os.path.exists(os.path.join(a.out, "results.json")):  # the training times of earlier runs
-        with open(os.path.join(a.out, "results.json")) as f:
-            times.update({k: v for k, v in json.load(f)["times_s"].items()
-                          if k.startswith("train seed")})
+    times.update({k: v for k, v in earlier_results(a.out).get("times_s", {}).items()
+                  if k.startswith("train seed")})  # the training times of earlier runs
     seeds = list(range(1, a.seeds + 1))
     jobs = [(seed, norm) for seed in seeds for norm in a.norms if not trained(a, seed, norm)]
     if jobs and a.no_train:
@@ -523,8 +521,7 @@ def main():
     result = {"seeds": seeds, "norms": a.norms, "shape": shape(a), "args": vars(a),
               "results": res, "paired": diffs, "ratios": ratios(res, a.norms),
               "stories260K": s_rms and {"rmsnorm": s_rms, "layernorm": s_ln}, "times_s": times}
-    with open(os.path.join(a.out, "results.json"), "w") as f:
-        json.dump(result, f, indent=1)
+    write_results(a.out, result)
     start = time.time()
     # --no-docs leaves docs/ alone: the picture goes beside results.json
     picture = os.path.join(a.out if a.no_docs else os.path.dirname(a.docs),
@@ -543,6 +540,34 @@ def main():
     print("\n".join(f"twins: {k}: {v:.0f} s" for k, v in times.items()))
     if not a.no_docs:
         write_docs(a, result, t, sites_table(res, a.norms), summary)
+
+
+def earlier_results(out):
+    """The results.json that an earlier run left in out, or {} when there is none or it is not
+    one (a note says so: its times are not carried over)."""
+    path = os.path.join(out, "results.json")
+    if not os.path.exists(path):
+        return {}
+    try:
+        with open(path) as f:
+            old = json.load(f)
+        if isinstance(old, dict):
+            return old
+    except (ValueError, OSError):  # json's errors and UnicodeDecodeError are ValueErrors
+        pass
+    prog = os.path.splitext(os.path.basename(sys.argv[0]))[0]  # twins or twins_lr
+    print(f"{prog}: {path} is not a results file: the earlier runs' times are not carried over",
+          file=sys.stderr, flush=True)
+    return {}
+
+
+def write_results(out, result):
+    """out/results.json, whole or not at all: written beside it, then renamed over it, so that a
+    run stopped while writing leaves the earlier one."""
+    path = os.path.join(out, "results.json")
+    with open(f"{path}.tmp", "w") as f:
+        json.dump(result, f, indent=1)
+    os.replace(f"{path}.tmp", path)
 
 
 def command_line(a, seeds):

@@ -255,15 +255,14 @@ def main():
     a.lrs, a.seeds = sorted(set(a.lrs)), list(range(a.first_seed, a.first_seed + a.seeds))
     os.makedirs(a.out, exist_ok=True)
     times, started, load = {}, time.time(), [os.getloadavg()[0]]
-    previous = os.path.join(a.out, "results.json")
     if not a.no_train:
         sweep(a, times)
         times["sweep"] = time.time() - started
         load.append(os.getloadavg()[0])
-    elif os.path.exists(previous):  # the times and load of the sweep that trained the runs
-        with open(previous) as f:
-            old = json.load(f)
-        times, load = old["times_s"], old["load_start_end"]
+    else:  # the times and load of the sweep that trained the runs
+        old = twins.earlier_results(a.out)
+        if "times_s" in old and "load_start_end" in old:
+            times, load = old["times_s"], old["load_start_end"]
     runs = {(lr, s, norm): complete(a, lr, s, norm) for lr in a.lrs for s in a.seeds
             for norm in TWINS}
     if not any(runs.values()):  # --no-train alone finds none: there is no table to make
@@ -280,8 +279,7 @@ def main():
     result = {"args": {k: v for k, v in vars(a).items()}, "unigram": unigram,
               "ln_vocab": math.log(512), "results": res, "times_s": times,
               "load_start_end": load}
-    with open(os.path.join(a.out, "results.json"), "w") as f:
-        json.dump(result, f, indent=1)
+    twins.write_results(a.out, result)
     picture = os.path.join(a.out if a.no_docs else os.path.dirname(a.docs), "twins_lr.png")
     twins.sh([PYTHON, "tools/plot_twins_lr.py", os.path.join(a.out, "results.json"), picture])
     t, s = table(res, a), summary(res, a)
