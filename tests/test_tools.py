@@ -618,7 +618,8 @@ def twins_lr_refuses_bad_settings_in_one_line():
     """Each refused before any training, one line naming the option, exit 1: --no-train over an
     --out without a complete run (it had tabled nothing, exit 0, and written "every seed learns
     up to lr 0" into the docs), --out a file, a --margin that no loss is below, a --docs section
-    without its end marker (it had been found after the sweep)."""
+    without its end marker (it had been found after the sweep), two rates that share a name (they
+    had trained into one directory, two at a time)."""
     texts, empty = tiny_texts(), tmp("twins_lr_empty")
     open(tmp("a_file"), "w").close()
     open(tmp("HALF_LR.md"), "w").write("<!-- twins-lr:begin -->\nno end\n")
@@ -629,7 +630,9 @@ def twins_lr_refuses_bad_settings_in_one_line():
              (["--out", empty, "--margin", "nan", "--no-docs"],
               "twins_lr.py: error: --margin must be 0 or more nats, got nan"),
              (["--out", empty, "--docs", tmp("HALF_LR.md")], f"twins_lr.py: error: --docs "
-              f"{tmp('HALF_LR.md')} has <!-- twins-lr:begin --> but no <!-- twins-lr:end -->")]
+              f"{tmp('HALF_LR.md')} has <!-- twins-lr:begin --> but no <!-- twins-lr:end -->"),
+             (["--out", empty, "--lrs", "0.1", "0.1000001", "--no-docs"], "twins_lr.py: error: "
+              "--lrs 0.1 and 0.1000001 are both 0.1 to 6 digits (their runs' directory and row)")]
     for args, message in cases:
         p = subprocess.run([sys.executable, "tools/twins_lr.py", "--lrs", "1e-3", "--seeds", "1",
                             "--steps", "2", "--warmup", "1", *texts, *args],

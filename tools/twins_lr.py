@@ -253,6 +253,10 @@ def main():
     if problem:
         p.error(f"--docs {problem} (--no-docs leaves docs alone)")
     a.lrs, a.seeds = sorted(set(a.lrs)), list(range(a.first_seed, a.first_seed + a.seeds))
+    for low, high in zip(a.lrs, a.lrs[1:]):  # a rate's directory and table row: lr{lr:g}
+        if f"{low:g}" == f"{high:g}":
+            p.error(f"--lrs {low!r} and {high!r} are both {low:g} to 6 digits (their runs' "
+                    "directory and row)")
     os.makedirs(a.out, exist_ok=True)
     times, started, load = {}, time.time(), [os.getloadavg()[0]]
     if not a.no_train:
