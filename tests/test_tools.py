@@ -85,6 +85,10 @@ def twins_writes_a_table_read_from_the_runs_it_made():
     doc = open(docs).read()
     assert doc.startswith("# before\n\n<!-- twins:begin -->\nMade by") and "old" not in doc
     assert doc.endswith("<!-- twins:end -->\n\nafter\n") and os.path.exists(tmp("twins_loss.png"))
+    # the command that made it: not make twins, which trains 2400 steps on data/cache's texts
+    assert f"\n    {sys.executable} tools/twins.py --seeds 1 --steps 3 --batch-size 8 --lr 0.005 " \
+        f"--warmup 100 --eval-every 3 --ppl-stories 8 --profile-repeats 1 --train " \
+        f"{tmp('train.txt')} --valid {tmp('valid.txt')}\n" in doc, doc[:700]
     for norm in ("rmsnorm", "layernorm"):  # the twins for llama.cpp, read back under their norm
         logits = []
         for ext in ("nllm", "gguf"):

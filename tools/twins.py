@@ -581,16 +581,40 @@ def command_line(a, seeds):
         if v != defaults[k] or k in ("batch_size", "lr", "warmup", "eval_every", "ppl_stories",
                                      "profile_repeats"):
             parts.append(f"--{k.replace('_', '-')} {' '.join(v) if k == 'norms' else v}")
+    parts += [f"--{k} {getattr(a, k)}" for k in ("train", "valid") if not same_text(a, k)]
     return "tools/twins.py " + " ".join(parts)
+
+
+def same_text(a, k):
+    """Whether a's --train or --valid (k) is the default file."""
+    return os.path.abspath(getattr(a, k)) == os.path.abspath({"train": TRAIN, "valid": VALID}[k])
+
+
+def make_line(a, seeds):
+    """The make command that runs this study, or None when none does: make twins and make
+    siblings give twins.py --seeds and --steps (TWIN_STEPS), make siblings --norms too, and leave
+    every other option of the result at its default."""
+    defaults = vars(parse_args([]))
+    if not (same_text(a, "train") and same_text(a, "valid")) or any(
+            getattr(a, k) != defaults[k] for k in ("batch_size", "lr", "warmup", "eval_every",
+                                                   *STORIES260K_SHAPE, "ppl_stories",
+                                                   "profile_repeats")):
+        return None
+    steps = f" TWIN_STEPS={a.steps}" if a.steps != defaults["steps"] else ""
+    if a.section == "twins" and a.norms == list(TWINS):
+        return f"make twins TWIN_SEEDS={seeds}{steps}"
+    if a.section == "siblings" and set(a.norms) != set(TWINS):
+        return f"make siblings SIBLING_NORMS=\"{' '.join(a.norms)}\" SIBLING_SEEDS={seeds}{steps}"
+    return None
 
 
 def write_docs(a, result, t, sites, summary):
     seeds = result["seeds"]
     first = result["results"][seeds[0]]
     begin, end = f"<!-- {a.section}:begin -->", f"<!-- {a.section}:end -->"
-    make = {"twins": f"make twins TWIN_SEEDS={len(seeds)}  # ",
-            "siblings": f"make siblings SIBLING_SEEDS={len(seeds)}  # "}.get(a.section, "")
-    command = make + command_line(a, len(seeds))
+    make = make_line(a, len(seeds))
+    command = f"{make}  # " if make else f"{PYTHON} "
+    command += command_line(a, len(seeds))
     if a.no_train:
         command += f"\n    {PYTHON} {command_line(a, len(seeds))} --no-train  # measured again"
     kind = "twin" if set(a.norms) == set(TWINS) else "model"
