@@ -576,7 +576,8 @@ def twins_lr_tables_the_runs_it_made():
     assert doc.endswith("<!-- twins-lr:end -->\n\nafter\n") and os.path.exists(tmp("twins_lr.png"))
     # not make twins-lr's sweep (its 6 rates, 2 seeds, 200 steps): the command itself
     assert f"\n    {sys.executable} tools/twins_lr.py --lrs 0.001 1e+06 --seeds 1 --steps 8 " \
-        "--batch-size 8 --warmup 4 --eval-every 4 --jobs 2 --margin 0.1\n" in doc, doc[:600]
+        f"--batch-size 8 --warmup 4 --eval-every 4 --jobs 2 --margin 0.1 --train {train} " \
+        f"--valid {valid}\n" in doc, doc[:600]
     rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
             for line in doc.splitlines() if line.startswith(("| 0.001 ", "| 1e+06 "))}
     sp = spm.SentencePieceProcessor(model_file="models/tok512.model")

@@ -300,12 +300,15 @@ def write_docs(a, result, t, s):
     command = (f"tools/twins_lr.py --lrs {' '.join(f'{lr:g}' for lr in a.lrs)} --seeds "
                f"{len(a.seeds)}{f' --first-seed {a.seeds[0]}' if a.seeds[0] != 1 else ''} "
                f"--steps {a.steps} --batch-size {a.batch_size} --warmup {a.warmup} --eval-every "
-               f"{a.eval_every} --jobs {a.jobs} --margin {a.margin:g}")
+               f"{a.eval_every} --jobs {a.jobs} --margin {a.margin:g}"
+               + "".join(f" --{k} {getattr(a, k)}" for k in ("train", "valid")
+                         if not twins.same_text(a, k)))
     # make twins-lr runs the defaults: it names the command only when the sweep had them
     default = parser().parse_args([])
     makes = (a.lrs == sorted(set(default.lrs)) and a.seeds == list(range(1, default.seeds + 1))
              and all(getattr(a, k) == getattr(default, k)
-                     for k in ("steps", "batch_size", "warmup", "eval_every", "jobs", "margin")))
+                     for k in ("steps", "batch_size", "warmup", "eval_every", "jobs", "margin"))
+             and twins.same_text(a, "train") and twins.same_text(a, "valid"))
     command = ("make twins-lr  # " + command if makes else f"{PYTHON} {command}"
                + (" --no-train" if a.no_train else ""))
     load = result["load_start_end"]
