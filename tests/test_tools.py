@@ -1,16 +1,17 @@
 #!/usr/bin/env python3
-"""The Python side's paths that test_export.py and test_train.py leave: tools/twins.py end to end
-on a few steps (the table it writes holds the numbers of the runs it made, each read again here
-from its source; a second run trains only the seeds the first did not; siblings at another shape
-go to their own section), its paired differences' 95% intervals (Student's t quantiles against
-the t density integrated, intervals on hand-derived numbers), the tokenizer's
-remove_extra_whitespaces inference on SentencePiece vocabularies trained here and the option
-carried in a model file, train.py's token ids past uint16, the 16-bit norms and norm-share tools
-(tools/norm_half.py, tools/norm_share.py) on hand-derived values, and the learning-rate sweep
-(tools/twins_lr.py) on two learning rates of a few steps. Run from the repository root with
-/usr/bin/python3 (make test does); the program under test is
-$NORMLLAMA_RUN (default ./run), the tokenizer helper $TOKENIZE_CORPUS (default
-build/tokenize_corpus). Prints one line per test and "N passed, M failed, K skipped"."""
+"""The Python side's paths that test_export.py and test_train.py leave: tools/twins.py end to end on
+a few steps (the table it writes holds the numbers of the runs it made, each read again here from
+its source; a second run trains only the seeds the first did not; siblings at another shape go to
+their own section; the bad settings it refuses before any training, each in one line), its paired
+differences' 95% intervals (Student's t quantiles against the t density integrated, intervals on
+hand-derived numbers), the tokenizer's remove_extra_whitespaces inference on SentencePiece
+vocabularies trained here and the option carried in a model file, train.py's token ids past uint16,
+the 16-bit norms and norm-share tools (tools/norm_half.py, tools/norm_share.py) on hand-derived
+values, and the learning-rate sweep (tools/twins_lr.py) on two learning rates of a few steps and the
+settings it refuses, and bench_gguf.sh's refused settings. Run from the repository root with
+/usr/bin/python3 (make test does); the program under test is $NORMLLAMA_RUN (default ./run), the
+tokenizer helper $TOKENIZE_CORPUS (default build/tokenize_corpus). Prints one line per test and "N
+passed, M failed, K skipped"."""
 import json
 import math
 import os
