@@ -4,10 +4,10 @@ each of --lrs peak learning rates over --seeds seeds with the twins' recipe (too
 train_args: the same data, init, batches, AdamW, clipping at 1, warmup and cosine), in short runs
 (--steps, default 200), --jobs trainings at a time with one thread each. Each run is
 train.py --stop-if-diverged: it stops at the first step whose training loss is not finite or,
-after the warmup, above ln(512), and says so in its log. A run that ends is classed:
-"diverged at step N" (train.py's stop), "unigram" (its final validation loss not at least
---margin below the unigram level: a model that learned only the tokens' frequencies, or less), or
-"learns". Prints the table, writes --out/results.json, the picture (tools/plot_twins_lr.py) and
+after the warmup, above ln(512) + 0.1 (train.py's DIVERGED_MARGIN), and says so in its log. A
+run that ends is classed: "diverged at step N" (train.py's stop), "unigram" (its final
+validation loss not at least --margin below the unigram level: a model that learned only the
+tokens' frequencies, or less), or "learns". Prints the table, writes --out/results.json, the picture (tools/plot_twins_lr.py) and
 the section of docs/NORMS.md between its two markers.
 
 usage: tools/twins_lr.py [--lrs LR ...] [--seeds N] [--first-seed S] [--steps N] [--warmup N]
