@@ -214,9 +214,9 @@ norm-share: run | deps-twins
 	$(PYTHON) tools/plot_norm_share.py build/norm_share/share.json docs/norm_share.png
 
 build/bench_tokenizer: tools/bench_tokenizer.c tools/bench_time.h $(TOKENIZER_SRC) \
-                       $(TOKENIZER_HEADERS) $(BPE_SRC) $(BPE_HEADERS) gguf.c gguf.h | deps-build
+                       $(TOKENIZER_HEADERS) $(BPE_SRC) $(BPE_HEADERS) gguf.h | deps-build
 	@mkdir -p build
-	$(CC) $(CFLAGS) -I. -o $@ tools/bench_tokenizer.c $(TOKENIZER_SRC) $(BPE_SRC) gguf.c $(LDLIBS)
+	$(CC) $(CFLAGS) -I. -o $@ tools/bench_tokenizer.c $(TOKENIZER_SRC) $(BPE_SRC) $(LDLIBS)
 
 # encoding MB/s of tokenizer.c and of SentencePiece's Python binding, 10 KB to 10 MB of text; then
 # of bpe.c and llama.cpp's tokenizer on Llama 3's vocabulary, 100 KB to 10 MB of mixed text
