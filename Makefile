@@ -213,10 +213,11 @@ norm-share: run | deps-twins
 	    --json build/norm_share/share.json
 	$(PYTHON) tools/plot_norm_share.py build/norm_share/share.json docs/norm_share.png
 
-build/bench_tokenizer: tools/bench_tokenizer.c tools/bench_time.h $(TOKENIZER_SRC) \
-                       $(TOKENIZER_HEADERS) $(BPE_SRC) $(BPE_HEADERS) gguf.c gguf.h | deps-build
+build/bench_tokenizer: tools/bench_tokenizer.c tools/bench_args.h tools/bench_time.h \
+                       $(TOKENIZER_SRC) $(TOKENIZER_HEADERS) $(BPE_SRC) $(BPE_HEADERS) gguf.h \
+                       | deps-build
 	@mkdir -p build
-	$(CC) $(CFLAGS) -I. -o $@ tools/bench_tokenizer.c $(TOKENIZER_SRC) $(BPE_SRC) gguf.c $(LDLIBS)
+	$(CC) $(CFLAGS) -I. -o $@ tools/bench_tokenizer.c $(TOKENIZER_SRC) $(BPE_SRC) $(LDLIBS)
 
 # encoding MB/s of tokenizer.c and of SentencePiece's Python binding, 10 KB to 10 MB of text; then
 # of bpe.c and llama.cpp's tokenizer on Llama 3's vocabulary, 100 KB to 10 MB of mixed text
@@ -305,7 +306,7 @@ build/llama_logits: tests/llama_logits.c $(LLAMA_SRC)/include/llama.h
 		-Wl,-rpath,$(abspath $(LLAMA_LIBDIR))
 
 # llama.cpp's tokenizer timed as build/bench_tokenizer times ours (needs make llama-oracle's npm)
-build/bench_llama_tokenize: tools/bench_llama_tokenize.c tools/bench_time.h \
+build/bench_llama_tokenize: tools/bench_llama_tokenize.c tools/bench_args.h tools/bench_time.h \
                             $(LLAMA_SRC)/include/llama.h
 	$(CC) -std=c11 -D_POSIX_C_SOURCE=200809L -O2 -Wall -Wextra -I$(LLAMA_SRC)/include \
 		-I$(LLAMA_SRC)/ggml/include -o $@ $< -L$(LLAMA_LIBDIR) -l:libllama.v0.4.0.so \
@@ -376,20 +377,20 @@ sanitize: deps-test run-sanitize build/tests-sanitize build/tokenize_corpus-sani
 	NORMLLAMA_RUN=./run-sanitize TOKENIZE_CORPUS=build/tokenize_corpus-sanitize \
 		$(PYTHON) tests/tokenizer_parity.py
 
-build/bandwidth: tools/bandwidth.c simd.h dtype.h | deps-build
+build/bandwidth: tools/bandwidth.c tools/bench_args.h simd.h dtype.h | deps-build
 	@mkdir -p build
 	$(CC) $(CFLAGS) -I. -o $@ $< $(LDLIBS)
 
-build/flops: tools/flops.c simd.h dtype.h | deps-build
+build/flops: tools/flops.c tools/bench_args.h simd.h dtype.h | deps-build
 	@mkdir -p build
 	$(CC) $(CFLAGS) -I. -o $@ $< $(LDLIBS)
 
 # prefill's products alone against the peak (tools/gemm.c); OpenBLAS's sgemm beside them if installed
-build/gemm: tools/gemm.c $(KERNEL_SRC) $(KERNEL_HEADERS) | deps-build
+build/gemm: tools/gemm.c tools/bench_args.h $(KERNEL_SRC) $(KERNEL_HEADERS) | deps-build
 	@mkdir -p build
 	$(CC) $(CFLAGS) -I. -o $@ tools/gemm.c $(KERNEL_SRC) $(LDLIBS) -ldl
 
-build/stream: tools/stream.c $(KERNEL_SRC) $(KERNEL_HEADERS) | deps-build
+build/stream: tools/stream.c tools/bench_args.h $(KERNEL_SRC) $(KERNEL_HEADERS) | deps-build
 	@mkdir -p build
 	$(CC) $(CFLAGS) -I. -o $@ tools/stream.c $(KERNEL_SRC) $(LDLIBS)
 
@@ -399,7 +400,7 @@ bench: deps-bench run build/bandwidth build/flops build/gemm
 	models/fetch.sh tokenizer.bin
 	PYTHON=$(PYTHON) tools/bench.sh
 
-build/bench_norm: tools/bench_norm.c norm.c norm.h simd.h dtype.h | deps-build
+build/bench_norm: tools/bench_norm.c tools/bench_args.h norm.c norm.h simd.h dtype.h | deps-build
 	@mkdir -p build
 	$(CC) $(CFLAGS) -I. -o $@ tools/bench_norm.c norm.c $(LDLIBS)
 

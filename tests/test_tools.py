@@ -8,10 +8,11 @@ hand-derived numbers), the tokenizer's remove_extra_whitespaces inference on Sen
 vocabularies trained here and the option carried in a model file, train.py's token ids past uint16,
 the 16-bit norms and norm-share tools (tools/norm_half.py, tools/norm_share.py) on hand-derived
 values, and the learning-rate sweep (tools/twins_lr.py) on two learning rates of a few steps and the
-settings it refuses, and bench_gguf.sh's refused settings. Run from the repository root with
-/usr/bin/python3 (make test does); the program under test is $NORMLLAMA_RUN (default ./run), the
-tokenizer helper $TOKENIZE_CORPUS (default build/tokenize_corpus). Prints one line per test and "N
-passed, M failed, K skipped"."""
+settings it refuses, bench_gguf.sh's refused settings, and the C benchmark tools' integer arguments
+(tools/bench_args.h: a bad one refused in one line, built here by make). Run from the repository
+root with /usr/bin/python3 (make test does); the program under test is $NORMLLAMA_RUN (default
+./run), the tokenizer helper $TOKENIZE_CORPUS (default build/tokenize_corpus). Prints one line per
+test and "N passed, M failed, K skipped"."""
 import json
 import math
 import os
@@ -671,6 +672,66 @@ def bench_gguf_refuses_bad_settings_in_one_line():
         lines = p.stderr.strip().splitlines()
         assert p.returncode == 1 and len(lines) == 1, (name, value, p.returncode, p.stderr)
         assert lines[0].startswith(f"bench_gguf: {message}"), (name, value, lines)
+
+
+# ----------------------------------------------------------------------------
+# the benchmark tools' integer arguments (tools/bench_args.h)
+
+BENCH_TOOLS = ["bandwidth", "flops", "gemm", "stream", "bench_norm", "bench_tokenizer"]
+
+
+@test
+def bench_tools_refuse_bad_integers_in_one_line():
+    """Each benchmark tool reads its integer arguments whole and in the range it states: trailing
+    text (atoi had read gemm's batch "1x" as 1 and run a batch of 1), no digits ("abc", read as
+    0), a space before the digits, 0 where the least is 1, one past the largest, a number past a
+    long: each stopped with one line on stderr that names the argument and its range, exit 1.
+    The cheapest valid run of each still prints its line (one thread, one repeat, tiny sizes)."""
+    p = subprocess.run(["make", "--no-print-directory", *(f"build/{t}" for t in BENCH_TOOLS)],
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-1500:]
+    huge = "99999999999999999999"
+    cases = [(["bandwidth", "1x"], 'MiB: "1x" is not an integer from 1 to 1048576'),
+             (["bandwidth", "1", "101"], 'repeats: "101" is not an integer from 1 to 100'),
+             (["flops", "abc"], 'repeats: "abc" is not an integer from 1 to 100'),
+             (["flops", "0", "f32"], 'repeats: "0" is not an integer from 1 to 100'),
+             (["gemm", "15M", "f32", "1x"], 'batch: "1x" is not an integer from 1 to 1024'),
+             (["gemm", "15M", "f32", "1025"], 'batch: "1025" is not an integer from 1 to 1024'),
+             (["gemm", "15M", "f32", "1", huge], f'repeats: "{huge}" is not an integer from 1 to '
+              '1000'),
+             (["stream", "5", "1"], 'dtype: "5" is not an integer from 0 to 4'),
+             (["stream", "0", "1", "32", "32", "1x"], 'layers: "1x" is not an integer from 1 to '
+              '1000'),
+             (["stream", "0", "1", " 32", "32", "1"], 'rows: " 32" is not an integer from 1 to '
+              '32768'),
+             (["stream", "0", "1", "32", "48", "1"], 'cols: "48" is not a multiple of 32'),
+             (["bench_norm", "0"], 'REPEATS: "0" is not an integer from 1 to 1000'),
+             (["bench_tokenizer", "none.bin", "none.txt", "2.5"], 'REPEATS: "2.5" is not an '
+              'integer from 1 to 1000')]
+    one_thread = {**os.environ, "OMP_NUM_THREADS": "1"}
+    for args, message in cases:
+        p = subprocess.run([f"build/{args[0]}", *args[1:]], capture_output=True, text=True,
+                           env=one_thread, timeout=60)
+        lines = p.stderr.strip().splitlines()
+        assert p.returncode == 1 and len(lines) == 1, (args, p.returncode, p.stderr[-1500:])
+        assert lines[0] == f"{args[0]}: {message}", (args, lines)
+    number = r"[0-9]+(\.[0-9]+)?"
+    runs = [(["bandwidth", "2", "1"], f"{number}\n"),  # 2 MiB: aligned_alloc takes whole pages
+            (["flops", "1", "f32"], f"{number}\n"),
+            (["gemm", "15M", "f32", "1", "1"], f"15M f32 batch 1 threads 1: matmul {number} "
+             f"GFLOP/s(, OpenBLAS sgemm {number} GFLOP/s)?\n"),
+            (["stream", "0", "1", "32", "32", "1"], f"dtype 0, 1 threads, \\(32, 32\\) x 1 "
+             f"layers: {number} G multiply-adds/s, {number} GB/s\n"),
+            (["bench_norm", "1"], f"threads\t1\nnorms(\t\\w+)+\n([0-9]+\t[0-9]+(\t{number})+\n)+")]
+    for args, output in runs:
+        p = subprocess.run([f"build/{args[0]}", *args[1:]], capture_output=True, text=True,
+                           env=one_thread, timeout=60)
+        assert p.returncode == 0 and re.fullmatch(output, p.stdout), (args, p.stdout, p.stderr)
+    # a valid count passes on to the work: here the missing tokenizer's own error
+    p = subprocess.run(["build/bench_tokenizer", tmp("none.bin"), tmp("none.txt"), "1"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 1 and tmp("none.bin") in p.stderr and "REPEATS" not in p.stderr, \
+        p.stderr
 
 
 if __name__ == "__main__":

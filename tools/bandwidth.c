@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 
+#include "bench_args.h"
 #include "simd.h"
 
 /* This thread's share of sum(a[0..n)), in four vector accumulators (simd.h) so that the adds
@@ -36,12 +37,9 @@ static int by_value(const void *a, const void *b) {
 }
 
 int main(int argc, char **argv) {
-    size_t mib = argc > 1 ? strtoul(argv[1], NULL, 10) : 2048;
-    int repeats = argc > 2 ? atoi(argv[2]) : 7;
-    if (mib == 0 || repeats < 1 || repeats > 100) {
-        fprintf(stderr, "bandwidth: usage: bandwidth [MiB >= 1] [repeats 1..100]\n");
-        return 1;
-    }
+    /* at most 1 TiB */
+    size_t mib = argc > 1 ? (size_t)int_arg("bandwidth", "MiB", argv[1], 1, 1 << 20) : 2048;
+    int repeats = argc > 2 ? int_arg("bandwidth", "repeats", argv[2], 1, 100) : 7;
     size_t n = mib * 1024 * 1024 / sizeof(float);
     /* in 2 MiB pages where the kernel allows (transparent huge pages): faulting in a GiB of 4 KiB
      * pages takes seconds on a VM, which make bench would pay before every measurement */

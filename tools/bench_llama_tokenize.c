@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "bench_args.h"
 #include "bench_time.h"
 #include "llama.h"
 
@@ -19,11 +20,11 @@ static void quiet(enum ggml_log_level level, const char *text, void *user_data) 
 }
 
 int main(int argc, char **argv) {
-    int repeats = argc == 4 ? atoi(argv[3]) : 0;
-    if (repeats < 1) {
+    if (argc != 4) {
         fprintf(stderr, "usage: bench_llama_tokenize VOCAB.gguf FILE REPEATS\n");
         return 1;
     }
+    int repeats = int_arg("bench_llama_tokenize", "REPEATS", argv[3], 1, 1000);
     llama_log_set(quiet, NULL);
     llama_backend_init();
     struct llama_model_params mp = llama_model_default_params();

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_args.h"
 #include "norm.h"
 
 /* 32 * 512 * 768: the articles' (batch, sequence, dim) shape; every dim gets this many floats */
@@ -74,11 +75,7 @@ static double median_seconds(NormCall norm, float *out, const float *x, long row
 }
 
 int main(int argc, char **argv) {
-    int repeats = argc > 1 ? atoi(argv[1]) : 11;
-    if (repeats < 1 || repeats > MAX_REPEATS) {
-        fprintf(stderr, "bench_norm: REPEATS must be in 1..%d\n", MAX_REPEATS);
-        return 1;
-    }
+    int repeats = argc > 1 ? int_arg("bench_norm", "REPEATS", argv[1], 1, MAX_REPEATS) : 11;
     static const int dims[] = {64, 288, 768, 2048, 4096, 8192, 16384};
     float *x = malloc(ELEMENTS * sizeof(float)), *out = malloc(ELEMENTS * sizeof(float));
     float *weight = malloc(16384 * sizeof(float)), *bias = malloc(16384 * sizeof(float));

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_args.h"
 #include "bench_time.h"
 #include "bpe.h"
 #include "tokenizer.h"
@@ -34,11 +35,11 @@ static char *read_all(const char *path, long *size) {
 }
 
 int main(int argc, char **argv) {
-    int repeats = argc == 4 ? atoi(argv[3]) : 0;
-    if (repeats < 1) {
+    if (argc != 4) {
         fprintf(stderr, "usage: bench_tokenizer TOKENIZER FILE REPEATS\n");
         return 1;
     }
+    int repeats = int_arg("bench_tokenizer", "REPEATS", argv[3], 1, 1000);
     char err[1024];
     Tokenizer t;
     Bpe b;

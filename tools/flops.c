@@ -18,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_args.h"
 #include "simd.h"
 
 /* enough independent chains to cover the FMA latency of every target */
@@ -74,10 +75,10 @@ static double run_chains(Kind kind) {
 }
 
 int main(int argc, char **argv) {
-    int repeats = argc > 1 ? atoi(argv[1]) : 5;
+    int repeats = argc > 1 ? int_arg("flops", "repeats", argv[1], 1, 100) : 5;
     const char *name = argc > 2 ? argv[2] : "f32";
     Kind kind = !strcmp(name, "f32") ? KIND_F32 : !strcmp(name, "i16") ? KIND_I16 : KIND_I8;
-    if (repeats < 1 || repeats > 100 || argc > 3 || (kind == KIND_I8 && strcmp(name, "i8") != 0)) {
+    if (argc > 3 || (kind == KIND_I8 && strcmp(name, "i8") != 0)) {
         fprintf(stderr, "flops: usage: flops [repeats 1..100] [f32|i16|i8]\n");
         return 1;
     }

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_args.h"
 #include "matmul.h"
 
 enum { WQ, WK, WV, WO, W1, W3, W2, N_WEIGHTS };
@@ -115,13 +116,14 @@ int main(int argc, char **argv) {
     int dtype = -1;
     for (int d = 0; argc > 2 && d < N_DTYPES; d++)
         if (!strcmp(argv[2], DTYPES[d].name)) dtype = d;
-    int batch = argc > 3 ? atoi(argv[3]) : 128, repeats = argc > 4 ? atoi(argv[4]) : 5;
-    if (!s || dtype < 0 || batch < 1 || batch > 1024 || repeats < 1 || argc > 5) {
+    if (!s || dtype < 0 || argc > 5) {
         fprintf(stderr, "gemm: usage: gemm 15M|110M|1.1B DTYPE [batch] [repeats]; DTYPE one of");
         for (int d = 0; d < N_DTYPES; d++) fprintf(stderr, " %s", DTYPES[d].name);
         fprintf(stderr, "\n");
         return 1;
     }
+    int batch = argc > 3 ? int_arg("gemm", "batch", argv[3], 1, 1024) : 128;
+    int repeats = argc > 4 ? int_arg("gemm", "repeats", argv[4], 1, 1000) : 5;
     Pass p = {.batch = batch, .n_layers = s->n_layers};
     int shape[N_WEIGHTS][2] = {
         {s->dim, s->dim},        {s->dim, s->dim},        {s->dim, s->dim},       {s->dim, s->dim},

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "bench_args.h"
 #include "matmul.h"
 
 int main(int argc, char **argv) {
@@ -20,11 +21,14 @@ int main(int argc, char **argv) {
         fprintf(stderr, "stream: usage: stream dtype threads [rows cols layers]\n");
         return 1;
     }
-    int dtype = atoi(argv[1]), threads = atoi(argv[2]);
-    int rows = argc == 6 ? atoi(argv[3]) : 5632, cols = argc == 6 ? atoi(argv[4]) : 2048;
-    int layers = argc == 6 ? atoi(argv[5]) : 24, reps = 20 * layers;
-    if (dtype < 0 || dtype > 4 || threads < 1 || rows < 1 || cols < 32 || cols % 32 || layers < 1) {
-        fprintf(stderr, "stream: dtype 0..4, threads >= 1, cols a multiple of 32\n");
+    int dtype = int_arg("stream", "dtype", argv[1], 0, 4);
+    int threads = int_arg("stream", "threads", argv[2], 1, 1024);
+    /* rows * cols stays an int (2^30 at most), 20 * layers too */
+    int rows = argc == 6 ? int_arg("stream", "rows", argv[3], 1, 32768) : 5632;
+    int cols = argc == 6 ? int_arg("stream", "cols", argv[4], 32, 32768) : 2048;
+    int layers = argc == 6 ? int_arg("stream", "layers", argv[5], 1, 1000) : 24, reps = 20 * layers;
+    if (cols % 32) {
+        fprintf(stderr, "stream: cols: \"%s\" is not a multiple of 32\n", argv[4]);
         return 1;
     }
     Matrix m;
