@@ -43,8 +43,10 @@ int main(int argc, char **argv) {
     size_t n = mib * 1024 * 1024 / sizeof(float);
     /* in 2 MiB pages where the kernel allows (transparent huge pages): faulting in a GiB of 4 KiB
      * pages takes seconds on a VM, which make bench would pay before every measurement */
-    float *a = aligned_alloc(HUGE_PAGE, n * sizeof(float));
-    if (a) madvise(a, n * sizeof(float), MADV_HUGEPAGE);
+    /* aligned_alloc's size must be a multiple of the alignment (C11): an odd MiB rounds up */
+    size_t bytes = (n * sizeof(float) + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
+    float *a = aligned_alloc(HUGE_PAGE, bytes);
+    if (a) madvise(a, bytes, MADV_HUGEPAGE);
     if (!a) {
         fprintf(stderr, "bandwidth: cannot allocate %zu MiB\n", mib);
         return 1;
