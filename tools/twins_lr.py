@@ -201,11 +201,11 @@ def summary(res, a):
                     if any(r["outcome"] == "diverged" for r in runs)]
         best = min(learns, key=lambda lr: statistics.mean(r["val_loss"] for r in by_lr[lr]),
                    default=None)
-        parts.append(f"{NAMES[norm]}: every seed learns up to lr "
-                     f"{max(learns, default=0):g}, a seed diverges from lr "
-                     f"{min(diverges):g}" if diverges else
-                     f"{NAMES[norm]}: every seed learns up to lr {max(learns, default=0):g}, "
-                     f"no seed diverges up to {max(a.lrs):g}")
+        learned = (f"every seed learns up to lr {max(learns):g}" if learns else
+                   "no lr at which every seed learns")
+        diverged = (f"a seed diverges from lr {min(diverges):g}" if diverges else
+                    f"no seed diverges up to {max(a.lrs):g}")
+        parts.append(f"{NAMES[norm]}: {learned}, {diverged}")
         if best is not None:
             parts[-1] += f"; best lr {best:g}"
     return "; ".join(parts)
