@@ -2,6 +2,7 @@
 #            | make models | make bench | make bench-norm | make bench-tokenizer | make bpe-parity
 #            | make fuzz | make deps-train | make deps-plot | make twins [TWIN_SEEDS=3] | make debug
 #            | make test-fresh | make norm-half | make norm-share | make siblings
+#            | make siblings-speed
 PYTHON ?= /usr/bin/python3
 OPT ?= -O3 -march=native
 # -ffp-contract=off (gcc's default under -std=c11, not clang's) keeps a*b+c in plain C loops from
@@ -51,7 +52,7 @@ FETCH_TEST_MODELS = models/fetch.sh --mirror-only-optional $(TEST_MODELS)
 .PHONY: all test test-portable test-isas sanitize models clean format bench bench-norm \
         bench-tokenizer bpe-parity fuzz fuzz-bpe llama-oracle twins deps-build deps-fetch deps-run \
         deps-test deps-fuzz deps-plot deps-train deps-twins deps-bench deps-fresh debug test-fresh \
-        norm-half norm-share siblings \
+        norm-half norm-share siblings siblings-speed \
         FORCE
 
 all: run
@@ -182,6 +183,13 @@ siblings: run | deps-twins
 	models/fetch.sh tok512.bin tok512.model stories260K.pt
 	models/fetch.sh --data tinystories_train.txt tinystories_valid.txt
 	$(PYTHON) tools/twins.py --norms $(SIBLING_NORMS) --seeds $(SIBLING_SEEDS) --steps $(TWIN_STEPS)
+
+# The siblings' training speed side by side (tools/train_speed.py): each norm of SIBLING_NORMS 40
+# steps, two at a time, rotated over 3 rounds; the table goes to docs/NORMS.md. About 5 minutes.
+siblings-speed: run | deps-twins
+	models/fetch.sh tok512.model
+	models/fetch.sh --data tinystories_train.txt tinystories_valid.txt
+	$(PYTHON) tools/train_speed.py --norms $(SIBLING_NORMS)
 
 # The twins' learning-rate sweep (tools/twins_lr.py, issue 28 item 2): both norms at 6 peak
 # learning rates, 2 seeds, 200 steps each, two at a time; a diverged run stops early. The table

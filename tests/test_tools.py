@@ -8,7 +8,8 @@ hand-derived numbers), the tokenizer's remove_extra_whitespaces inference on Sen
 vocabularies trained here and the option carried in a model file, train.py's token ids past uint16,
 the 16-bit norms and norm-share tools (tools/norm_half.py, tools/norm_share.py) on hand-derived
 values, and the learning-rate sweep (tools/twins_lr.py) on two learning rates of a few steps and the
-settings it refuses, bench_gguf.sh's refused settings, and the C benchmark tools' integer arguments
+settings it refuses, the siblings' side-by-side training speed (tools/train_speed.py) on two
+norms of a few steps, bench_gguf.sh's refused settings, and the C benchmark tools' integer arguments
 (tools/bench_args.h: a bad one refused in one line, built here by make). Run from the repository
 root with /usr/bin/python3 (make test does); the program under test is $NORMLLAMA_RUN (default
 ./run), the tokenizer helper $TOKENIZE_CORPUS (default build/tokenize_corpus). Prints one line per
@@ -17,6 +18,7 @@ import json
 import math
 import os
 import re
+import statistics
 import subprocess
 import sys
 
@@ -650,6 +652,41 @@ def twins_lr_refuses_bad_settings_in_one_line():
 
 
 # tools/bench_gguf.sh
+@test
+def train_speed_tables_the_runs_it_made():
+    """train_speed.py, 2 rounds of 7 steps of rmsnorm and identity on the tiny texts: each cell is
+    the median of its run's logged tokens/s from step 6 on, the ratio rmsnorm's over the norm's in
+    the same round; the docs' section between its markers replaced, the rest kept; a bad --steps
+    refused in one line."""
+    docs, out = tmp("SPEED.md"), tmp("speed")
+    open(docs, "w").write("before\n<!-- siblings-speed:begin -->\nold\n<!-- siblings-speed:end -->"
+                          "\nafter\n")
+    p = subprocess.run([sys.executable, "tools/train_speed.py", "--norms", "rmsnorm", "identity",
+                        "--steps", "7", "--rounds", "2", "--out", out, "--docs", docs,
+                        *tiny_texts()], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr[-2000:]
+    speed = {}
+    for r in (1, 2):
+        for norm in ("rmsnorm", "identity"):
+            logged = [json.loads(x) for x in open(f"{out}/round{r}/{norm}.jsonl")]
+            steps = [x["tokens_per_s"] for x in logged if x["kind"] == "train" and x["step"] > 5]
+            assert len(steps) == 2, logged
+            speed[r, norm] = statistics.median(steps)
+    ratios = [speed[r, "rmsnorm"] / speed[r, "identity"] for r in (1, 2)]
+    row = next(x for x in p.stdout.splitlines() if x.startswith("| identity |"))
+    want = (f"| identity | {statistics.median([speed[1, 'identity'], speed[2, 'identity']]):.0f} "
+            f"({min(speed[1, 'identity'], speed[2, 'identity']):.0f}-"
+            f"{max(speed[1, 'identity'], speed[2, 'identity']):.0f}) | "
+            f"{statistics.median(ratios):.3f} ({min(ratios):.3f}-{max(ratios):.3f}) |")
+    assert row == want, (row, want)
+    doc = open(docs).read()
+    assert doc.startswith("before\n<!-- siblings-speed:begin -->\nMade by") and row in doc, doc
+    assert doc.endswith("<!-- siblings-speed:end -->\nafter\n") and "old" not in doc, doc
+    p = subprocess.run([sys.executable, "tools/train_speed.py", "--steps", "5", "--no-docs"],
+                       capture_output=True, text=True)
+    assert p.returncode == 1 and p.stderr.count("\n") == 1 and "--steps" in p.stderr, p.stderr
+
+
 @test
 def bench_gguf_refuses_bad_settings_in_one_line():
     """make bench's same-file block checks its variables before it builds or writes anything: each

@@ -43,6 +43,7 @@ GROUPS_OF = [
     ("tools/plot_norm_share.py", ["twins"]),  # make norm-share
     ("tools/twins.py", ["twins"]),
     ("tools/twins_lr.py", ["twins", "test"]),  # make twins-lr; tests/test_tools.py
+    ("tools/train_speed.py", ["twins", "test"]),  # make siblings-speed; tests/test_tools.py
     ("tools/plot_twins_lr.py", ["twins", "test"]),  # after twins_lr.py, in its test too
     ("tools/bench_norm.py", ["bench"]),  # make bench-norm
     ("tools/norm_half.py", ["twins", "test"]),  # make norm-half; tests/test_tools.py
