@@ -184,8 +184,8 @@ siblings: run | deps-twins
 	models/fetch.sh --data tinystories_train.txt tinystories_valid.txt
 	$(PYTHON) tools/twins.py --norms $(SIBLING_NORMS) --seeds $(SIBLING_SEEDS) --steps $(TWIN_STEPS)
 
-# The siblings' training speed side by side (tools/train_speed.py): each norm of SIBLING_NORMS 40
-# steps, two at a time, rotated over 3 rounds; the table goes to docs/NORMS.md. About 5 minutes.
+# The siblings' training speed (tools/train_speed.py): each norm of SIBLING_NORMS beside rmsnorm, 100
+# steps, one on each core, 3 rounds; the table goes to docs/NORMS.md. About 8 minutes.
 siblings-speed: run | deps-twins
 	models/fetch.sh tok512.model
 	models/fetch.sh --data tinystories_train.txt tinystories_valid.txt
