@@ -658,7 +658,7 @@ def train_speed_tables_the_runs_it_made():
     speed is its steps' tokens over their seconds from step 6 on (each step's seconds 2048 tokens
     over its logged tokens/s), the identity cell the median over rounds, the ratio rmsnorm's over
     identity's in the same round; the docs' section between its markers replaced, the rest kept;
-    a bad --steps refused in one line."""
+    bad --steps, --rounds, --norms and --out refused in one line."""
     docs, out = tmp("SPEED.md"), tmp("speed")
     open(docs, "w").write("before\n<!-- siblings-speed:begin -->\nold\n<!-- siblings-speed:end -->"
                           "\nafter\n")
@@ -682,9 +682,12 @@ def train_speed_tables_the_runs_it_made():
     doc = open(docs).read()
     assert doc.startswith("before\n<!-- siblings-speed:begin -->\nMade by") and row in doc, doc
     assert doc.endswith("<!-- siblings-speed:end -->\nafter\n") and "old" not in doc, doc
-    p = subprocess.run([sys.executable, "tools/train_speed.py", "--steps", "5", "--no-docs"],
-                       capture_output=True, text=True)
-    assert p.returncode == 1 and p.stderr.count("\n") == 1 and "--steps" in p.stderr, p.stderr
+    for bad, word in ((["--steps", "5"], "--steps"), (["--rounds", "0"], "--rounds"),
+                      (["--norms", "rmsnorm", "rmsnorm"], "--norms"), (["--out", docs], "--out"),
+                      (["--norms", "rmsnorm", "nonorm"], "--norms")):
+        p = subprocess.run([sys.executable, "tools/train_speed.py", *bad, "--no-docs"],
+                           capture_output=True, text=True)
+        assert p.returncode != 0 and p.stderr.count("\n") == 1 and word in p.stderr, (bad, p.stderr)
 
 
 @test
