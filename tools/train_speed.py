@@ -29,7 +29,8 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 import twins  # noqa: E402 (the repository's tools on the path first)
 from nllm_format import NORMS  # noqa: E402
 
-SKIP = 5  # the steps that allocate, left out of a run's median
+SKIP = 5  # the steps that allocate, left out of a run's speed
+STEPS, ROUNDS = 100, 3  # the defaults, make siblings-speed's
 SIBLINGS = ["rmsnorm", "rmsnorm_bias", "rmsnorm_learned_eps", "prmsnorm", "dyt", "identity"]
 BEGIN, END = "<!-- siblings-speed:begin -->", "<!-- siblings-speed:end -->"
 
@@ -37,8 +38,8 @@ BEGIN, END = "<!-- siblings-speed:begin -->", "<!-- siblings-speed:end -->"
 def parse_args(argv=None):
     p = twins.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--norms", nargs="+", choices=NORMS, default=SIBLINGS, metavar="NORM")
-    p.add_argument("--steps", type=int, default=100)
-    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--steps", type=int, default=STEPS)
+    p.add_argument("--rounds", type=int, default=ROUNDS)
     p.add_argument("--out", default=os.path.join(ROOT, "build", "train_speed"))
     p.add_argument("--train", default=twins.TRAIN)
     p.add_argument("--valid", default=twins.VALID)
@@ -123,7 +124,7 @@ def main():
         given = [f"--norms {' '.join(a.norms)}", f"--steps {a.steps}", f"--rounds {a.rounds}"]
         given += [f"--{k} {getattr(a, k)}" for k in ("train", "valid")
                   if os.path.abspath(getattr(a, k)) != getattr(twins, k.upper())]
-        made = given[3:] == [] and a.norms == SIBLINGS and a.steps == 100 and a.rounds == 3
+        made = given[3:] == [] and a.norms == SIBLINGS and a.steps == STEPS and a.rounds == ROUNDS
         command = ("make siblings-speed  # " if made else f"{twins.PYTHON} ") + \
             "tools/train_speed.py " + " ".join(given)
         when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
