@@ -606,6 +606,15 @@ def twins_lr_tables_the_runs_it_made():
         want = f"diverged at {stop['step']} (peak {peak:.3g})"
         assert rows["1e+06"][3 * column + 2] == want, (norm, rows, train)
         assert rows["1e+06"][3 * column] == "–", rows
+    # the summary line from the same cells: 8 steps at 1e-3 stay at the unigram level here, so
+    # that it says "no lr at which every seed learns" (a learning cell would name lr 0.001)
+    said = []
+    for column, name in enumerate(("RMSNorm", "LayerNorm")):
+        learns = rows["0.001"][3 * column + 2] == "learns"
+        said.append(f"{name}: " + ("every seed learns up to lr 0.001" if learns else
+                                   "no lr at which every seed learns") +
+                    ", a seed diverges from lr 1e+06" + ("; best lr 0.001" if learns else ""))
+    assert f"\n{'; '.join(said)}\n" in p.stdout, p.stdout[-1500:]
     print(f"  unigram level {unigram:.3f}; lr 1e-3: {rows['0.001']}; lr 1e6: {rows['1e+06']}")
     again = subprocess.run(cmd, capture_output=True, text=True)
     assert again.returncode == 0 and "0 of 4 runs to train" in again.stdout, again.stderr
