@@ -91,10 +91,13 @@ else
     # every quantized file's first batch (llama.cpp issue 20824, closed without a fix).
     [[ -x $llama_bench ]] || echo "building llama-bench for this CPU into $llama_build (once)" >&2
     no_amx="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
-    cmake -S "$llama_src" -B "$llama_build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
-        -DCMAKE_C_FLAGS="$no_amx" -DCMAKE_CXX_FLAGS="$no_amx" -DBUILD_SHARED_LIBS=OFF \
-        -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
-        -DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_SUBPROCESS=OFF >/dev/null
+    # its messages only when it fails: llama.cpp's CMakeLists prints "CMAKE_BUILD_TYPE=Release" on
+    # stderr, a stray line in make bench's tables
+    configured=$(cmake -S "$llama_src" -B "$llama_build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+        -DGGML_NATIVE=ON -DCMAKE_C_FLAGS="$no_amx" -DCMAKE_CXX_FLAGS="$no_amx" \
+        -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+        -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF \
+        -DLLAMA_SUBPROCESS=OFF 2>&1) || { echo "$configured" >&2; exit 1; }
     cmake --build "$llama_build" --target llama-bench -j "$(nproc)" >/dev/null
     llama_what="llama-bench built natively from $(git -C "$llama_src" log -1 --format='%h of %cs')"
 fi
