@@ -13,7 +13,10 @@
 #include "panel.h"
 #include "simd.h"
 
-enum { Q4_DOT_INPUTS = 4 }; /* the most inputs a call takes: the q4_0 and Q4_K tiles' widest */
+enum {
+    Q4_DOT_INPUTS = 4, /* the most inputs a call takes: the q4_0 and Q4_K tiles' widest */
+    Q4_DOT_PANELS = 4, /* and the most panels: decode's */
+};
 
 /* sums[r][b] = panel r's codes . input b's int8 values over `columns` columns (a multiple of 8),
  * the codes from codes[r] in q4_0's blocks of 8 (4 * PANEL_ROWS bytes a block), the inputs from
@@ -22,7 +25,13 @@ enum { Q4_DOT_INPUTS = 4 }; /* the most inputs a call takes: the q4_0 and Q4_K t
  * and the high ones 4..7, so that vecw_dot_u8 (vpmaddubsw) multiplies the codes (unsigned 0..15)
  * by 4 broadcast inputs and adds pairs into int16 lanes, two per row (vpdpbusd's int32 lanes,
  * one per row, with AVX512-VNNI). Exact while a lane stays within int16: 16 products of codes
- * and inputs (-127..127), a block of 32, come to at most 16 * 15 * 127 = 30480. */
+ * and inputs (-127..127), a block of 32, come to at most 16 * 15 * 127 = 30480. Each block of 8
+ * columns loads the panels' codes first, then passes each input's two broadcasts to all of them,
+ * so that the live vectors are the sums, the panels' codes and one input's (2 x 4 tile on AVX2:
+ * 8 + 4 + 2 of the 16 registers), and OPAQUE makes each sum at its block (simd.h: GCC had moved
+ * them all to the group's end and held the products on the stack). q4_0's 2 x 4 prefill products
+ * at 110M ran 1.27x (build/gemm, one thread, median of 8 alternating rounds: 103.6 against 81.4
+ * GFLOP/s). */
 static ALWAYS_INLINE void q4_dots(vecw sums[][Q4_DOT_INPUTS], const uint8_t *const codes[],
                                   const int8_t *const x8[], int nb, int np, int columns) {
     UNROLL
@@ -32,20 +41,22 @@ static ALWAYS_INLINE void q4_dots(vecw sums[][Q4_DOT_INPUTS], const uint8_t *con
     }
     UNROLL
     for (int i = 0; i < columns; i += 8) {
-        vecb low_quad[Q4_DOT_INPUTS], high_quad[Q4_DOT_INPUTS];
+        vecb low[Q4_DOT_PANELS], high[Q4_DOT_PANELS];
+        UNROLL
+        for (int r = 0; r < np; r++)
+            vecb_nibbles(vecb_load(codes[r] + (size_t)(i / 8) * 4 * PANEL_ROWS), &low[r], &high[r]);
         UNROLL
         for (int b = 0; b < nb; b++) {
-            low_quad[b] = vecb_set1_quad(x8[b] + i);
-            high_quad[b] = vecb_set1_quad(x8[b] + i + 4);
+            vecb low_quad = vecb_set1_quad(x8[b] + i), high_quad = vecb_set1_quad(x8[b] + i + 4);
+            UNROLL
+            for (int r = 0; r < np; r++)
+                sums[r][b] =
+                    vecw_dot_u8(vecw_dot_u8(sums[r][b], low[r], low_quad), high[r], high_quad);
         }
         UNROLL
         for (int r = 0; r < np; r++) {
-            vecb low, high;
-            vecb_nibbles(vecb_load(codes[r] + (size_t)(i / 8) * 4 * PANEL_ROWS), &low, &high);
             UNROLL
-            for (int b = 0; b < nb; b++)
-                sums[r][b] =
-                    vecw_dot_u8(vecw_dot_u8(sums[r][b], low, low_quad[b]), high, high_quad[b]);
+            for (int b = 0; b < nb; b++) OPAQUE(sums[r][b]); /* made here: see OPAQUE */
         }
     }
 }

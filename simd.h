@@ -621,4 +621,16 @@ static inline float vec_sum(vecf v) {
 #define UNROLL
 #endif
 
+/* OPAQUE(v): the compiler must take v as made here, in a register: an empty asm statement, no
+ * instruction. The kernels use it to compute a sum of products where it is written: GCC 12 moved
+ * each int16 sum of a q4_0 group (single-use adds, a chain a sum) to the group's end, keeping
+ * every input and code it reads live until there, and the 2 x 4 tile held its products on the
+ * stack (257 vector loads and stores there; with each sum made at its block, 168, the rest the
+ * float accumulators, once a group). Nothing in the portable build, whose plain C is left plain. */
+#if defined(__GNUC__) && VEC_WIDTH > 1
+#define OPAQUE(v) __asm__("" : "+v"(v))
+#else
+#define OPAQUE(v) ((void)(v))
+#endif
+
 #endif
