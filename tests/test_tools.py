@@ -9,7 +9,7 @@ vocabularies trained here and the option carried in a model file, train.py's tok
 the 16-bit norms and norm-share tools (tools/norm_half.py, tools/norm_share.py) on hand-derived
 values, and the learning-rate sweep (tools/twins_lr.py) on two learning rates of a few steps and the
 settings it refuses, the siblings' side-by-side training speed (tools/train_speed.py) on two
-norms of a few steps, bench_gguf.sh's refused settings, and the C benchmark tools' integer arguments
+norms of a few steps, bench_gguf.sh's refused settings and summary lines, and the C benchmark tools' integer arguments
 (tools/bench_args.h: a bad one refused in one line, built here by make). Run from the repository
 root with /usr/bin/python3 (make test does); the program under test is $NORMLLAMA_RUN (default
 ./run), the tokenizer helper $TOKENIZE_CORPUS (default build/tokenize_corpus). Prints one line per
@@ -721,6 +721,24 @@ def bench_gguf_refuses_bad_settings_in_one_line():
         lines = p.stderr.strip().splitlines()
         assert p.returncode == 1 and len(lines) == 1, (name, value, p.returncode, p.stderr)
         assert lines[0].startswith(f"bench_gguf: {message}"), (name, value, lines)
+
+
+@test
+def gguf_summary_counts_cells_behind_from_the_rates():
+    """The same-file block's closing lines (tools/gguf_summary.awk) from hand-made rows: a prefill
+    at 3101.7 against 3112.7 tokens/s is behind (0.996, which the table prints as 1.00, and which
+    the summary had counted ahead), a tie is not, a test not run ("-") is no cell, and a decode at
+    94% of the bandwidth is below 95% where 95% is not."""
+    rows = ("15M   f16           1 |     296.0     142.9   2.07 |    3101.7    3112.7   1.00 |"
+            "     143.8      51.0   2.82 |     30.4     8.8     95%     49%\n"
+            "15M   q4_0          2 |     100.0     100.0   1.00 |         -         -      - |"
+            "         -         -      - |      8.6    17.8     94%     54%\n")
+    p = subprocess.run(["awk", "-f", "tools/gguf_summary.awk"], input=rows, capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == ("cells behind: 1 of 4 (15M f16 1-thread prefill 0.996)\n"
+                        "run decode below 95% of the bandwidth: 1 of 2 (15M q4_0 2-thread 94%)\n"
+                        ), p.stdout
 
 
 # ----------------------------------------------------------------------------

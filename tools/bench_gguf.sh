@@ -264,18 +264,5 @@ for shape in "${shapes[@]}"; do
     done
 done
 
-# The goals' summary: every ratio below 1, every run decode below 95% of the bandwidth
-printf '%s\n' "${rows[@]}" | awk '
-    function cell(what) { return sprintf("%s %s %s-thread %s; ", $1, $2, $3, what) }
-    { for (k = 0; k < 3; k++) {
-          ratio = $(7 + 4 * k)
-          if (ratio == "-") continue
-          cells++
-          test = k == 0 ? "decode " : (k == 1 ? "prefill " : "depth ")
-          if (ratio < 1) { behind++; list = list cell(test ratio) } }
-      if ($19 != "-") { decodes++; if ($19 + 0 < 95) { low++; lows = lows cell($19) } } }
-    END {
-        sub(/; $/, "", list); sub(/; $/, "", lows)
-        printf "cells behind: %d of %d%s\n", behind, cells, behind ? " (" list ")" : ""
-        printf "run decode below 95%% of the bandwidth: %d of %d%s\n", low, decodes,
-            low ? " (" lows ")" : "" }'
+# The goals' summary (tools/gguf_summary.awk): the cells behind, the decodes below 95%
+printf '%s\n' "${rows[@]}" | awk -f tools/gguf_summary.awk
