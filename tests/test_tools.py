@@ -9,11 +9,11 @@ vocabularies trained here and the option carried in a model file, train.py's tok
 the 16-bit norms and norm-share tools (tools/norm_half.py, tools/norm_share.py) on hand-derived
 values, and the learning-rate sweep (tools/twins_lr.py) on two learning rates of a few steps and the
 settings it refuses, the siblings' side-by-side training speed (tools/train_speed.py) on two
-norms of a few steps, bench_gguf.sh's refused settings and summary lines, and the C benchmark tools' integer arguments
-(tools/bench_args.h: a bad one refused in one line, built here by make). Run from the repository
-root with /usr/bin/python3 (make test does); the program under test is $NORMLLAMA_RUN (default
-./run), the tokenizer helper $TOKENIZE_CORPUS (default build/tokenize_corpus). Prints one line per
-test and "N passed, M failed, K skipped"."""
+norms of a few steps, bench_gguf.sh's refused settings and summary lines, and the C benchmark
+tools' integer arguments (tools/bench_args.h: a bad one refused in one line, built here by make).
+Run from the repository root with /usr/bin/python3 (make test does); the program under test is
+$NORMLLAMA_RUN (default ./run), the tokenizer helper $TOKENIZE_CORPUS (default
+build/tokenize_corpus). Prints one line per test and "N passed, M failed, K skipped"."""
 import json
 import math
 import os
