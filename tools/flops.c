@@ -36,6 +36,30 @@
 #define HIDE(v) __asm__("" : "+m"(v))
 #endif
 
+/* The INT_CHAINS chains acc[c] = dot(acc[c], a[c / 4], b[c % 4]) from `zero`, STEPS steps, the
+ * operands a[0 ..] and b[0 .. 3] copies of `operand` (of type T), hidden at each step, and the
+ * accumulators after it: a macro, for the two integer kinds' vector types. */
+#define INT_CHAIN_STEPS(acc, zero, T, operand, dot)                                                \
+    do {                                                                                           \
+        T a[INT_CHAINS / 4], b[4];                                                                 \
+        UNROLL                                                                                     \
+        for (int c = 0; c < INT_CHAINS; c++) acc[c] = zero;                                        \
+        UNROLL                                                                                     \
+        for (int k = 0; k < INT_CHAINS / 4; k++) a[k] = operand;                                   \
+        UNROLL                                                                                     \
+        for (int k = 0; k < 4; k++) b[k] = operand;                                                \
+        for (long i = 0; i < STEPS; i++) {                                                         \
+            UNROLL                                                                                 \
+            for (int k = 0; k < INT_CHAINS / 4; k++) HIDE(a[k]);                                   \
+            UNROLL                                                                                 \
+            for (int k = 0; k < 4; k++) HIDE(b[k]);                                                \
+            UNROLL                                                                                 \
+            for (int c = 0; c < INT_CHAINS; c++) acc[c] = dot(acc[c], a[c / 4], b[c % 4]);         \
+            UNROLL                                                                                 \
+            for (int c = 0; c < INT_CHAINS; c++) HIDE(acc[c]);                                     \
+        }                                                                                          \
+    } while (0)
+
 typedef enum { KIND_F32, KIND_I16, KIND_I8 } Kind;
 
 /* The calling thread's CPU seconds. */
@@ -65,53 +89,21 @@ static double run_chains(Kind kind) {
      * stays within int32 (i16) and wraps int16 lanes where the vectors do (i8; 4 to an int32
      * lane with vpdpbusd). Chain c multiplies its own pair of operands, hidden from the compiler
      * at each step: GCC had hoisted the one product of constants out of the loop, and the rates
-     * were of the adds alone (i16 111, i8 223 G operations/s on the EPYC, against 128-136 and
-     * 260-268 now). The accumulators are hidden after their step too, and every loop unrolled
+     * were of the adds alone (i16 111, i8 223 G operations/s on the EPYC; 121-136 and
+     * 248-268 with the products in the loop). The accumulators are hidden after their step too, and every loop unrolled
      * whole, or GCC 12 kept 6 of the 8 on the stack, at the hoisted loop's rate. */
     static volatile int8_t one = 1;
     int16_t pair[2] = {one, one};
     int8_t quad[4] = {one, one, one, one};
     if (kind == KIND_I16) {
         veci acc[INT_CHAINS];
-        vecw u[INT_CHAINS / 4], s[4];
-        UNROLL
-        for (int k = 0; k < INT_CHAINS / 4; k++) u[k] = vecw_set1_pair(pair);
-        UNROLL
-        for (int k = 0; k < 4; k++) s[k] = vecw_set1_pair(pair);
-        UNROLL
-        for (int c = 0; c < INT_CHAINS; c++) acc[c] = veci_zero();
-        for (long i = 0; i < STEPS; i++) {
-            UNROLL
-            for (int k = 0; k < INT_CHAINS / 4; k++) HIDE(u[k]);
-            UNROLL
-            for (int k = 0; k < 4; k++) HIDE(s[k]);
-            UNROLL
-            for (int c = 0; c < INT_CHAINS; c++) acc[c] = veci_dot(acc[c], u[c / 4], s[c % 4]);
-            UNROLL
-            for (int c = 0; c < INT_CHAINS; c++) HIDE(acc[c]);
-        }
+        INT_CHAIN_STEPS(acc, veci_zero(), vecw, vecw_set1_pair(pair), veci_dot);
         UNROLL
         for (int c = 0; c < INT_CHAINS; c++) checksum += vec_sum(vec_from_veci(acc[c]));
         return checksum;
     }
     vecw acc[INT_CHAINS];
-    vecb u[INT_CHAINS / 4], s[4];
-    UNROLL
-    for (int k = 0; k < INT_CHAINS / 4; k++) u[k] = vecb_set1_quad(quad);
-    UNROLL
-    for (int k = 0; k < 4; k++) s[k] = vecb_set1_quad(quad);
-    UNROLL
-    for (int c = 0; c < INT_CHAINS; c++) acc[c] = vecw_zero();
-    for (long i = 0; i < STEPS; i++) {
-        UNROLL
-        for (int k = 0; k < INT_CHAINS / 4; k++) HIDE(u[k]);
-        UNROLL
-        for (int k = 0; k < 4; k++) HIDE(s[k]);
-        UNROLL
-        for (int c = 0; c < INT_CHAINS; c++) acc[c] = vecw_dot_u8(acc[c], u[c / 4], s[c % 4]);
-        UNROLL
-        for (int c = 0; c < INT_CHAINS; c++) HIDE(acc[c]);
-    }
+    INT_CHAIN_STEPS(acc, vecw_zero(), vecb, vecb_set1_quad(quad), vecw_dot_u8);
     UNROLL
     for (int c = 0; c < INT_CHAINS; c++)
         checksum += vec_sum(vec_from_veci(veci_from_pairs(acc[c])));
