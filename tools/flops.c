@@ -90,8 +90,9 @@ static double run_chains(Kind kind) {
      * lane with vpdpbusd). Chain c multiplies its own pair of operands, hidden from the compiler
      * at each step: GCC had hoisted the one product of constants out of the loop, and the rates
      * were of the adds alone (i16 111, i8 223 G operations/s on the EPYC; 121-136 and
-     * 248-268 with the products in the loop). The accumulators are hidden after their step too, and every loop unrolled
-     * whole, or GCC 12 kept 6 of the 8 on the stack, at the hoisted loop's rate. */
+     * 248-268 with the products in the loop). The accumulators are hidden after their step too, and
+     * every loop unrolled whole, or GCC 12 kept 6 of the 8 on the stack, at the hoisted loop's
+     * rate. */
     static volatile int8_t one = 1;
     int16_t pair[2] = {one, one};
     int8_t quad[4] = {one, one, one, one};
