@@ -9,10 +9,10 @@ vocabularies trained here and the option carried in a model file, train.py's tok
 the 16-bit norms and norm-share tools (tools/norm_half.py, tools/norm_share.py) on hand-derived
 values, and the learning-rate sweep (tools/twins_lr.py) on two learning rates of a few steps and the
 settings it refuses, the siblings' side-by-side training speed (tools/train_speed.py) on two
-norms of a few steps, bench_gguf.sh's refused settings and summary lines, and the C benchmark
-tools' integer arguments (tools/bench_args.h: a bad one refused in one line, built here by make).
-Run from the repository root with /usr/bin/python3 (make test does); the program under test is
-$NORMLLAMA_RUN (default ./run), the tokenizer helper $TOKENIZE_CORPUS (default
+norms of a few steps, bench_gguf.sh's refused settings, configure failure and summary lines, and
+the C benchmark tools' integer arguments (tools/bench_args.h: a bad one refused in one line, built
+here by make). Run from the repository root with /usr/bin/python3 (make test does); the program
+under test is $NORMLLAMA_RUN (default ./run), the tokenizer helper $TOKENIZE_CORPUS (default
 build/tokenize_corpus). Prints one line per test and "N passed, M failed, K skipped"."""
 import json
 import math
@@ -721,6 +721,28 @@ def bench_gguf_refuses_bad_settings_in_one_line():
         lines = p.stderr.strip().splitlines()
         assert p.returncode == 1 and len(lines) == 1, (name, value, p.returncode, p.stderr)
         assert lines[0].startswith(f"bench_gguf: {message}"), (name, value, lines)
+
+
+@test
+def bench_gguf_says_why_llama_cpp_would_not_configure():
+    """Building llama-bench, bench_gguf.sh keeps cmake's configure output to itself (llama.cpp's
+    CMakeLists prints a stray line on stderr) unless configuring fails: then that output is
+    printed and it stops, exit 1, before any table. A cmake that fails with a message of its own,
+    first on PATH, stands in for a broken configure."""
+    if not os.path.isfile("build/llama.cpp/CMakeLists.txt"):
+        raise Skip("llama.cpp's source is not unpacked (make llama-oracle)")
+    fake = tmp("fake-cmake")
+    os.makedirs(fake, exist_ok=True)
+    with open(f"{fake}/cmake", "w") as f:
+        f.write("#!/bin/sh\necho 'CMake Error: stand-in failure' >&2\nexit 1\n")
+    os.chmod(f"{fake}/cmake", 0o755)
+    env = {k: v for k, v in os.environ.items() if k != "LLAMA_BENCH"}
+    env["PATH"] = f"{fake}:{env['PATH']}"
+    p = subprocess.run(["tools/bench_gguf.sh", "15M"], capture_output=True, text=True, env=env,
+                       timeout=300)
+    assert p.returncode == 1, (p.returncode, p.stdout[-1000:], p.stderr[-1000:])
+    assert "CMake Error: stand-in failure" in p.stderr.splitlines(), p.stderr
+    assert "shape type" not in p.stdout, p.stdout
 
 
 @test
