@@ -107,49 +107,78 @@ typedef struct {
     int stride;
 } HeadCache;
 
-/* Columns c .. c + 2 * VEC_WIDTH - 1 of a head's values, mix_values' unit: n[h] floats of vector
- * h (the second may be short or empty, n[1] < 1). */
+/* Columns c .. c + width * VEC_WIDTH - 1 of a head's values, a pass of mix_values: n[h] floats
+ * of vector h; `whole`: every vector is whole (else the second of two may be short or empty,
+ * n[1] < 1). */
 typedef struct {
     const HeadCache *hc;
-    int c;
+    int c, width, whole;
     int n[2];
 } Columns;
 
+enum { MIX_WIDEST = 8 }; /* vectors of one query's widest pass (mix_values) */
+
 /* acc[i][h] += weight of position t for query i * vector h of value t's columns, for the queries
  * i from first_query to nq - 1: those that attend to position t. */
-static ALWAYS_INLINE void mix_position(vecf acc[4][2], const Columns *cols, int t, int first_query,
-                                       int nq) {
+static ALWAYS_INLINE void mix_position(vecf acc[4][MIX_WIDEST], const Columns *cols, int t,
+                                       int first_query, int nq) {
     const HeadCache *hc = cols->hc;
     const float *v = hc->values + cols->c + (size_t)t * hc->kv_dim;
-    vecf value[2] = {vec_load_upto(v, cols->n[0]),
-                     cols->n[1] > 0 ? vec_load_upto(v + VEC_WIDTH, cols->n[1]) : vec_zero()};
+    vecf value[MIX_WIDEST];
+    if (cols->whole) {
+        for (int h = 0; h < cols->width; h++) value[h] = vec_load(v + h * VEC_WIDTH);
+    } else {
+        value[0] = vec_load_upto(v, cols->n[0]);
+        value[1] = cols->n[1] > 0 ? vec_load_upto(v + VEC_WIDTH, cols->n[1]) : vec_zero();
+    }
     for (int i = 0; i < nq; i++) { /* from 0, so that every acc[i] is a register, not memory */
         if (i < first_query) continue;
         vecf weight = vec_set1(hc->att[(size_t)i * hc->stride + t]);
-        for (int h = 0; h < 2; h++) acc[i][h] = vec_fmadd(weight, value[h], acc[i][h]);
+        for (int h = 0; h < cols->width; h++) acc[i][h] = vec_fmadd(weight, value[h], acc[i][h]);
     }
 }
 
+/* One pass of mix_values over the columns cols (nq, cols->width and cols->whole constants once
+ * inlined): out[i]'s columns = the sum over t <= first_pos + i of query i's weight of t * value t,
+ * the width * nq sums in registers, in the order of t. */
+static ALWAYS_INLINE void mix_columns(const Columns *cols, int nq, int first_pos,
+                                      float *const out[4]) {
+    vecf acc[4][MIX_WIDEST];
+    for (int i = 0; i < nq; i++)
+        for (int h = 0; h < cols->width; h++) acc[i][h] = vec_zero();
+    int t = 0;
+    for (; t <= first_pos; t++) mix_position(acc, cols, t, 0, nq);
+    for (; t <= first_pos + nq - 1; t++) mix_position(acc, cols, t, t - first_pos, nq);
+    for (int i = 0; i < nq; i++)
+        for (int h = 0; h < cols->width; h++) {
+            int n = cols->whole ? VEC_WIDTH : cols->n[h];
+            if (n > 0) vec_store_upto(out[i] + cols->c + h * VEC_WIDTH, acc[i][h], n);
+        }
+}
+
 /* out[i] = the sum over t <= first_pos + i of att[i * stride + t] * value t (head_size each),
- * for the nq (1 or 4, a constant once inlined) queries: two vectors of the head at a time (the
- * second may be short or empty), the 2 * nq sums in registers, independent chains that keep the
- * multiply-adds busy, and each value vector loaded once for all queries. Every query attends to
- * the positions up to first_pos, and query i to the next i (causal): two loops, so that the first,
- * nearly all of the work, tests no position. Each sum adds its terms in the order of t, as one
- * query alone does: the same bits in decode and prefill. */
+ * for the nq (1 or 4, a constant once inlined) queries, in passes over the head's columns, each
+ * value vector loaded once a pass for all queries. Four queries take two vectors a pass (2 x 4
+ * sums); one query takes 8 and 4 while they fit, then two, so that either way about 8
+ * independent chains of multiply-adds keep the FMA pipes busy through their latency (one query's
+ * two chains had waited on it: decode's attention alone took 0.86x and 0.75x the time at positions
+ * 70 and 500 with 110M's heads, 12 of 64, and 0.90x with 15M's, 6 of 48; one thread, medians of 7
+ * alternating rounds). Every query attends to the positions up to first_pos, and query i to the
+ * next i (causal): two loops, so that the first, nearly all of the work, tests no position. Each
+ * sum adds its terms in the order of t, as one query alone does: the same bits in decode and
+ * prefill. */
 static ALWAYS_INLINE void mix_values(const HeadCache *hc, int nq, int first_pos,
                                      float *const out[4]) {
-    for (int c = 0; c < hc->head_size; c += 2 * VEC_WIDTH) {
-        Columns cols = {hc, c, {hc->head_size - c, hc->head_size - c - VEC_WIDTH}};
-        vecf acc[4][2];
-        for (int i = 0; i < nq; i++) acc[i][0] = acc[i][1] = vec_zero();
-        int t = 0;
-        for (; t <= first_pos; t++) mix_position(acc, &cols, t, 0, nq);
-        for (; t <= first_pos + nq - 1; t++) mix_position(acc, &cols, t, t - first_pos, nq);
-        for (int i = 0; i < nq; i++)
-            for (int h = 0; h < 2 && cols.n[h] > 0; h++)
-                vec_store_upto(out[i] + c + h * VEC_WIDTH, acc[i][h], cols.n[h]);
+    int c = 0;
+    if (nq == 1) {
+        for (; c + MIX_WIDEST * VEC_WIDTH <= hc->head_size; c += MIX_WIDEST * VEC_WIDTH)
+            mix_columns(&(Columns){hc, c, MIX_WIDEST, 1, {0}}, 1, first_pos, out);
+        for (; c + 4 * VEC_WIDTH <= hc->head_size; c += 4 * VEC_WIDTH)
+            mix_columns(&(Columns){hc, c, 4, 1, {0}}, 1, first_pos, out);
     }
+    for (; c < hc->head_size; c += 2 * VEC_WIDTH)
+        mix_columns(&(Columns){hc, c, 2, 0, {hc->head_size - c, hc->head_size - c - VEC_WIDTH}}, nq,
+                    first_pos, out);
 }
 
 /* Causal attention of nq (1 or 4, a constant once inlined) query heads q[i] at positions

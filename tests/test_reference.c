@@ -477,9 +477,11 @@ Test(kernels, matmul_matches_matmul_ref, .init = list_kinds) {
 
 Test(kernels, attention_matches_attention_ref) {
     omp_set_num_threads(2);
-    /* head sizes below, at and past 16 and 32 floats (two vectors at a time); 1, 2 and 4 query
-     * heads per kv head */
-    const int shapes[][3] = {{2, 2, 6}, {4, 2, 18}, {4, 1, 40}, {8, 2, 16}, {3, 3, 34}};
+    /* head sizes below, at and past 16 and 32 floats (two vectors at a time), and past 64 and 128
+     * (one query's passes of 4 and 8 vectors on AVX2 and AVX-512); 1, 2 and 4 query heads per kv
+     * head */
+    const int shapes[][3] = {{2, 2, 6},  {4, 2, 18}, {4, 1, 40},  {8, 2, 16},
+                             {3, 3, 34}, {2, 1, 72}, {2, 2, 100}, {2, 1, 136}};
     const int seq_len = 40;
     for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
         int n_heads = shapes[s][0], n_kv_heads = shapes[s][1], head_size = shapes[s][2];
@@ -503,6 +505,11 @@ Test(kernels, attention_matches_attention_ref) {
             for (int i = 0; i < batch * dim; i++) q[i] = uniform(-2.0f, 2.0f);
             attention(&lc, q, fast, pos0, batch);
             for (int b = 0; b < batch; b++) {
+                /* decode (one query) gives the batch's bits: each sum in the order of t */
+                attention(&lc, q + (size_t)b * dim, plain, pos0 + b, 1);
+                cr_assert_arr_eq(plain, fast + (size_t)b * dim, dim * sizeof(float),
+                                 "heads %d/%d of %d, pos %d: decode differs from the batch",
+                                 n_heads, n_kv_heads, head_size, pos0 + b);
                 attention_ref(&lc, q + (size_t)b * dim, plain, pos0 + b);
                 for (int i = 0; i < dim; i++)
                     cr_assert_float_eq(fast[(size_t)b * dim + i], plain[i], 1e-5,
