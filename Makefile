@@ -75,7 +75,7 @@ $(FLAGS_STAMP): FORCE
 FORCE:
 run-portable run-sanitize build/tests build/tests-portable build/tests-sanitize \
 build/tokenize_corpus build/tokenize_corpus-sanitize build/bench_tokenizer build/bandwidth \
-build/flops build/gemm build/stream build/bench_norm build/gguf_dump build/dtypes build/kernels-portable \
+build/flops build/gemm build/stream build/attend build/bench_norm build/gguf_dump build/dtypes build/kernels-portable \
 $(PORTABLE_OBJ): $(FLAGS_STAMP)
 
 # ./run for a debugger: no optimization, debug info (gdb --args ./run ...); make or make run
@@ -401,6 +401,11 @@ build/gemm: tools/gemm.c tools/bench_args.h $(KERNEL_SRC) $(KERNEL_HEADERS) | de
 build/stream: tools/stream.c tools/bench_args.h $(KERNEL_SRC) $(KERNEL_HEADERS) | deps-build
 	@mkdir -p build
 	$(CC) $(CFLAGS) -I. -o $@ tools/stream.c $(KERNEL_SRC) $(LDLIBS)
+
+# decode's attention alone (tools/attend.c), the measurement behind attention.c's mix_values
+build/attend: tools/attend.c tools/bench_args.h attention.c attention.h simd.h matmul.h | deps-build
+	@mkdir -p build
+	$(CC) $(CFLAGS) -I. -o $@ tools/attend.c attention.c $(LDLIBS)
 
 # Speed is measured here, never asserted by tests. BENCH_QUICK=1 for a short run; LLAMA_BENCH=PATH
 # a llama-bench already built for the same-file block (tools/bench_gguf.sh: its GGUF_* too).

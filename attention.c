@@ -161,12 +161,12 @@ static ALWAYS_INLINE void mix_columns(const Columns *cols, int nq, int first_pos
  * value vector loaded once a pass for all queries. Four queries take two vectors a pass (2 x 4
  * sums); one query takes 8 and 4 while they fit, then two, so that either way about 8
  * independent chains of multiply-adds keep the FMA pipes busy through their latency (one query's
- * two chains had waited on it: decode's attention alone took 0.86x and 0.75x the time at positions
- * 70 and 500 with 110M's heads, 12 of 64, and 0.90x with 15M's, 6 of 48; one thread, medians of 7
- * alternating rounds). Every query attends to the positions up to first_pos, and query i to the
- * next i (causal): two loops, so that the first, nearly all of the work, tests no position. Each
- * sum adds its terms in the order of t, as one query alone does: the same bits in decode and
- * prefill. */
+ * two chains had waited on it: build/attend, one thread, medians of 7 to 15 alternating rounds,
+ * new time / old: 110M's heads, 12 of 64, 0.83 at positions 70 and 500; 32 of 128 at 500, 0.58;
+ * 15M's, 6 of 48, a pass of 4 then of 2, level, 0.95 and 1.00 at 70 and 200). Every query
+ * attends to the positions up to first_pos, and query i to the next i (causal): two loops, so
+ * that the first, nearly all of the work, tests no position. Each sum adds its terms in the order
+ * of t, as one query alone does: the same bits in decode and prefill. */
 static ALWAYS_INLINE void mix_values(const HeadCache *hc, int nq, int first_pos,
                                      float *const out[4]) {
     int c = 0;

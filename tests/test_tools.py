@@ -766,7 +766,7 @@ def gguf_summary_counts_cells_behind_from_the_rates():
 # ----------------------------------------------------------------------------
 # the benchmark tools' integer arguments (tools/bench_args.h)
 
-BENCH_TOOLS = ["bandwidth", "flops", "gemm", "stream", "bench_norm", "bench_tokenizer"]
+BENCH_TOOLS = ["bandwidth", "flops", "gemm", "stream", "attend", "bench_norm", "bench_tokenizer"]
 
 
 @test
@@ -794,6 +794,8 @@ def bench_tools_refuse_bad_integers_in_one_line():
              (["stream", "0", "1", " 32", "32", "1"], 'rows: " 32" is not an integer from 1 to '
               '32768'),
              (["stream", "0", "1", "32", "48", "1"], 'cols: "48" is not a multiple of 32'),
+             (["attend", "12", "64", "-1"], 'pos: "-1" is not an integer from 0 to 65535'),
+             (["attend", "0", "64", "1"], 'n_heads: "0" is not an integer from 1 to 256'),
              (["bench_norm", "0"], 'REPEATS: "0" is not an integer from 1 to 1000'),
              (["bench_tokenizer", "none.bin", "none.txt", "2.5"], 'REPEATS: "2.5" is not an '
               'integer from 1 to 1000')]
@@ -811,6 +813,8 @@ def bench_tools_refuse_bad_integers_in_one_line():
              f"GFLOP/s(, OpenBLAS sgemm {number} GFLOP/s)?\n"),
             (["stream", "0", "1", "32", "32", "1"], f"dtype 0, 1 threads, \\(32, 32\\) x 1 "
              f"layers: {number} G multiply-adds/s, {number} GB/s\n"),
+            (["attend", "2", "8", "3"], f"attend: 2 heads of 8, position 3: {number} us a "
+             "call\n"),
             (["bench_norm", "1"], f"threads\t1\nnorms(\t\\w+)+\n([0-9]+\t[0-9]+(\t{number})+\n)+")]
     for args, output in runs:
         p = subprocess.run([f"build/{args[0]}", *args[1:]], capture_output=True, text=True,
