@@ -796,6 +796,7 @@ def bench_tools_refuse_bad_integers_in_one_line():
              (["stream", "0", "1", "32", "48", "1"], 'cols: "48" is not a multiple of 32'),
              (["attend", "12", "64", "-1"], 'pos: "-1" is not an integer from 0 to 16383'),
              (["attend", "128", "65", "1"], 'n_heads * head_size = 8320 is past 8192'),
+             (["attend", "12", "64"], 'usage: attend n_heads head_size pos'),
              (["attend", "0", "64", "1"], 'n_heads: "0" is not an integer from 1 to 256'),
              (["bench_norm", "0"], 'REPEATS: "0" is not an integer from 1 to 1000'),
              (["bench_tokenizer", "none.bin", "none.txt", "2.5"], 'REPEATS: "2.5" is not an '
