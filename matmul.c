@@ -7,6 +7,7 @@
 
 #include <math.h>
 #include <omp.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "kquant.h"
@@ -97,6 +98,7 @@ typedef struct {
 /* matmul's helpers, in the order they follow it, so that the file reads from matmul down */
 static void quantize_inputs(const QuantizedInputs *xq, DType dtype, const float *x, int batch,
                             int cols);
+static int run_start(int n, int t, int threads);
 static void matmul_panels(const Call *call, int from, int to);
 static void panel_block(Output o, Inputs in, int batch, Panels p, int np);
 static Inputs inputs_from(Inputs in, int b, int cols);
@@ -141,12 +143,38 @@ void matmul(const Product *p, int n, const float *x, int batch, int layer,
         matmul_panels(&call, 0, call.first[n]);
         return;
     }
+    /* Decode: each thread its contiguous run, the panels in order for its prefetches. Prefill:
+     * each thread takes its run's blocks from the front, then the blocks of the others' runs not
+     * yet taken, so that a thread slowed by the machine is helped at the end rather than waited
+     * for (two threads, 256-token prompts, medians of 7 alternating rounds: 110M f16 1.025x,
+     * q8_0 1.022x, 15M q4_0 1.036x, one thread level; decode taking blocks so ran 0.82x to
+     * 0.99x). */
+    if (batch == 1) {
+#pragma omp parallel
+        {
+            int thread = omp_get_thread_num(), threads = omp_get_num_threads();
+            matmul_panels(&call, run_start(call.first[n], thread, threads),
+                          run_start(call.first[n], thread + 1, threads));
+        }
+        return;
+    }
+    atomic_int next[omp_get_max_threads()]; /* each run's first panel not yet taken */
 #pragma omp parallel
     {
         int thread = omp_get_thread_num(), threads = omp_get_num_threads();
-        matmul_panels(&call, (int)((long long)call.first[n] * thread / threads),
-                      (int)((long long)call.first[n] * (thread + 1) / threads));
+        atomic_init(&next[thread], run_start(call.first[n], thread, threads));
+#pragma omp barrier
+        for (int k = 0; k < threads; k++) {
+            int run = (thread + k) % threads, end = run_start(call.first[n], run + 1, threads);
+            for (int p; (p = atomic_fetch_add(&next[run], BLOCK_PANELS)) < end;)
+                matmul_panels(&call, p, p + BLOCK_PANELS < end ? p + BLOCK_PANELS : end);
+        }
     }
+}
+
+/* The first panel of thread t's run among `threads` equal runs of n panels. */
+static int run_start(int n, int t, int threads) {
+    return (int)((long long)n * t / threads);
 }
 
 /* The batch x (batch, cols) as the tiles of `dtype` read it: q8_0's quantized by quantize_input,

@@ -53,9 +53,10 @@ size_t quantized_input_bytes(int cols);
  * values. The panels of all n products, numbered in order, are split into one contiguous run per
  * thread, equal to within a panel, in one parallel region (none below PARALLEL_MIN_WORK
  * multiply-adds); each thread takes its run up to four panels at a time, whose weights stay in
- * cache while every input of the batch passes them. Each output is one chain of multiply-adds over
- * the columns in order, whatever the batch or the tile: decode (batch 1) and prefill give the same
- * bits. */
+ * cache while every input of the batch passes them, and in prefill (batch > 1) then takes the
+ * blocks of four that the other threads have not yet begun. Each output is one chain of
+ * multiply-adds over the columns in order, whatever the batch or the tile: decode (batch 1) and
+ * prefill give the same bits. */
 void matmul(const Product *p, int n, const float *x, int batch, int layer,
             const QuantizedInputs *xq);
 
