@@ -3,7 +3,7 @@
  * dequantization, and the packing of every matrix into panels (panel.h's layout) in 2 MiB pages.
  * The run state's memory is state.c's; what the weights compute is model.c's.
  */
-#define _DEFAULT_SOURCE /* MADV_DONTNEED, MADV_HUGEPAGE */
+#define _DEFAULT_SOURCE /* MADV_DONTNEED */
 #include "load.h"
 
 #include <errno.h>
@@ -101,21 +101,6 @@ static void layout_place(const Layout *l, const char *map, char *owned, float *n
 
 /* ----------------------------------------------------------------------------
  * Packing: the file's row-major matrices into panels (panel.h, Matrix) */
-
-#define HUGE_PAGE (2u << 20)
-
-/* 2 MiB pages: on the VMs measured here a first touch of a 4 KiB page costs microseconds, which put
- * ~0.1 s of page faults into a 256-token prefill of the 110M model, and the kernels' loads miss the
- * TLB less. The last part short of 2 MiB stays in 4 KiB pages: a whole huge page there would hold
- * up to 2 MiB nothing uses, more than 10% of a 15M q8_0 model's file. */
-static void *huge_pages(size_t bytes) {
-    size_t whole = bytes / HUGE_PAGE * HUGE_PAGE;
-    void *p;
-    if (posix_memalign(&p, HUGE_PAGE, bytes + (bytes == 0)) != 0) return NULL;
-    if (whole > 0) madvise(p, whole, MADV_HUGEPAGE);
-    if (bytes > whole) madvise((char *)p + whole, bytes - whole, MADV_NOHUGEPAGE);
-    return p;
-}
 
 /* The first write to a page has the kernel zero all of it, the slow part of allocating (about
  * 1.5 GB/s on one thread on the VMs measured here): done here in parallel at load rather than in
@@ -365,12 +350,12 @@ static int pack_layers(const Source *src, char *dst) {
     return 0;
 }
 
-/* Packs every source of the layout into one allocation of huge_pages, m->packed. Returns -1 when
+/* Packs every source of the layout into one allocation of panels_alloc, m->packed. Returns -1 when
  * out of memory. */
 static int pack_weights(Model *m, const Layout *l) {
     size_t total = 0;
     for (int i = 0; i < l->n_sources; i++) total += packed_bytes(&l->sources[i]);
-    char *packed = huge_pages(total);
+    char *packed = panels_alloc(total);
     if (!packed) return -1;
     m->packed = packed;
     fault_in(packed, total);

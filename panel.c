@@ -1,9 +1,25 @@
 /* Weight matrices in panels (panel.h): the panel sizes, each dtype's packing and value reader
  * (named by its row of dtype.h's table), the plain accessor and the embedding lookups.
  */
+#define _DEFAULT_SOURCE /* MADV_HUGEPAGE */
 #include "panel.h"
 
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+
+/* 2 MiB pages: on the VMs measured here a first touch of a 4 KiB page costs microseconds, which put
+ * ~0.1 s of page faults into a 256-token prefill of the 110M model, and the kernels' loads miss the
+ * TLB less. The last part short of 2 MiB stays in 4 KiB pages: a whole huge page there would hold
+ * up to 2 MiB nothing uses, more than 10% of a 15M q8_0 model's file. */
+void *panels_alloc(size_t bytes) {
+    size_t whole = bytes / HUGE_PAGE * HUGE_PAGE;
+    void *p;
+    if (posix_memalign(&p, HUGE_PAGE, bytes + (bytes == 0)) != 0) return NULL;
+    if (whole > 0) madvise(p, whole, MADV_HUGEPAGE);
+    if (bytes > whole) madvise((char *)p + whole, bytes - whole, MADV_NOHUGEPAGE);
+    return p;
+}
 
 /* Bytes of one panel: panel_rows rows of f32, bf16 or f16 as the file holds them, column by
  * column; q8_0 and q4_0 group by group. */

@@ -69,6 +69,13 @@ static inline const Matrix *matrix_layer(const Matrix *m, int *layer) {
     return one;
 }
 
+#define HUGE_PAGE (2u << 20)
+
+/* `bytes` of memory for panels, HUGE_PAGE-aligned and asked to be backed by 2 MiB pages but for
+ * its last part short of 2 MiB; NULL when out of memory; free() frees it. Where model_load packs
+ * the weights, and where the speed tools put theirs, so that they measure the same pages. */
+void *panels_alloc(size_t bytes);
+
 /* Sets m's shape and dtype and the panel fields derived from them (panel_rows, n_panels,
  * panel_bytes); data is left NULL for the caller to point at packed panels. group_size: one of
  * the dtype's group sizes (dtype.h; not checked here), ignored for a dtype without groups. */

@@ -48,7 +48,7 @@ static Matrix random_matrix(DType dtype, int n_layers, int rows, int cols, float
     Matrix m;
     matrix_init(&m, dtype, rows, cols, dtype_grouped(dtype) ? 32 : 0);
     size_t n = (size_t)rows * cols, layer = (size_t)m.n_panels * m.panel_bytes;
-    char *panels = aligned_alloc(64, (n_layers * layer + 63) / 64 * 64);
+    char *panels = panels_alloc(n_layers * layer); /* in the pages run packs weights into */
     float *values = malloc(n * sizeof(float)), *scales = malloc((n / 32 + 1) * sizeof(float));
     uint16_t *bits = malloc(n * sizeof(uint16_t));
     int8_t *q8 = malloc(n);

@@ -34,7 +34,7 @@ int main(int argc, char **argv) {
     Matrix m;
     matrix_init(&m, (DType)dtype, rows, cols, 32);
     size_t layer_bytes = (size_t)m.n_panels * m.panel_bytes;
-    char *panels = aligned_alloc(64, (layers * layer_bytes + 63) / 64 * 64);
+    char *panels = panels_alloc(layers * layer_bytes); /* in the pages run packs weights into */
     /* source values: 4 bytes each covers every dtype's row-major input; bf16 and f16 get finite
      * bits (0x3c in each value's high byte) */
     unsigned char *values = malloc((size_t)rows * cols * 4);
