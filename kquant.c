@@ -171,7 +171,8 @@ float value_q6_k(const Matrix *m, const char *panel, int lane, int col) {
 
 /* Super-block k / 8 (k an input block of 32 columns) of panel r of t. */
 static ALWAYS_INLINE const uint8_t *super_block(const KTile *t, int r, int k, int bytes) {
-    return (const uint8_t *)t->panel + r * t->w->panel_bytes + (size_t)(k / 8) * bytes * PANEL_ROWS;
+    return (const uint8_t *)t->panel + (size_t)r * t->spacing * t->w->panel_bytes +
+           (size_t)(k / 8) * bytes * PANEL_ROWS;
 }
 
 /* Input b's block k: its int8 values from column 32k + i, its scale and its scale * sum. */
@@ -186,12 +187,13 @@ static ALWAYS_INLINE float input_scaled_sum(const KTile *t, int b, int k) {
     return t->x8_scale[block] * t->x8_sum[block];
 }
 
-/* Decode asks for the bytes of input block k's share of each super-block (an eighth) a block of
- * panels ahead, the same place in the panels the thread reads next, as matmul.c's decode_ahead:
- * 110M Q4_K_M decode on one thread 47-60 tokens/s with it, 36-38 without (alternating runs at a
- * load of 19). */
+/* Decode asks for the bytes of input block k's share of each super-block (an eighth) in the next
+ * panel of the tile's stream (matmul.c's decode_quarters), which the tile reads next: 110M Q4_K_M
+ * decode ran 1.08x and 1.05x on one and two threads with it, 0.85x without (medians of 5
+ * alternating runs; asking 2 or 4 panels on was no faster), where the q4_0 and q8_0 tiles gained
+ * nothing from asking. */
 static ALWAYS_INLINE void prefetch_ahead(const KTile *t, int r, int k, int bytes) {
-    const char *at = (const char *)super_block(t, r, k, bytes) + KQ_PANELS * t->w->panel_bytes;
+    const char *at = (const char *)super_block(t, r, k, bytes) + t->w->panel_bytes;
     for (int o = k % 8 * bytes * PANEL_ROWS / 8; o < (k % 8 + 1) * bytes * PANEL_ROWS / 8; o += 64)
         __builtin_prefetch(at + o);
 }
@@ -234,7 +236,7 @@ static ALWAYS_INLINE void store_acc(const KTile *t, vecf acc[KQ_PANELS][KQ_INPUT
                                     int np) {
     UNROLL
     for (int r = 0; r < np; r++) {
-        int row = t->row0 + r * PANEL_ROWS;
+        int row = t->row0 + r * t->spacing * PANEL_ROWS;
         UNROLL
         for (int b = 0; b < nb; b++)
             vec_store_upto(t->out + b * t->out_stride + row, acc[r][b], t->w->rows - row);

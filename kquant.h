@@ -41,7 +41,8 @@
 enum { KQUANT_TILE_INPUTS = 4, KQUANT_AHEAD_COLUMNS = 32 };
 
 /* One call of the K-quants' tiles: np panels of w (1, 2, or 4 in decode) from `panel` on,
- * w->panel_bytes apart, rows from row0, times the inputs (`inputs` of them left in the batch),
+ * `spacing` panels apart (matmul.c's Panels), rows from row0 (panel r's from row0 + r * spacing *
+ * PANEL_ROWS), times the inputs (`inputs` of them left in the batch),
  * quantized: input b's int8 values from x8 + b * x8_stride, its blocks' scales and sums from
  * x8_scale and x8_sum + b * x8_stride / 32; input b's outputs go from out + b * out_stride. In
  * prefill, `ahead` is the tile's share of the panels after its own: a tile of KQUANT_TILE_INPUTS
@@ -51,7 +52,7 @@ typedef struct {
     size_t out_stride;
     const Matrix *w;
     const char *panel, *ahead;
-    int row0, np;
+    int row0, spacing, np;
     const int8_t *x8;
     const float *x8_scale;
     const int32_t *x8_sum;

@@ -21,11 +21,13 @@
  * multiply-adds: an outer product, as in the micro-kernels of GotoBLAS (Goto and van de Geijn
  * 2008). Each output is one chain of multiply-adds over j in order, whatever the tile: decode
  * (one input), prefill (a batch) and every tile shape give the same bits. Decode reads four
- * panels at a time, four sequential streams for the prefetcher; prefill takes two panels times
+ * panels at a time, a quarter of a run apart, four long sequential streams for the prefetchers
+ * (decode_quarters); prefill takes two panels times
  * TILE_INPUTS inputs, the panels staying in L1 and L2 while every input of the batch passes
  * them. */
 enum {
     BLOCK_PANELS = 4, /* panels per unit of work among the threads; decode's tile */
+    DECODE_RUN = 128, /* panels decode_quarters cuts into quarters at a time */
     /* f32 and bf16 prefill tiles: 2 x 8 accumulators of AVX-512's 32 vector registers, 2 x 6 of
      * AVX2's 16 (2 x 8 spilled: 283 -> 394 tokens/s, 110M on one thread) */
     TILE_INPUTS = VEC_WIDTH == 8 ? 6 : 8,
@@ -47,14 +49,16 @@ typedef struct {
     size_t stride;
 } Output;
 
-/* A tile's weights: panels of w from `panel` on, panel_bytes apart, rows from row0; in prefill,
- * `ahead`: this tile's share of the panels after its own, which it asks into L2 while it runs
- * (ahead_share). */
+/* A tile's weights: panels of w from `panel` on, `spacing` panels apart (1 but in decode's
+ * quarters, decode_quarters), rows from row0 (panel r's from row0 + r * spacing * PANEL_ROWS); in
+ * prefill, `ahead`: this tile's share of the panels after its own, which it asks into L2 while it
+ * runs (ahead_share). */
 typedef struct {
     const Matrix *w;
     const char *panel;
     int row0;
     const char *ahead;
+    int spacing;
 } Panels;
 
 /* The inputs of a matrix product: x (rows of w->cols floats), and the same quantized: for q8_0
@@ -89,10 +93,9 @@ typedef struct {
 } Call;
 
 /* Where a q8_0 or q4_0 tile reads: at[r], the group of panel r it is at (its scales, then its
- * values), and decode_ahead of the matrix. */
+ * values). */
 typedef struct {
     const char *at[BLOCK_PANELS];
-    size_t ahead;
 } Groups;
 
 /* matmul's helpers, in the order they follow it, so that the file reads from matmul down */
@@ -100,6 +103,7 @@ static void quantize_inputs(const QuantizedInputs *xq, DType dtype, const float 
                             int cols);
 static int run_start(int n, int t, int threads);
 static void matmul_panels(const Call *call, int from, int to);
+static int decode_quarters(Output o, Inputs in, const Matrix *m, int layer, int p, int end);
 static void panel_block(Output o, Inputs in, int batch, Panels p, int np);
 static Inputs inputs_from(Inputs in, int b, int cols);
 static const char *ahead_share(Panels at, int np, int b);
@@ -119,7 +123,6 @@ static ALWAYS_INLINE void q4_group(vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS], Grou
 static ALWAYS_INLINE void zero_sums(veci sums[BLOCK_PANELS][MAX_TILE_INPUTS], int nb, int np);
 static ALWAYS_INLINE void store_tile(Output o, vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS],
                                      const float *scale, int nb, int np, Panels p);
-static size_t decode_ahead(const Matrix *w);
 
 /* ----------------------------------------------------------------------------
  * matmul: the inputs, the threads, the tiles */
@@ -200,14 +203,40 @@ static void matmul_panels(const Call *call, int from, int to) {
         const int *first = call->first;
         int p = (from > first[k] ? from : first[k]) - first[k];
         int end = (to < first[k + 1] ? to : first[k + 1]) - first[k];
+        Output o = {call->products[k].out, (size_t)m->rows};
+        if (call->batch == 1) p = decode_quarters(o, call->in, m, layer, p, end);
         for (; p < end; p += BLOCK_PANELS) {
             int np = end - p < BLOCK_PANELS ? end - p : BLOCK_PANELS;
             const char *panel =
                 (const char *)m->data + ((size_t)layer * m->n_panels + p) * m->panel_bytes;
-            Output o = {call->products[k].out, (size_t)m->rows};
-            panel_block(o, call->in, call->batch, (Panels){m, panel, p * PANEL_ROWS, NULL}, np);
+            panel_block(o, call->in, call->batch, (Panels){m, panel, p * PANEL_ROWS, NULL, 1}, np);
         }
     }
+}
+
+/* Decode over panels p .. end - 1 of layer `layer` of m, in runs of up to DECODE_RUN panels, each
+ * cut into BLOCK_PANELS quarters: tile i takes panel i of each quarter, so that the tile's four
+ * loads of a column come from four long sequential streams, which the hardware prefetchers
+ * follow, where four adjacent panels are four streams of one panel each, begun anew every tile.
+ * Returns the first panel left over (fewer than BLOCK_PANELS, for the tiles of adjacent panels).
+ * Each output's sum is the tile's as before: the same bits. build/stream, one thread, medians of 3
+ * alternating rounds against adjacent panels with prefetches a block ahead: q4_0 at 110M's w1
+ * (2048, 768) 28.2 against 19.1 GB/s (f32 28-29), q8_0 28 against 25; at 1.1B's w1 (5632, 2048)
+ * q4_0 33 against 30, q8_0 31 against 31, where quarters of a whole run of 704 panels had read 27
+ * (runs of 32 or 64 panels as fast as 128); with the streams, prefetches a block ahead gained
+ * nothing more for the float, q8_0 and q4_0 tiles, and were dropped. */
+static int decode_quarters(Output o, Inputs in, const Matrix *m, int layer, int p, int end) {
+    while (end - p >= BLOCK_PANELS) {
+        int quarter = (end - p < DECODE_RUN ? end - p : DECODE_RUN) / BLOCK_PANELS;
+        for (int i = 0; i < quarter; i++) {
+            const char *panel =
+                (const char *)m->data + ((size_t)layer * m->n_panels + p + i) * m->panel_bytes;
+            panel_block(o, in, 1, (Panels){m, panel, (p + i) * PANEL_ROWS, NULL, quarter},
+                        BLOCK_PANELS);
+        }
+        p += quarter * BLOCK_PANELS;
+    }
+    return p;
 }
 
 /* np (<= BLOCK_PANELS) panels of p times the batch inputs, into o, by the tiles of the panels'
@@ -222,7 +251,7 @@ static void panel_block(Output o, Inputs in, int batch, Panels p, int np) {
         return;
     }
     for (int k = 0; k < np; k += 2) {
-        Panels at = {w, p.panel + k * w->panel_bytes, p.row0 + k * PANEL_ROWS, NULL};
+        Panels at = {w, p.panel + k * w->panel_bytes, p.row0 + k * PANEL_ROWS, NULL, 1};
         int np_tile = np - k >= 2 ? 2 : 1;
         for (int b = 0; b < batch;) {
             Output ob = {o.out + (size_t)b * o.stride, o.stride};
@@ -275,8 +304,8 @@ int tiles_q4_0(const Tile *t) {
 }
 int tiles_kquant(const Tile *t) {
     return kquant_tiles(&(KTile){t->o.out, t->o.stride, t->p.w, t->p.panel, t->p.ahead, t->p.row0,
-                                 t->np, t->in.x8, t->in.x8_scale, t->in.x8_sum, t->in.xq_stride,
-                                 t->inputs});
+                                 t->p.spacing, t->np, t->in.x8, t->in.x8_scale, t->in.x8_sum,
+                                 t->in.xq_stride, t->inputs});
 }
 
 /* The tile shapes of dtype d's kernel, each its own code with its accumulators in registers:
@@ -338,10 +367,7 @@ static ALWAYS_INLINE void float_tile(Output o, const float *x, int nb, Panels p,
         vecf column[BLOCK_PANELS];
         UNROLL
         for (int r = 0; r < np; r++) {
-            column[r] = panel_column(p.panel + r * w->panel_bytes, j, dtype);
-            if (nb == 1 && dtype != DTYPE_F32) /* decode_ahead */
-                __builtin_prefetch(p.panel + r * w->panel_bytes +
-                                   (size_t)j * PANEL_ROWS * sizeof(uint16_t) + decode_ahead(w));
+            column[r] = panel_column(p.panel + (size_t)r * p.spacing * w->panel_bytes, j, dtype);
         }
         if (nb == TILE_INPUTS && j % AHEAD_COLUMNS == 0) /* into L2 (hint 2: prefetcht1) */
             __builtin_prefetch(p.ahead + (size_t)j / AHEAD_COLUMNS * 64, 0, 2);
@@ -362,16 +388,6 @@ static ALWAYS_INLINE vecf panel_column(const char *panel, int j, DType dtype) {
     return vec_load((const float *)panel + (size_t)j * PANEL_ROWS);
 }
 
-/* How far ahead of its loads decode asks for a bf16, f16, q8_0 or q4_0 panel's bytes: one block
- * of panels, the same place in the panels the thread reads next (f32, which moves more bytes per
- * instruction, gained nothing from asking). A fixed 1 KiB had left each block's four streams to
- * start cold, with panels of 7 to 200 KiB: one block ahead read 10-25% more GB/s for bf16, q8_0
- * and q4_0 at the 110M and 1.1B shapes on one and two threads (alternating runs of
- * tools/stream.c over matrices past the L3). */
-static size_t decode_ahead(const Matrix *w) {
-    return BLOCK_PANELS * w->panel_bytes;
-}
-
 /* ----------------------------------------------------------------------------
  * The q8_0 and q4_0 tile */
 
@@ -384,10 +400,10 @@ static ALWAYS_INLINE void grouped_tile(Output o, Inputs in, int nb, Panels p, in
                                        int group_size) {
     const Matrix *w = p.w;
     vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS];
-    Groups g = {.ahead = decode_ahead(w)};
+    Groups g;
     UNROLL
     for (int r = 0; r < np; r++) {
-        g.at[r] = p.panel + r * w->panel_bytes;
+        g.at[r] = p.panel + (size_t)r * p.spacing * w->panel_bytes;
         UNROLL
         for (int b = 0; b < nb; b++) acc[r][b] = vec_zero();
     }
@@ -428,8 +444,7 @@ static Inputs inputs_at_column(Inputs in, int start) {
 /* q8_0, one group (`columns` columns, an even number, from the one in.xq points at) of the tile's
  * panels, whose group begins at g->at[r] (its scales, then its values) and moves past it:
  * acc[r][b] += scales * (int8 values . int16 inputs b), the integer sums exact, column pair by
- * column pair. Decode asks for each pair's bytes g->ahead on (as the pair is read: once a group or
- * once a cache line read 10-20% fewer GB/s). */
+ * column pair. */
 static ALWAYS_INLINE void q8_group(vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS], Groups *g, Inputs in,
                                    int nb, int np, int columns) {
     veci sums[BLOCK_PANELS][MAX_TILE_INPUTS];
@@ -443,7 +458,6 @@ static ALWAYS_INLINE void q8_group(vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS], Grou
         for (int r = 0; r < np; r++) {
             const int8_t *q = (const int8_t *)(g->at[r] + PANEL_ROWS * sizeof(float));
             vecw w = vecw_load_i8(q + (size_t)i * PANEL_ROWS);
-            if (nb == 1) __builtin_prefetch(q + (size_t)i * PANEL_ROWS + g->ahead);
             UNROLL
             for (int b = 0; b < nb; b++) sums[r][b] = veci_dot(sums[r][b], w, pair[b]);
         }
@@ -484,12 +498,6 @@ static ALWAYS_INLINE void q4_group(vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS], Grou
             acc[r][b] = vec_fmadd(vec_from_veci(sum), vec_mul(scale, vec_set1(in.x8_scale[block])),
                                   acc[r][b]);
         }
-        /* decode: the group's bytes g->ahead on, a line at a time (as q8_0's every pair, but once
-         * a group: 1.1B on 2 threads 22-33 tokens/s against 19-28 asking once a line inside the
-         * group, alternating runs; q8_0 read 10-20% fewer GB/s asking once a group) */
-        if (nb == 1)
-            for (size_t k = 0; k < group_bytes(DTYPE_Q4_0, columns); k += 64)
-                __builtin_prefetch(g->at[r] + g->ahead + k);
         g->at[r] += group_bytes(DTYPE_Q4_0, columns);
     }
 }
@@ -510,7 +518,7 @@ static ALWAYS_INLINE void store_tile(Output o, vecf acc[BLOCK_PANELS][MAX_TILE_I
                                      const float *scale, int nb, int np, Panels p) {
     UNROLL
     for (int r = 0; r < np; r++) {
-        int row = p.row0 + r * PANEL_ROWS;
+        int row = p.row0 + r * p.spacing * PANEL_ROWS;
         UNROLL
         for (int b = 0; b < nb; b++) {
             vecf v = scale ? vec_mul(acc[r][b], vec_set1(scale[b])) : acc[r][b];

@@ -52,9 +52,10 @@ size_t quantized_input_bytes(int cols);
  * into xq (batch rows), and each product is computed against those int16 (q8_0) or int8 (q4_0)
  * values. The panels of all n products, numbered in order, are split into one contiguous run per
  * thread, equal to within a panel, in one parallel region (none below PARALLEL_MIN_WORK
- * multiply-adds); each thread takes its run up to four panels at a time, whose weights stay in
- * cache while every input of the batch passes them, and in prefill (batch > 1) then takes the
- * blocks of four that the other threads have not yet begun. Each output is one chain of
+ * multiply-adds); each thread takes its run four panels at a time: in decode (batch 1) panels a
+ * quarter of a run of up to 128 apart, four sequential streams; in prefill (batch > 1) four
+ * adjacent ones, whose weights stay in cache while every input of the batch passes them, and then
+ * the blocks of four that the other threads have not yet begun. Each output is one chain of
  * multiply-adds over the columns in order, whatever the batch or the tile: decode (batch 1) and
  * prefill give the same bits. */
 void matmul(const Product *p, int n, const float *x, int batch, int layer,
