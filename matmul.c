@@ -220,11 +220,12 @@ static void matmul_panels(const Call *call, int from, int to) {
  * follow, where four adjacent panels are four streams of one panel each, begun anew every tile.
  * Returns the first panel left over (fewer than BLOCK_PANELS, for the tiles of adjacent panels).
  * Each output's sum is the tile's as before: the same bits. build/stream, one thread, medians of 3
- * alternating rounds against adjacent panels with prefetches a block ahead: q4_0 at 110M's w1
- * (2048, 768) 28.2 against 19.1 GB/s (f32 28-29), q8_0 28 against 25; at 1.1B's w1 (5632, 2048)
- * q4_0 33 against 30, q8_0 31 against 31, where quarters of a whole run of 704 panels had read 27
- * (runs of 32 or 64 panels as fast as 128); with the streams, prefetches a block ahead gained
- * nothing more for the float, q8_0 and q4_0 tiles, and were dropped. */
+ * alternating rounds against adjacent panels with prefetches a block ahead (docs/BENCH.md,
+ * 2026-12-03): q4_0 at 110M's w1 (2048, 768) 29.1 against 19.1 GB/s (f32 28.5), q8_0 28.4
+ * against 25.6; at 1.1B's w1 (5632, 2048) q4_0 32.6 against 28.8, q8_0 29.3 against 29.2, where
+ * quarters of a whole run of 704 panels had read q8_0 at 0.89x (runs of 32 or 64 panels as fast
+ * as 128); with the streams, prefetches a block ahead gained nothing more for the float, q8_0 and
+ * q4_0 tiles, and were dropped. */
 static int decode_quarters(Output o, Inputs in, const Matrix *m, int layer, int p, int end) {
     while (end - p >= BLOCK_PANELS) {
         int quarter = (end - p < DECODE_RUN ? end - p : DECODE_RUN) / BLOCK_PANELS;
