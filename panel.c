@@ -1,5 +1,6 @@
-/* Weight matrices in panels (panel.h): the panel sizes, each dtype's packing and value reader
- * (named by its row of dtype.h's table), the plain accessor and the embedding lookups.
+/* Weight matrices in panels (panel.h): their memory in 2 MiB pages, the panel sizes, each dtype's
+ * packing and value reader (named by its row of dtype.h's table), the plain accessor and the
+ * embedding lookups.
  */
 #define _DEFAULT_SOURCE /* MADV_HUGEPAGE */
 #include "panel.h"

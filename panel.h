@@ -1,5 +1,6 @@
-/* The panel layout the weight matrices are held in (stated once, here), packing a row-major
- * matrix into it, reading one value back, and the embedding lookups that read a row of it.
+/* The panel layout the weight matrices are held in (stated once, here), the memory for panels,
+ * packing a row-major matrix into it, reading one value back, and the embedding lookups that read
+ * a row of it.
  *
  * The products over panels are matmul.h's; reading files and placing the panels in memory is
  * load.c's. Each dtype's pack and value functions are named by its row of dtype.h's table.
