@@ -103,6 +103,7 @@ static void quantize_inputs(const QuantizedInputs *xq, DType dtype, const float 
                             int cols);
 static int run_start(int n, int t, int threads);
 static void matmul_panels(const Call *call, int from, int to);
+static const char *panel_at(const Matrix *m, int layer, int p);
 static int decode_quarters(Output o, Inputs in, const Matrix *m, int layer, int p, int end);
 static void panel_block(Output o, Inputs in, int batch, Panels p, int np);
 static Inputs inputs_from(Inputs in, int b, int cols);
@@ -207,11 +208,15 @@ static void matmul_panels(const Call *call, int from, int to) {
         if (call->batch == 1) p = decode_quarters(o, call->in, m, layer, p, end);
         for (; p < end; p += BLOCK_PANELS) {
             int np = end - p < BLOCK_PANELS ? end - p : BLOCK_PANELS;
-            const char *panel =
-                (const char *)m->data + ((size_t)layer * m->n_panels + p) * m->panel_bytes;
-            panel_block(o, call->in, call->batch, (Panels){m, panel, p * PANEL_ROWS, NULL, 1}, np);
+            panel_block(o, call->in, call->batch,
+                        (Panels){m, panel_at(m, layer, p), p * PANEL_ROWS, NULL, 1}, np);
         }
     }
+}
+
+/* Panel p of layer `layer` of m. */
+static const char *panel_at(const Matrix *m, int layer, int p) {
+    return (const char *)m->data + ((size_t)layer * m->n_panels + p) * m->panel_bytes;
 }
 
 /* Decode over panels p .. end - 1 of layer `layer` of m, in runs of up to DECODE_RUN panels, each
@@ -229,12 +234,10 @@ static void matmul_panels(const Call *call, int from, int to) {
 static int decode_quarters(Output o, Inputs in, const Matrix *m, int layer, int p, int end) {
     while (end - p >= BLOCK_PANELS) {
         int quarter = (end - p < DECODE_RUN ? end - p : DECODE_RUN) / BLOCK_PANELS;
-        for (int i = 0; i < quarter; i++) {
-            const char *panel =
-                (const char *)m->data + ((size_t)layer * m->n_panels + p + i) * m->panel_bytes;
-            panel_block(o, in, 1, (Panels){m, panel, (p + i) * PANEL_ROWS, NULL, quarter},
+        for (int i = 0; i < quarter; i++)
+            panel_block(o, in, 1,
+                        (Panels){m, panel_at(m, layer, p + i), (p + i) * PANEL_ROWS, NULL, quarter},
                         BLOCK_PANELS);
-        }
         p += quarter * BLOCK_PANELS;
     }
     return p;
