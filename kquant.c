@@ -191,11 +191,14 @@ static ALWAYS_INLINE float input_scaled_sum(const KTile *t, int b, int k) {
  * panel of the tile's stream (matmul.c's decode_quarters), which the tile reads next: 110M Q4_K_M
  * decode ran 1.08x and 1.05x on one and two threads with it, 0.85x without (medians of 5
  * alternating runs; asking 2 or 4 panels on was no faster), where the q4_0 and q8_0 tiles gained
- * nothing from asking. */
+ * nothing from asking. The share's lines at constant offsets from its start, unrolled, where a
+ * loop had run from a start that moved with k: build/stream q4_k (2048, 768) in cache 1.09x (one
+ * thread, 9 alternating rounds). */
 static ALWAYS_INLINE void prefetch_ahead(const KTile *t, int r, int k, int bytes) {
-    const char *at = (const char *)super_block(t, r, k, bytes) + t->w->panel_bytes;
-    for (int o = k % 8 * bytes * PANEL_ROWS / 8; o < (k % 8 + 1) * bytes * PANEL_ROWS / 8; o += 64)
-        __builtin_prefetch(at + o);
+    int share = bytes * PANEL_ROWS / 8;
+    const char *at = (const char *)super_block(t, r, k, bytes) + t->w->panel_bytes + k % 8 * share;
+    UNROLL
+    for (int o = 0; o < share; o += 64) __builtin_prefetch(at + o);
 }
 
 /* Prefill's widest tile asks for its share of the next panels (kquant.h's ahead) into L2, the
@@ -305,11 +308,16 @@ static ALWAYS_INLINE void q6k_codes(vecb *low, vecb *high, vecb bits, int i) {
  * int32, and nothing wraps). Each block of 8 columns goes as q4_dots: the panels' codes first,
  * then input by input, each sum made at its block (OPAQUE): build/gemm 110M q6_k at batch 128
  * 1.32x on one thread, 1.17x on two (6 alternating rounds, medians 66.0 against 50.0 and 111.3
- * against 95.5 GFLOP/s; stack loads and stores of the 2 x 4 tile 240 before, 135 after). */
+ * against 95.5 GFLOP/s; stack loads and stores of the 2 x 4 tile 240 before, 135 after). Decode
+ * (one input) takes its four panels one at a time, the same sums: four panels' codes, 8 vectors,
+ * had left 123 stack loads and stores an input block, one panel's 52; build/stream q6_k (2048, 768)
+ * on one thread 1.21x in cache and 1.09x from memory (6-7 alternating rounds; on two threads
+ * 0.95-1.03x, within the noise). */
 static ALWAYS_INLINE void q6k_tile(const KTile *t, int nb, int np) {
     vecf acc[KQ_PANELS][KQ_INPUTS];
     zero_acc(acc, nb, np);
     const vecb thirty_two = vecb_set1(32);
+    int group = nb == 1 ? 1 : np; /* panels whose codes are live at once */
     for (int k = 0; k < t->w->cols / 32; k++) {
         veci isums[KQ_PANELS][KQ_INPUTS];
         if (nb == KQ_INPUTS) prefetch_share(t, k);
@@ -324,28 +332,34 @@ static ALWAYS_INLINE void q6k_tile(const KTile *t, int nb, int np) {
                 for (int r = 0; r < np; r++) sums[r][b] = vecw_zero();
             }
             UNROLL
-            for (int i = 0; i < 16; i += 8) { /* codes first, then input by input: as q4_dots */
-                vecb low[KQ_PANELS], high[KQ_PANELS];
+            for (int i = 0; i < 16; i += 8) {
                 UNROLL
-                for (int r = 0; r < np; r++) {
-                    const uint8_t *sb = super_block(t, r, k, Q6K_BYTES);
-                    vecb_nibbles(vecb_load(sb + Q6K_LOW * PANEL_ROWS + code_byte(0, 16 * s + i)),
-                                 &low[r], &high[r]);
-                    q6k_codes(&low[r], &high[r],
-                              vecb_load(sb + Q6K_HIGH * PANEL_ROWS + high_byte(0, 16 * s)), i);
-                }
-                UNROLL
-                for (int b = 0; b < nb; b++) {
-                    vecb low_quad = vecb_set1_quad(input_at(t, b, k, 16 * h + i));
-                    vecb high_quad = vecb_set1_quad(input_at(t, b, k, 16 * h + i + 4));
-                    offsets[b] = vecw_dot_u8(vecw_dot_u8(offsets[b], thirty_two, low_quad),
-                                             thirty_two, high_quad);
-                    OPAQUE(offsets[b]);
+                for (int r0 = 0; r0 < np; r0 += group) { /* a group's codes, then each input */
+                    vecb low[KQ_PANELS], high[KQ_PANELS];
                     UNROLL
-                    for (int r = 0; r < np; r++) {
-                        sums[r][b] = vecw_dot_u8(vecw_dot_u8(sums[r][b], low[r], low_quad), high[r],
-                                                 high_quad);
-                        OPAQUE(sums[r][b]); /* made here: see OPAQUE */
+                    for (int r = r0; r < r0 + group; r++) {
+                        const uint8_t *sb = super_block(t, r, k, Q6K_BYTES);
+                        vecb_nibbles(
+                            vecb_load(sb + Q6K_LOW * PANEL_ROWS + code_byte(0, 16 * s + i)),
+                            &low[r], &high[r]);
+                        q6k_codes(&low[r], &high[r],
+                                  vecb_load(sb + Q6K_HIGH * PANEL_ROWS + high_byte(0, 16 * s)), i);
+                    }
+                    UNROLL
+                    for (int b = 0; b < nb; b++) {
+                        vecb low_quad = vecb_set1_quad(input_at(t, b, k, 16 * h + i));
+                        vecb high_quad = vecb_set1_quad(input_at(t, b, k, 16 * h + i + 4));
+                        if (r0 == 0) {
+                            offsets[b] = vecw_dot_u8(vecw_dot_u8(offsets[b], thirty_two, low_quad),
+                                                     thirty_two, high_quad);
+                            OPAQUE(offsets[b]);
+                        }
+                        UNROLL
+                        for (int r = r0; r < r0 + group; r++) {
+                            sums[r][b] = vecw_dot_u8(vecw_dot_u8(sums[r][b], low[r], low_quad),
+                                                     high[r], high_quad);
+                            OPAQUE(sums[r][b]); /* made here: see OPAQUE */
+                        }
                     }
                 }
             }

@@ -788,7 +788,8 @@ def bench_tools_refuse_bad_integers_in_one_line():
              (["gemm", "15M", "f32", "1025"], 'batch: "1025" is not an integer from 1 to 1024'),
              (["gemm", "15M", "f32", "1", huge], f'repeats: "{huge}" is not an integer from 1 to '
               '1000'),
-             (["stream", "5", "1"], 'dtype: "5" is not an integer from 0 to 4'),
+             (["stream", "7", "1"], 'dtype: "7" is not an integer from 0 to 6'),
+             (["stream", "5", "1", "32", "288", "1"], 'cols: "288" is not a multiple of 256'),
              (["stream", "0", "1", "32", "32", "1x"], 'layers: "1x" is not an integer from 1 to '
               '1000'),
              (["stream", "0", "1", " 32", "32", "1"], 'rows: " 32" is not an integer from 1 to '
@@ -814,6 +815,8 @@ def bench_tools_refuse_bad_integers_in_one_line():
             (["gemm", "15M", "f32", "1", "1"], f"15M f32 batch 1 threads 1: matmul {number} "
              f"GFLOP/s(, OpenBLAS sgemm {number} GFLOP/s)?\n"),
             (["stream", "0", "1", "32", "32", "1"], f"dtype 0, 1 threads, \\(32, 32\\) x 1 "
+             f"layers: {number} G multiply-adds/s, {number} GB/s\n"),
+            (["stream", "6", "1", "8", "256", "1"], f"dtype 6, 1 threads, \\(8, 256\\) x 1 "
              f"layers: {number} G multiply-adds/s, {number} GB/s\n"),
             (["attend", "2", "8", "3"], f"attend: 2 heads of 8, position 3: {number} us a "
              "call\n"),

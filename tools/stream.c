@@ -4,7 +4,8 @@
  *
  *   build/stream dtype threads [rows cols layers]
  *
- * dtype is the header code (0 f32, 1 bf16, 2 q8_0, 3 f16, 4 q4_0; q8_0 in groups of 32); the
+ * dtype is the header code (0 f32, 1 bf16, 2 q8_0, 3 f16, 4 q4_0; q8_0 in groups of 32) or a
+ * GGUF block type's (5 q4_k, 6 q6_k: cols a multiple of 256, random blocks); the
  * default shape is 1.1B's w1 (5632, 2048) in 24 layers (1.1 GB of f32 panels, less for the
  * others), far past the L3. Random weights (packed by matrix_pack_panel) and inputs; matmul runs
  * over the layers in turn 20 times each, best of 7 runs. Prints G multiply-adds/s and GB/s of
@@ -16,19 +17,28 @@
 #include "bench_args.h"
 #include "matmul.h"
 
+/* The fp16 scales of n K-quant blocks at values made finite (0x3c their high byte): q4_k's d
+ * and dmin lead its 144 bytes, q6_k's d ends its 210. */
+static void finite_block_scales(DType dtype, unsigned char *values, size_t n) {
+    for (size_t b = 0; b < n && dtype == DTYPE_Q4_K; b++)
+        values[144 * b + 1] = values[144 * b + 3] = 0x3c;
+    for (size_t b = 0; b < n && dtype == DTYPE_Q6_K; b++) values[210 * b + 209] = 0x3c;
+}
+
 int main(int argc, char **argv) {
     if (argc != 3 && argc != 6) {
         fprintf(stderr, "stream: usage: stream dtype threads [rows cols layers]\n");
         return 1;
     }
-    int dtype = int_arg("stream", "dtype", argv[1], 0, 4);
+    int dtype = int_arg("stream", "dtype", argv[1], 0, DTYPE_Q6_K);
     int threads = int_arg("stream", "threads", argv[2], 1, 1024);
     /* rows * cols stays an int (2^30 at most), 20 * layers too */
     int rows = argc == 6 ? int_arg("stream", "rows", argv[3], 1, 32768) : 5632;
     int cols = argc == 6 ? int_arg("stream", "cols", argv[4], 32, 32768) : 2048;
     int layers = argc == 6 ? int_arg("stream", "layers", argv[5], 1, 1000) : 24, reps = 20 * layers;
-    if (cols % 32) {
-        fprintf(stderr, "stream: cols: \"%s\" is not a multiple of 32\n", argv[4]);
+    int multiple = dtype_kquant((DType)dtype) ? 256 : 32;
+    if (cols % multiple) {
+        fprintf(stderr, "stream: cols: \"%s\" is not a multiple of %d\n", argv[4], multiple);
         return 1;
     }
     Matrix m;
@@ -47,6 +57,7 @@ int main(int argc, char **argv) {
     }
     for (size_t i = 0; i < (size_t)rows * cols * 4; i++)
         values[i] = (dtype == 1 || dtype == 3) && i % 2 ? 0x3c : (unsigned char)rand();
+    finite_block_scales((DType)dtype, values, (size_t)rows * cols / 256);
     for (int i = 0; i < rows * cols / 32; i++) scales[i] = 0.01f;
     for (int j = 0; j < cols; j++) x[j] = (rand() % 1000) / 500.0f - 1.0f;
     for (int l = 0; l < layers; l++)
