@@ -18,6 +18,7 @@ import json
 import math
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -825,6 +826,13 @@ def bench_tools_refuse_bad_integers_in_one_line():
         p = subprocess.run([f"build/{args[0]}", *args[1:]], capture_output=True, text=True,
                            env=one_thread, timeout=60)
         assert p.returncode == 0 and re.fullmatch(output, p.stdout), (args, p.stdout, p.stderr)
+    # products past the memory there is (1.1B's f32 weights, 4.4 GB, under a 400 MiB address
+    # space): one line, not a crash
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (400 << 20, 400 << 20))
+    p = subprocess.run(["build/gemm", "1.1B", "f32", "1", "1"], capture_output=True, text=True,
+                       env=one_thread, timeout=60, preexec_fn=limit)
+    assert p.returncode == 1 and p.stderr == "gemm: out of memory\n", (p.returncode, p.stderr)
     # a valid count passes on to the work: here the missing tokenizer's own error
     p = subprocess.run(["build/bench_tokenizer", tmp("none.bin"), tmp("none.txt"), "1"],
                        capture_output=True, text=True, timeout=60)

@@ -42,9 +42,9 @@ typedef struct {
     QuantizedInputs xq;
 } Pass;
 
-/* A stack of n_layers random matrices (rows, cols) of dtype, packed; *f32 gets one layer's values
- * as floats. */
-static Matrix random_matrix(DType dtype, int n_layers, int rows, int cols, float **f32) {
+/* A stack of n_layers random matrices (rows, cols) of dtype, packed, into *m; *f32 gets one
+ * layer's values as floats. Returns 0, or -1 when memory runs out. */
+static int random_matrix(Matrix *out, DType dtype, int n_layers, int rows, int cols, float **f32) {
     Matrix m;
     matrix_init(&m, dtype, rows, cols, dtype_grouped(dtype) ? 32 : 0);
     size_t n = (size_t)rows * cols, layer = (size_t)m.n_panels * m.panel_bytes;
@@ -52,6 +52,7 @@ static Matrix random_matrix(DType dtype, int n_layers, int rows, int cols, float
     float *values = malloc(n * sizeof(float)), *scales = malloc((n / 32 + 1) * sizeof(float));
     uint16_t *bits = malloc(n * sizeof(uint16_t));
     int8_t *q8 = malloc(n);
+    if (!panels || !values || !scales || !bits || !q8) return -1;
     for (size_t i = 0; i < n; i++) {
         values[i] = (float)rand() / RAND_MAX - 0.5f;
         bits[i] = (uint16_t)(0x3000 | (rand() & 0x3ff)); /* normal numbers in f16 and bf16 */
@@ -67,7 +68,8 @@ static Matrix random_matrix(DType dtype, int n_layers, int rows, int cols, float
     m.data = panels;
     free(bits), free(q8), free(scales);
     *f32 = values;
-    return m;
+    *out = m;
+    return 0;
 }
 
 /* The process's CPU seconds: every thread's time running, not waiting for a core. */
@@ -129,15 +131,20 @@ int main(int argc, char **argv) {
         {s->dim, s->dim},        {s->dim, s->dim},        {s->dim, s->dim},       {s->dim, s->dim},
         {s->hidden_dim, s->dim}, {s->hidden_dim, s->dim}, {s->dim, s->hidden_dim}};
     double flop = 0.0;
+    int failed = 0;
     for (int k = 0; k < N_WEIGHTS; k++) {
-        p.w[k] = random_matrix(dtype, s->n_layers, shape[k][0], shape[k][1], &p.f32[k]);
+        failed |= random_matrix(&p.w[k], dtype, s->n_layers, shape[k][0], shape[k][1], &p.f32[k]);
         flop += 2.0 * shape[k][0] * shape[k][1] * batch * s->n_layers;
     }
     size_t values = (size_t)batch * s->hidden_dim;
     p.x = malloc(values * sizeof(float));
-    for (size_t i = 0; i < values; i++) p.x[i] = (float)rand() / RAND_MAX - 0.5f;
     for (int k = 0; k < 3; k++) p.out[k] = malloc(values * sizeof(float));
-    if (quantized_inputs_alloc(&p.xq, batch, s->hidden_dim)) return 1;
+    if (failed || !p.x || !p.out[0] || !p.out[1] || !p.out[2] ||
+        quantized_inputs_alloc(&p.xq, batch, s->hidden_dim)) {
+        fprintf(stderr, "gemm: out of memory\n");
+        return 1;
+    }
+    for (size_t i = 0; i < values; i++) p.x[i] = (float)rand() / RAND_MAX - 0.5f;
     void *blas = dlopen("libopenblas.so.0", RTLD_NOW);
     Sgemm sgemm = blas ? (Sgemm)dlsym(blas, "cblas_sgemm") : NULL;
     void (*blas_threads)(int) =
