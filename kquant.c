@@ -187,16 +187,16 @@ static ALWAYS_INLINE float input_scaled_sum(const KTile *t, int b, int k) {
     return t->x8_scale[block] * t->x8_sum[block];
 }
 
-/* Decode asks for the bytes of input block k's share of each super-block (an eighth) in the next
- * panel of the tile's stream (matmul.c's decode_quarters), which the tile reads next: 110M Q4_K_M
- * decode ran 1.08x and 1.05x on one and two threads with it, 0.85x without (medians of 5
- * alternating runs; asking 2 or 4 panels on was no faster), where the q4_0 and q8_0 tiles gained
- * nothing from asking. The share's lines at constant offsets from its start, unrolled, where a
- * loop had run from a start that moved with k: build/stream q4_k (2048, 768) in cache 1.09x (one
- * thread, 9 alternating rounds). */
+/* Decode asks for the bytes of input block k's share of each super-block (an eighth)
+ * DECODE_AHEAD_BYTES (panel.h) past the share it reads: 110M Q4_K_M decode had run 1.08x and 1.05x
+ * on one and two threads asking for the next panel of the tile's stream, 0.85x without (EPYC,
+ * medians of 5 alternating runs); on a Xeon with AVX-512 the fixed distance read q6_k at 1.1-1.27x
+ * the next panel's rate from memory (panel.h). The share's lines at constant offsets from its
+ * start, unrolled, where a loop had run from a start that moved with k: build/stream q4_k (2048,
+ * 768) in cache 1.09x (one thread, 9 alternating rounds). */
 static ALWAYS_INLINE void prefetch_ahead(const KTile *t, int r, int k, int bytes) {
     int share = bytes * PANEL_ROWS / 8;
-    const char *at = (const char *)super_block(t, r, k, bytes) + t->w->panel_bytes + k % 8 * share;
+    const char *at = (const char *)super_block(t, r, k, bytes) + k % 8 * share + DECODE_AHEAD_BYTES;
     UNROLL
     for (int o = 0; o < share; o += 64) __builtin_prefetch(at + o);
 }

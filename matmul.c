@@ -114,6 +114,7 @@ static ALWAYS_INLINE void tile(const Tile *t, int nb, int np, DType d);
 static ALWAYS_INLINE void float_tile(Output o, const float *x, int nb, Panels p, int np,
                                      DType dtype);
 static ALWAYS_INLINE vecf panel_column(const char *panel, int j, DType dtype);
+static ALWAYS_INLINE void decode_prefetch(const char *const at[], int bytes);
 static ALWAYS_INLINE void grouped_tile(Output o, Inputs in, int nb, Panels p, int np,
                                        int group_size);
 static Inputs inputs_at_column(Inputs in, int start);
@@ -367,11 +368,19 @@ static ALWAYS_INLINE void float_tile(Output o, const float *x, int nb, Panels p,
         UNROLL
         for (int b = 0; b < nb; b++) acc[r][b] = vec_zero();
     }
+    const char *panel[BLOCK_PANELS];
+    UNROLL
+    for (int r = 0; r < np; r++) panel[r] = p.panel + (size_t)r * p.spacing * w->panel_bytes;
+    int column_bytes = PANEL_ROWS * (dtype == DTYPE_F32 ? 4 : 2);
     for (int j = 0; j < w->cols; j++) {
         vecf column[BLOCK_PANELS];
         UNROLL
-        for (int r = 0; r < np; r++) {
-            column[r] = panel_column(p.panel + (size_t)r * p.spacing * w->panel_bytes, j, dtype);
+        for (int r = 0; r < np; r++) column[r] = panel_column(panel[r], j, dtype);
+        if (np == BLOCK_PANELS && j * column_bytes % 64 == 0) { /* decode */
+            const char *at[BLOCK_PANELS];
+            UNROLL
+            for (int r = 0; r < np; r++) at[r] = panel[r] + (size_t)j * column_bytes;
+            decode_prefetch(at, 64);
         }
         if (nb == TILE_INPUTS && j % AHEAD_COLUMNS == 0) /* into L2 (hint 2: prefetcht1) */
             __builtin_prefetch(p.ahead + (size_t)j / AHEAD_COLUMNS * 64, 0, 2);
@@ -390,6 +399,17 @@ static ALWAYS_INLINE vecf panel_column(const char *panel, int j, DType dtype) {
     if (dtype == DTYPE_BF16) return vec_load_bf16((const uint16_t *)panel + (size_t)j * PANEL_ROWS);
     if (dtype == DTYPE_F16) return vec_load_f16((const uint16_t *)panel + (size_t)j * PANEL_ROWS);
     return vec_load((const float *)panel + (size_t)j * PANEL_ROWS);
+}
+
+/* Decode's tile asks for the lines DECODE_AHEAD_BYTES (panel.h) past the `bytes` it reads next from
+ * at[r], in each of its four streams (decode_quarters), into L1. */
+static ALWAYS_INLINE void decode_prefetch(const char *const at[], int bytes) {
+    UNROLL
+    for (int r = 0; r < BLOCK_PANELS; r++) {
+        UNROLL
+        for (int o = 0; o < bytes; o += 64)
+            __builtin_prefetch(at[r] + o + DECODE_AHEAD_BYTES, 0, 3);
+    }
 }
 
 /* ----------------------------------------------------------------------------
@@ -419,6 +439,7 @@ static ALWAYS_INLINE void grouped_tile(Output o, Inputs in, int nb, Panels p, in
             for (int i = 0; i < group_size / AHEAD_COLUMNS_Q8; i++)
                 __builtin_prefetch(p.ahead + ((size_t)start / AHEAD_COLUMNS_Q8 + i) * 64, 0, 2);
         }
+        if (np == BLOCK_PANELS) decode_prefetch(g.at, group_bytes(w->dtype, group_size));
         if (q4)
             q4_group(acc, &g, at, nb, np, group_size);
         else

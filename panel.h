@@ -47,6 +47,17 @@ struct Matrix {
 
 enum { PANEL_ROWS = VEC_WIDTH }; /* one vector of a column: a panel's rows */
 
+/* How far ahead decode's tiles ask for the bytes of each of their four streams of panels
+ * (matmul.c's decode_prefetch, kquant.c's prefetch_ahead): the lines this many bytes past those
+ * they read next, into L1. On a Xeon with AVX-512 (a core's misses in flight set its read rate)
+ * the hardware prefetchers alone had left every type that reads fewer bytes a multiply-add than
+ * f32 below f32's GB/s from memory. build/stream past the L3 (260 MiB), new / old GB/s, 3
+ * alternating rounds (docs/BENCH.md, 2026-12-03, 13:15): one thread f16 13.7-14.0 / 11.3-12.7,
+ * bf16 13.4-15.1 / 11.2-12.8, q8_0 12.8-14.8 / 11.4-12.7, q6_k 11.8-12.2 / 9.5-11.1 (its old
+ * distance the next panel), f32 13.6-16.4 / 14.0-15.1; 512 bytes and 2048 no better for f16 and
+ * bf16. */
+enum { DECODE_AHEAD_BYTES = 1024 };
+
 /* Columns a q8_0 or q4_0 group starting at column `start` takes in a panel: its length, rounded
  * up to whole pairs (q8_0) or blocks of 8 (q4_0). */
 static inline int group_columns(DType dtype, int cols, int group_size, int start) {
