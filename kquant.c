@@ -190,10 +190,10 @@ static ALWAYS_INLINE float input_scaled_sum(const KTile *t, int b, int k) {
 /* Decode asks for the bytes of input block k's share of each super-block (an eighth)
  * DECODE_AHEAD_BYTES (panel.h) past the share it reads: 110M Q4_K_M decode had run 1.08x and 1.05x
  * on one and two threads asking for the next panel of the tile's stream, 0.85x without (EPYC,
- * medians of 5 alternating runs); on a Xeon with AVX-512 the fixed distance read q6_k at 1.1-1.27x
- * the next panel's rate from memory (panel.h). The share's lines at constant offsets from its
- * start, unrolled, where a loop had run from a start that moved with k: build/stream q4_k (2048,
- * 768) in cache 1.09x (one thread, 9 alternating rounds). */
+ * medians of 5 alternating runs); on a Xeon with AVX-512 the fixed distance read q4_k at 1.01-1.13x
+ * and q6_k at 0.96-1.27x the next panel's rate from memory (panel.h). The share's lines at constant
+ * offsets from its start, unrolled, where a loop had run from a start that moved with k:
+ * build/stream q4_k (2048, 768) in cache 1.09x (one thread, 9 alternating rounds). */
 static ALWAYS_INLINE void prefetch_ahead(const KTile *t, int r, int k, int bytes) {
     int share = bytes * PANEL_ROWS / 8;
     const char *at = (const char *)super_block(t, r, k, bytes) + k % 8 * share + DECODE_AHEAD_BYTES;

@@ -51,11 +51,10 @@ enum { PANEL_ROWS = VEC_WIDTH }; /* one vector of a column: a panel's rows */
  * (matmul.c's decode_prefetch, kquant.c's prefetch_ahead): the lines this many bytes past those
  * they read next, into L1. On a Xeon with AVX-512 (a core's misses in flight set its read rate)
  * the hardware prefetchers alone had left every type that reads fewer bytes a multiply-add than
- * f32 below f32's GB/s from memory. build/stream past the L3 (260 MiB), new / old GB/s, 3
- * alternating rounds (docs/BENCH.md, 2026-12-03, 13:15): one thread f16 13.7-14.0 / 11.3-12.7,
- * bf16 13.4-15.1 / 11.2-12.8, q8_0 12.8-14.8 / 11.4-12.7, q6_k 11.8-12.2 / 9.5-11.1 (its old
- * distance the next panel), f32 13.6-16.4 / 14.0-15.1; 512 bytes and 2048 no better for f16 and
- * bf16. */
+ * f32 below f32's GB/s from memory. build/stream past the L3, one thread, new / old, medians of 3
+ * alternating rounds (docs/BENCH.md, 2026-12-03, 13:15): f16 1.21x, bf16 1.20x, q8_0 1.12x, q4_0
+ * 1.10x, q4_k 1.12x, q6_k 1.02x (1.19x in a first comparison; the K-quants' old distance the
+ * next panel), f32 1.09x; 512 and 2048 bytes were no better for f16 and bf16. */
 enum { DECODE_AHEAD_BYTES = 1024 };
 
 /* Columns a q8_0 or q4_0 group starting at column `start` takes in a panel: its length, rounded
