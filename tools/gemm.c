@@ -111,6 +111,23 @@ static double sgemm_pass(Pass *p, Sgemm sgemm) {
     return cpu_seconds() - start;
 }
 
+/* Debian's OpenBLAS (libopenblas0-pthread), or NULL. Its run-time choice of kernels by CPU model
+ * fell back to Prescott's SSE3 ones on a Xeon it did not know (family 6 model 207, AVX-512):
+ * 19-25 GFLOP/s on one thread at 110M, where SkylakeX's ran 86-95. So unless OPENBLAS_CORETYPE
+ * is set, the core is named from the CPU's instructions: SkylakeX with AVX-512, Zen on AMD with
+ * AVX2 (what it picks on an EPYC), Haswell otherwise with AVX2. */
+static void *blas_open(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    const char *core = __builtin_cpu_supports("avx512f") ? "SkylakeX"
+                       : !__builtin_cpu_supports("avx2") ? NULL
+                       : __builtin_cpu_is("amd")         ? "Zen"
+                                                         : "Haswell";
+    if (core) setenv("OPENBLAS_CORETYPE", core, 0);
+#endif
+    return dlopen("libopenblas.so.0", RTLD_NOW);
+}
+
 int main(int argc, char **argv) {
     const Shape *s = NULL;
     for (size_t i = 0; argc > 1 && i < sizeof(SHAPES) / sizeof(SHAPES[0]); i++)
@@ -145,8 +162,10 @@ int main(int argc, char **argv) {
         return 1;
     }
     for (size_t i = 0; i < values; i++) p.x[i] = (float)rand() / RAND_MAX - 0.5f;
-    void *blas = dlopen("libopenblas.so.0", RTLD_NOW);
+    void *blas = blas_open();
     Sgemm sgemm = blas ? (Sgemm)dlsym(blas, "cblas_sgemm") : NULL;
+    const char *(*blas_core)(void) =
+        blas ? (const char *(*)(void))dlsym(blas, "openblas_get_corename") : NULL;
     void (*blas_threads)(int) =
         blas ? (void (*)(int))dlsym(blas, "openblas_set_num_threads") : NULL;
     if (blas_threads) blas_threads(omp_get_max_threads());
@@ -162,7 +181,9 @@ int main(int argc, char **argv) {
     int threads = omp_get_max_threads();
     printf("%s %s batch %d threads %d: matmul %.1f GFLOP/s", s->name, DTYPES[dtype].name, batch,
            threads, flop * threads / best / 1e9);
-    if (best_blas < 1e30) printf(", OpenBLAS sgemm %.1f GFLOP/s", flop * threads / best_blas / 1e9);
+    if (best_blas < 1e30)
+        printf(", OpenBLAS sgemm %.1f GFLOP/s (core %s)", flop * threads / best_blas / 1e9,
+               blas_core ? blas_core() : "?");
     printf("\n");
     return 0;
 }
