@@ -40,13 +40,18 @@ enum {
     /* q8_0's and q4_0's a line every 16 (2 and 4 a group): their panels hold about a quarter and
      * an eighth of f32's bytes, among twice as many tiles (of 4) */
     AHEAD_COLUMNS_Q8 = 16,
+    /* f16 and bf16 prefill widens its panels to f32 this many columns at a time, on the stack
+     * (widened_pair): two panels' 64 KiB with AVX-512, 32 KiB with AVX2 */
+    WIDE_COLUMNS = 512,
 };
 _Static_assert((int)TILE_INPUTS_Q8 <= (int)Q4_DOT_INPUTS, "q4_group's inputs fit q4_dots");
 
-/* Where a tile writes: input b's outputs go from out + b * stride. */
+/* Where a tile writes: input b's outputs go from out + b * stride; with `add` (the float tile's
+ * only) its sums start from the outputs there, a widened chunk's after the first (widened_pair). */
 typedef struct {
     float *out;
     size_t stride;
+    int add;
 } Output;
 
 /* A tile's weights: panels of w from `panel` on, `spacing` panels apart (1 but in decode's
@@ -61,8 +66,8 @@ typedef struct {
     int spacing;
 } Panels;
 
-/* The inputs of a matrix product: x (rows of w->cols floats), and the same quantized: for q8_0
- * weights by quantize_input (rows of xq_stride int16, one scale each), for q4_0 by
+/* The inputs of a matrix product: x (rows of x_stride = w->cols floats), and the same quantized:
+ * for q8_0 weights by quantize_input (rows of xq_stride int16, one scale each), for q4_0 by
  * quantize_input_blocks (rows of xq_stride int8, a scale and a sum per block of 32). */
 typedef struct {
     const float *x;
@@ -71,7 +76,7 @@ typedef struct {
     const int8_t *x8;
     const float *x8_scale;
     const int32_t *x8_sum;
-    size_t xq_stride;
+    size_t xq_stride, x_stride;
 } Inputs;
 
 /* One call of a dtype's tiles (DTypeInfo's tiles): np panels of p times the inputs from `in` on,
@@ -106,13 +111,14 @@ static void matmul_panels(const Call *call, int from, int to);
 static const char *panel_at(const Matrix *m, int layer, int p);
 static int decode_quarters(Output o, Inputs in, const Matrix *m, int layer, int p, int end);
 static void panel_block(Output o, Inputs in, int batch, Panels p, int np);
-static Inputs inputs_from(Inputs in, int b, int cols);
+static void widened_pair(Output o, Inputs in, int batch, Panels at, int np);
+static void widen(float *wide, Panels p, int np, int from, int columns);
+static Inputs inputs_from(Inputs in, int b);
 static const char *ahead_share(Panels at, int np, int b);
 static ALWAYS_INLINE int tiles(const Tile *t, DType d, int widest);
 static ALWAYS_INLINE void tile_nb(const Tile *t, int nb, int np, DType d, int widest);
 static ALWAYS_INLINE void tile(const Tile *t, int nb, int np, DType d);
-static ALWAYS_INLINE void float_tile(Output o, const float *x, int nb, Panels p, int np,
-                                     DType dtype);
+static ALWAYS_INLINE void float_tile(Output o, Inputs in, int nb, Panels p, int np, DType dtype);
 static ALWAYS_INLINE vecf panel_column(const char *panel, int j, DType dtype);
 static ALWAYS_INLINE void decode_prefetch(const char *const at[], int bytes);
 static ALWAYS_INLINE void grouped_tile(Output o, Inputs in, int nb, Panels p, int np,
@@ -133,12 +139,12 @@ void matmul(const Product *p, int n, const float *x, int batch, int layer,
             const QuantizedInputs *xq) {
     int cols = p[0].w->cols;
     quantize_inputs(xq, p[0].w->dtype, x, batch, cols);
-    Call call = {
-        .products = p,
-        .n = n,
-        .in = {x, xq->values, xq->scales, xq->bytes, xq->block_scales, xq->block_sums, xq->stride},
-        .batch = batch,
-        .layer = layer};
+    Call call = {.products = p,
+                 .n = n,
+                 .in = {x, xq->values, xq->scales, xq->bytes, xq->block_scales, xq->block_sums,
+                        xq->stride, cols},
+                 .batch = batch,
+                 .layer = layer};
     size_t work = 0;
     for (int k = 0; k < n; k++) {
         call.first[k + 1] = call.first[k] + p[k].w->n_panels;
@@ -205,7 +211,7 @@ static void matmul_panels(const Call *call, int from, int to) {
         const int *first = call->first;
         int p = (from > first[k] ? from : first[k]) - first[k];
         int end = (to < first[k + 1] ? to : first[k + 1]) - first[k];
-        Output o = {call->products[k].out, (size_t)m->rows};
+        Output o = {call->products[k].out, (size_t)m->rows, 0};
         if (call->batch == 1) p = decode_quarters(o, call->in, m, layer, p, end);
         for (; p < end; p += BLOCK_PANELS) {
             int np = end - p < BLOCK_PANELS ? end - p : BLOCK_PANELS;
@@ -245,9 +251,11 @@ static int decode_quarters(Output o, Inputs in, const Matrix *m, int layer, int 
 }
 
 /* np (<= BLOCK_PANELS) panels of p times the batch inputs, into o, by the tiles of the panels'
- * dtype (its row of dtype.h's table). A batch's inputs go by the widest tiles, then the rest by 4,
- * 2 and 1: a 2 x 1 tile is one multiply-add chain per panel, waiting on its latency, so that 4
- * leftover inputs as 2 x 1 tiles took a fifth of AVX2's prefill (batch 64, tiles of 6). */
+ * dtype (its row of dtype.h's table), or for f16 and bf16 in a batch of two widest tiles or more
+ * by the f32 tiles over the panels widened (widened_pair). A batch's inputs go by the widest
+ * tiles, then the rest by 4, 2 and 1: a 2 x 1 tile is one multiply-add chain per panel, waiting
+ * on its latency, so that 4 leftover inputs as 2 x 1 tiles took a fifth of AVX2's prefill (batch
+ * 64, tiles of 6). */
 static void panel_block(Output o, Inputs in, int batch, Panels p, int np) {
     const Matrix *w = p.w;
     int (*run_tile)(const Tile *) = DTYPES[w->dtype].tiles;
@@ -255,22 +263,79 @@ static void panel_block(Output o, Inputs in, int batch, Panels p, int np) {
         run_tile(&(Tile){o, in, p, BLOCK_PANELS, 1});
         return;
     }
+    int widened = (w->dtype == DTYPE_F16 || w->dtype == DTYPE_BF16) && batch >= 2 * TILE_INPUTS;
     for (int k = 0; k < np; k += 2) {
         Panels at = {w, p.panel + k * w->panel_bytes, p.row0 + k * PANEL_ROWS, NULL, 1};
         int np_tile = np - k >= 2 ? 2 : 1;
+        if (widened) {
+            widened_pair(o, in, batch, at, np_tile);
+            continue;
+        }
         for (int b = 0; b < batch;) {
-            Output ob = {o.out + (size_t)b * o.stride, o.stride};
+            Output ob = {o.out + (size_t)b * o.stride, o.stride, 0};
             at.ahead = ahead_share(at, np_tile, b);
-            b += run_tile(&(Tile){ob, inputs_from(in, b, w->cols), at, np_tile, batch - b});
+            b += run_tile(&(Tile){ob, inputs_from(in, b), at, np_tile, batch - b});
         }
     }
 }
 
+/* The f16 or bf16 panels `at` (np of them, 1 or 2) times the batch inputs, into o, by the f32
+ * tiles: WIDE_COLUMNS of the panels' columns at a time widened to f32 panels on the stack (the
+ * values exactly), then every input of the batch passed over them, its sums carried from one
+ * chunk to the next through o (a float stored and loaded back is the same float): each output
+ * the same one chain of multiply-adds over j in order as in the f16 and bf16 tiles, the same bits.
+ * Those tiles convert each column (vcvtph2ps, or a widening and a shift) once per tile of inputs,
+ * two instructions beside each panel's 8 multiply-adds on AVX-512's two multiply-add ports;
+ * widened, once a batch. On a Xeon with AVX-512, 110M prefill of a 257-token prompt (`./run
+ * 110M-DTYPE.gguf PROMPT -n 258`), 12 alternating rounds, new / old medians: one thread f16 1.12x,
+ * bf16 1.08x; two threads f16 1.04x, bf16 1.03x (37 of the 48 pairs faster; docs/BENCH.md,
+ * 2026-12-03, 16:20). Not measured with AVX2. */
+static void widened_pair(Output o, Inputs in, int batch, Panels at, int np) {
+    const Matrix *w = at.w;
+    _Alignas(64) float wide[2 * WIDE_COLUMNS * PANEL_ROWS];
+    for (int from = 0; from < w->cols; from += WIDE_COLUMNS) {
+        int columns = w->cols - from < WIDE_COLUMNS ? w->cols - from : WIDE_COLUMNS;
+        widen(wide, at, np, from, columns);
+        Matrix chunk;
+        matrix_init(&chunk, DTYPE_F32, w->rows, columns, 0);
+        chunk.data = wide;
+        Inputs chunk_in = in;
+        chunk_in.x += from;
+        for (int b = 0; b < batch;) { /* the lines ahead_share gives the whole columns' tiles */
+            Output ob = {o.out + (size_t)b * o.stride, o.stride, from > 0};
+            const char *ahead = ahead_share(at, np, b) + (size_t)from / AHEAD_COLUMNS * 64;
+            Panels p = {&chunk, (const char *)wide, at.row0, ahead, 1};
+            b += tiles_f32(&(Tile){ob, inputs_from(chunk_in, b), p, np, batch - b});
+        }
+    }
+}
+
+/* Columns from .. from + columns - 1 of the np f16 or bf16 panels of p widened to f32 panels of
+ * `columns` columns, one after the other at wide. */
+static void widen(float *wide, Panels p, int np, int from, int columns) {
+    for (int r = 0; r < np; r++) {
+        const char *panel = p.panel + (size_t)r * p.w->panel_bytes;
+        float *to = wide + (size_t)r * columns * PANEL_ROWS;
+        if (p.w->dtype == DTYPE_F16)
+            for (int j = 0; j < columns; j++)
+                vec_store(to + (size_t)j * PANEL_ROWS, panel_column(panel, from + j, DTYPE_F16));
+        else
+            for (int j = 0; j < columns; j++)
+                vec_store(to + (size_t)j * PANEL_ROWS, panel_column(panel, from + j, DTYPE_BF16));
+    }
+}
+
 /* The inputs from input b on. */
-static Inputs inputs_from(Inputs in, int b, int cols) {
+static Inputs inputs_from(Inputs in, int b) {
     size_t at = b * in.xq_stride, block = at / 32;
-    return (Inputs){in.x + (size_t)b * cols, in.xq + at,        in.xq_scale + b, in.x8 + at,
-                    in.x8_scale + block,     in.x8_sum + block, in.xq_stride};
+    return (Inputs){in.x + (size_t)b * in.x_stride,
+                    in.xq + at,
+                    in.xq_scale + b,
+                    in.x8 + at,
+                    in.x8_scale + block,
+                    in.x8_sum + block,
+                    in.xq_stride,
+                    in.x_stride};
 }
 
 /* The share of the np panels after those of `at` that the widest tile of inputs from b on asks
@@ -351,22 +416,26 @@ static ALWAYS_INLINE void tile(const Tile *t, int nb, int np, DType d) {
     else if (d == DTYPE_Q8_0) /* dtype.h's q8_0 group sizes: 32 and 64 */
         grouped_tile(t->o, t->in, nb, t->p, np, 64);
     else
-        float_tile(t->o, t->in.x, nb, t->p, np, d);
+        float_tile(t->o, t->in, nb, t->p, np, d);
 }
 
 /* ----------------------------------------------------------------------------
  * The f32, bf16 and f16 tile */
 
 /* The f32, bf16 or f16 tile: np panels of p (rows row0 .. row0 + np * PANEL_ROWS - 1 of one layer)
- * times the nb inputs x: (nb, w->cols), into o. */
-static ALWAYS_INLINE void float_tile(Output o, const float *x, int nb, Panels p, int np,
-                                     DType dtype) {
+ * times the nb inputs in.x (rows of in.x_stride, w->cols of them read), into o (or added to it:
+ * o.add). */
+static ALWAYS_INLINE void float_tile(Output o, Inputs in, int nb, Panels p, int np, DType dtype) {
     const Matrix *w = p.w;
+    const float *x = in.x;
     vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS];
     UNROLL
     for (int r = 0; r < np; r++) {
+        int row = p.row0 + r * p.spacing * PANEL_ROWS;
         UNROLL
-        for (int b = 0; b < nb; b++) acc[r][b] = vec_zero();
+        for (int b = 0; b < nb; b++)
+            acc[r][b] =
+                o.add ? vec_load_upto(o.out + b * o.stride + row, w->rows - row) : vec_zero();
     }
     const char *panel[BLOCK_PANELS];
     UNROLL
@@ -386,7 +455,7 @@ static ALWAYS_INLINE void float_tile(Output o, const float *x, int nb, Panels p,
             __builtin_prefetch(p.ahead + (size_t)j / AHEAD_COLUMNS * 64, 0, 2);
         UNROLL
         for (int b = 0; b < nb; b++) {
-            vecf xj = vec_set1(x[(size_t)b * w->cols + j]);
+            vecf xj = vec_set1(x[b * in.x_stride + j]);
             UNROLL
             for (int r = 0; r < np; r++) acc[r][b] = vec_fmadd(column[r], xj, acc[r][b]);
         }
