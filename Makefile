@@ -394,11 +394,11 @@ build/flops: tools/flops.c tools/bench_args.h simd.h dtype.h | deps-build
 	$(CC) $(CFLAGS) -I. -o $@ $< $(LDLIBS)
 
 # prefill's products alone against the peak (tools/gemm.c); OpenBLAS's sgemm beside them if installed
-build/gemm: tools/gemm.c tools/bench_args.h $(KERNEL_SRC) $(KERNEL_HEADERS) | deps-build
+build/gemm: tools/gemm.c tools/bench_args.h tools/bench_blocks.h $(KERNEL_SRC) $(KERNEL_HEADERS) | deps-build
 	@mkdir -p build
 	$(CC) $(CFLAGS) -I. -o $@ tools/gemm.c $(KERNEL_SRC) $(LDLIBS) -ldl
 
-build/stream: tools/stream.c tools/bench_args.h $(KERNEL_SRC) $(KERNEL_HEADERS) | deps-build
+build/stream: tools/stream.c tools/bench_args.h tools/bench_blocks.h $(KERNEL_SRC) $(KERNEL_HEADERS) | deps-build
 	@mkdir -p build
 	$(CC) $(CFLAGS) -I. -o $@ tools/stream.c $(KERNEL_SRC) $(LDLIBS)
 

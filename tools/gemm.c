@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "bench_args.h"
+#include "bench_blocks.h"
 #include "matmul.h"
 
 enum { WQ, WK, WV, WO, W1, W3, W2, N_WEIGHTS };
@@ -58,6 +59,7 @@ static int random_matrix(Matrix *out, DType dtype, int n_layers, int rows, int c
         bits[i] = (uint16_t)(0x3000 | (rand() & 0x3ff)); /* normal numbers in f16 and bf16 */
         q8[i] = (int8_t)(rand() % 255 - 127);
     }
+    finite_block_scales(dtype, (unsigned char *)q8, n / 256);
     for (size_t i = 0; i < n / 32 + 1; i++) scales[i] = 0.01f;
     const void *src = dtype == DTYPE_F32                          ? (const void *)values
                       : dtype == DTYPE_BF16 || dtype == DTYPE_F16 ? (const void *)bits

@@ -15,15 +15,8 @@
 #include <stdlib.h>
 
 #include "bench_args.h"
+#include "bench_blocks.h"
 #include "matmul.h"
-
-/* The fp16 scales of n K-quant blocks at values made finite (0x3c their high byte): q4_k's d
- * and dmin lead its 144 bytes, q6_k's d ends its 210. */
-static void finite_block_scales(DType dtype, unsigned char *values, size_t n) {
-    for (size_t b = 0; b < n && dtype == DTYPE_Q4_K; b++)
-        values[144 * b + 1] = values[144 * b + 3] = 0x3c;
-    for (size_t b = 0; b < n && dtype == DTYPE_Q6_K; b++) values[210 * b + 209] = 0x3c;
-}
 
 int main(int argc, char **argv) {
     if (argc != 3 && argc != 6) {
