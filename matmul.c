@@ -284,12 +284,12 @@ static void panel_block(Output o, Inputs in, int batch, Panels p, int np) {
  * values exactly), then every input of the batch passed over them, its sums carried from one
  * chunk to the next through o (a float stored and loaded back is the same float): each output
  * the same one chain of multiply-adds over j in order as in the f16 and bf16 tiles, the same bits.
- * Those tiles convert each column (vcvtph2ps, or a widening and a shift) once per tile of inputs,
- * two instructions beside each panel's 8 multiply-adds on AVX-512's two multiply-add ports;
- * widened, once a batch. On a Xeon with AVX-512, 110M prefill of a 257-token prompt (`./run
- * 110M-DTYPE.gguf PROMPT -n 258`), 12 alternating rounds, new / old medians: one thread f16 1.12x,
- * bf16 1.08x; two threads f16 1.04x, bf16 1.03x (37 of the 48 pairs faster; docs/BENCH.md,
- * 2026-12-03, 16:20). Not measured with AVX2. */
+ * Those tiles convert each panel's column once per tile of inputs (vcvtph2ps; for bf16 a widening
+ * and a shift), beside its 8 multiply-adds with AVX-512; widened, once a batch. On a Xeon with
+ * AVX-512, 110M prefill of a 257-token prompt (`./run 110M-DTYPE.gguf PROMPT -n 258`), 12
+ * alternating rounds, new / old medians: one thread f16 1.12x, bf16 1.08x; two threads f16 1.04x,
+ * bf16 1.03x (37 of the 48 pairs faster; docs/BENCH.md, 2026-12-03, 16:20). Not measured with AVX2.
+ */
 static void widened_pair(Output o, Inputs in, int batch, Panels at, int np) {
     const Matrix *w = at.w;
     _Alignas(64) float wide[2 * WIDE_COLUMNS * PANEL_ROWS];
@@ -301,8 +301,9 @@ static void widened_pair(Output o, Inputs in, int batch, Panels at, int np) {
         chunk.data = wide;
         Inputs chunk_in = in;
         chunk_in.x += from;
-        for (int b = 0; b < batch;) { /* the lines ahead_share gives the whole columns' tiles */
+        for (int b = 0; b < batch;) {
             Output ob = {o.out + (size_t)b * o.stride, o.stride, from > 0};
+            /* this chunk's part of the lines ahead_share gives the tile over all the columns */
             const char *ahead = ahead_share(at, np, b) + (size_t)from / AHEAD_COLUMNS * 64;
             Panels p = {&chunk, (const char *)wide, at.row0, ahead, 1};
             b += tiles_f32(&(Tile){ob, inputs_from(chunk_in, b), p, np, batch - b});
