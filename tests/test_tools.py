@@ -814,7 +814,7 @@ def bench_tools_refuse_bad_integers_in_one_line():
     runs = [(["bandwidth", "2", "1"], f"{number}\n"),  # 2 MiB: aligned_alloc takes whole pages
             (["flops", "1", "f32"], f"{number}\n"),
             (["gemm", "15M", "f32", "1", "1"], f"15M f32 batch 1 threads 1: matmul {number} "
-             f"GFLOP/s(, OpenBLAS sgemm {number} GFLOP/s)?\n"),
+             f"GFLOP/s(, OpenBLAS sgemm {number} GFLOP/s \\(core [^)]+\\))?\n"),
             (["stream", "0", "1", "32", "32", "1"], f"dtype 0, 1 threads, \\(32, 32\\) x 1 "
              f"layers: {number} G multiply-adds/s, {number} GB/s\n"),
             (["stream", "6", "1", "8", "256", "1"], f"dtype 6, 1 threads, \\(8, 256\\) x 1 "
