@@ -9,7 +9,7 @@
 
 #include "dtype.h"
 
-/* The fp16 scales of n K-quant blocks at `values` made 1 to 2 (0x3c their high byte): q4_k's d
+/* The fp16 scales of n K-quant blocks at `values` made 1 to 1.25 (0x3c their high byte): q4_k's d
  * and dmin lead its 144 bytes, q6_k's d ends its 210. Other dtypes are left as they are. */
 static inline void finite_block_scales(DType dtype, unsigned char *values, size_t n) {
     for (size_t b = 0; b < n && dtype == DTYPE_Q4_K; b++)
