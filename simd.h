@@ -8,6 +8,8 @@
  *   vec_zero(), vec_set1(a)        every lane 0, or a
  *   vec_add, vec_sub, vec_mul,     lane by lane
  *   vec_div, vec_max, vec_min      (vec_max(a, b), vec_min(a, b): b where either is NaN)
+ *   vec_abs(v)                     |v| lane by lane (the sign bit cleared)
+ *   vec_max_lanes(v)               the largest of v's lanes, none of them NaN
  *   vec_fmadd(a, b, c)             a * b + c lane by lane, rounded once (twice in the portable
  *                                  build, whose C11 does not contract it)
  *   vec_load(p), vec_store(p, v)   VEC_WIDTH floats at p, any alignment
@@ -98,6 +100,12 @@ static inline vecf vec_max(vecf a, vecf b) {
 }
 static inline vecf vec_min(vecf a, vecf b) {
     return _mm512_min_ps(a, b);
+}
+static inline vecf vec_abs(vecf v) {
+    return _mm512_abs_ps(v);
+}
+static inline float vec_max_lanes(vecf v) {
+    return _mm512_reduce_max_ps(v);
 }
 /* the exponent field n + 127, shifted into place */
 static inline vecf vec_pow2i(vecf n) {
@@ -230,6 +238,14 @@ static inline vecf vec_max(vecf a, vecf b) {
 static inline vecf vec_min(vecf a, vecf b) {
     return _mm256_min_ps(a, b);
 }
+static inline vecf vec_abs(vecf v) {
+    return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v);
+}
+static inline float vec_max_lanes(vecf v) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m)); /* lanes 0, 1 of 4 */
+    return _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+}
 static inline vecf vec_pow2i(vecf n) {
     __m256i e = _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127));
     return _mm256_castsi256_ps(_mm256_slli_epi32(e, 23));
@@ -332,6 +348,12 @@ static inline vecf vec_max(vecf a, vecf b) {
 }
 static inline vecf vec_min(vecf a, vecf b) {
     return a < b ? a : b;
+}
+static inline vecf vec_abs(vecf v) {
+    return fabsf(v);
+}
+static inline float vec_max_lanes(vecf v) {
+    return v;
 }
 static inline vecf vec_fmadd(vecf a, vecf b, vecf c) {
     return a * b + c;

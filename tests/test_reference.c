@@ -332,6 +332,24 @@ Test(kernels, quantize_input_blocks_rounds_each_block_of_32_to_int8) {
         if (j != 32) cr_assert_eq(xq[j], 0, "xq[%d]", j);
 }
 
+/* Hand-derived: the largest |x| is the last of 37 (past every whole vector of 16 or 8), 4, so the
+ * step is 4 / 32767: 2 is 16383.5 steps, to even 16384, and -1 is -8191.75, -8192; the values
+ * past n up to 64 are zero. A NaN among them makes the scale NaN. */
+Test(kernels, quantize_input_scales_by_the_largest_value_to_int16) {
+    float x[37] = {[0] = 2.0f, [1] = -1.0f, [36] = -4.0f}, scale;
+    int16_t xq[64];
+    memset(xq, 5, sizeof(xq));
+    quantize_input(xq, &scale, x, 37);
+    cr_assert_eq(scale, 4.0f / 32767.0f);
+    cr_assert(xq[0] == 16384 && xq[1] == -8192 && xq[36] == -32767, "%d %d %d", xq[0], xq[1],
+              xq[36]);
+    for (int j = 2; j < 64; j++)
+        if (j != 36) cr_assert_eq(xq[j], 0, "xq[%d]", j);
+    x[20] = NAN;
+    quantize_input(xq, &scale, x, 37);
+    cr_assert(isnan(scale) && xq[20] == 0 && xq[36] == -32767);
+}
+
 /* out = m's product with one input x (m->cols), m (its shape and dtype set by matrix_init) packed
  * here from the row-major values and scales matrix_pack_panel takes, by matmul. */
 static void product_of(Matrix *m, const void *values, const float *scales, const float *x,
