@@ -61,6 +61,25 @@ size_t dtype_row_bytes(DType d, int cols) {
     return ((size_t)cols + t->block_size - 1) / t->block_size * t->block_bytes;
 }
 
+/* Moves the exponent from float32's bias (127) to fp16's (15), then rounds away the 13 low
+ * mantissa bits; below fp16's smallest normal the value is a multiple of 2^-24, rounded by lrintf
+ * (the default rounding: to nearest, ties to even). */
+uint16_t f32_to_f16(float x) {
+    uint32_t bits;
+    memcpy(&bits, &x, sizeof(bits));
+    uint16_t sign = (uint16_t)(bits >> 16 & 0x8000);
+    uint32_t magnitude = bits & 0x7fffffffu;
+    if (magnitude > 0x7f800000u) { /* NaN: a zero payload would read as infinity */
+        uint16_t payload = (uint16_t)(magnitude >> 13 & 0x3ff);
+        return sign | 0x7c00 | (payload ? payload : 0x200);
+    }
+    if (magnitude >= 0x477ff000u) return sign | 0x7c00; /* 65520, halfway past 65504, and up */
+    if (magnitude < 0x38800000u) return sign | (uint16_t)lrintf(fabsf(x) * 0x1p24f); /* < 2^-14 */
+    uint32_t rebiased = magnitude - (112u << 23);
+    rebiased += 0xfff + (rebiased >> 13 & 1); /* ties to even */
+    return sign | (uint16_t)(rebiased >> 13);
+}
+
 /* C11 has no half-precision type: the value is put together from the bits. */
 float f16_to_f32(uint16_t h) {
     uint32_t sign = (uint32_t)(h >> 15) << 31;

@@ -17,9 +17,10 @@
 typedef enum {
     DTYPE_F32 = 0,  /* float32 */
     DTYPE_BF16 = 1, /* bfloat16: the upper 16 bits of a float32 */
-    DTYPE_Q8_0 = 2, /* int8 with one float32 scale per group of group_size values of a row */
+    DTYPE_Q8_0 = 2, /* int8 with one scale per group of group_size values of a row (float32;
+                     * fp16 from a GGUF: panel.h's half_scales) */
     DTYPE_F16 = 3,  /* IEEE 754 binary16 */
-    DTYPE_Q4_0 = 4, /* 4-bit codes with one float32 scale per group of 32 values of a row */
+    DTYPE_Q4_0 = 4, /* 4-bit codes with one scale per group of 32 values of a row (as q8_0's) */
     DTYPE_Q4_K = 5, /* ggml's Q4_K blocks of 256 (kquant.h): read from GGUF files only */
     DTYPE_Q6_K = 6, /* ggml's Q6_K blocks of 256 (kquant.h): read from GGUF files only */
     N_DTYPES
@@ -114,6 +115,11 @@ size_t dtype_row_bytes(DType d, int cols);
 /* The value of an IEEE 754 binary16 (fp16) number given by its bits; subnormals, infinities and
  * NaN included. */
 float f16_to_f32(uint16_t h);
+
+/* The fp16 bits of x rounded to the nearest fp16 number (ties to even): past 65504 infinity (from
+ * 65520 on), below 2^-14 a subnormal or zero, NaN a NaN (the top 10 bits of its payload kept, so
+ * that every fp16 number comes back from f16_to_f32 to its own bits). */
+uint16_t f32_to_f16(float x);
 
 /* x (n values) as q8_0 in groups of group_size along the row, the last one shorter when n is not
  * a multiple: scale = max |x| / 127 of its group (in float), values round(x / scale) (half to

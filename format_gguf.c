@@ -302,6 +302,22 @@ static void join_products(Matrix *a, Matrix *b, Matrix *c) {
     for (int i = 0; i < 3 && all[i]; i++) matrix_init(all[i], d, all[i]->rows, all[i]->cols, 32);
 }
 
+/* The q8_0 and q4_0 matrices whose every layer is repacked from GGUF blocks of their own dtype
+ * (Q8_0, Q4_0; Q5_0 as q8_0), whose scales are the blocks' fp16 numbers: held as fp16 (panel.h's
+ * matrix_hold_half_scales), as the file holds them. A layer converted by way of float32 has
+ * float32 scales (quantize_q8_0_row's), and keeps its matrix's in float32. */
+static void hold_half_scales(Layout *l) {
+    for (int i = 0; i < l->n_sources; i++) {
+        Matrix *m = l->sources[i].matrix;
+        int all = m->dtype == DTYPE_Q8_0 || m->dtype == DTYPE_Q4_0;
+        for (int k = 0; all && k < l->sources[i].layers; k++) {
+            const GgufDType *t = l->sources[i].layer_tensors[k].type;
+            all = t->reading == GGUF_REPACKED && t->dtype == m->dtype;
+        }
+        if (all && m->group_size == 32) matrix_hold_half_scales(m);
+    }
+}
+
 /* rope_freqs.weight's divisors, when the file has them: each finite and positive (a zero would
  * make every angle of its pair infinite). */
 static int check_rope_freqs(Reader *r) {
@@ -346,6 +362,7 @@ static int add_tensors(Reader *r, Layout *l, Weights *w, const Config *c, int ro
         return -1;
     join_products(&w->wq, &w->wk, &w->wv);
     join_products(&w->w1, &w->w3, NULL);
+    hold_half_scales(l);
     l->sources[1].rotate_half = l->sources[2].rotate_half = rotate_half ? head_size : 0;
     for (uint64_t i = 0; i < r->g->n_tensors; i++) {
         if (!r->used[i]) {

@@ -20,12 +20,13 @@ static void matrices(const Model *m, const Matrix *out[N_MATRICES]) {
     memcpy(out, all, sizeof(all));
 }
 
-/* Bytes of one layer's values of a (rows, cols) matrix as a file stores it: its rows of blocks
- * (dtype.h), and a grouped dtype's float32 scale per group of each row. */
+/* Bytes of one layer's values of a (rows, cols) matrix as run holds it: its rows of blocks
+ * (dtype.h), and a grouped dtype's scale per group of each row (float32, or fp16: half_scales). */
 static size_t matrix_bytes(const Matrix *x) {
     size_t bytes = (size_t)x->rows * dtype_row_bytes(x->dtype, x->cols);
     if (dtype_grouped(x->dtype))
-        bytes += (size_t)x->rows * ((x->cols + x->group_size - 1) / x->group_size) * sizeof(float);
+        bytes += (size_t)x->rows * ((x->cols + x->group_size - 1) / x->group_size) *
+                 scale_bytes(x->half_scales);
     return bytes;
 }
 

@@ -25,7 +25,8 @@ typedef struct {
 void print_info(const Model *m, const Vocab *v, const InfoRequest *req);
 
 /* Bytes of m's weights in their dtypes, unpadded: each matrix's values (f32 4, bf16 and f16 2,
- * q8_0 1 and a float32 scale per group, q4_0 half a byte and a scale per 32) and the norms'
+ * q8_0 1 and a scale per group, q4_0 half a byte and a scale per 32; a scale float32, or fp16
+ * where the matrix holds half_scales) and the norms'
  * float32 weights and biases; a shared classifier counted once. */
 size_t info_weight_bytes(const Model *m);
 

@@ -97,10 +97,17 @@ typedef struct {
     int batch, layer;
 } Call;
 
+/* The form of a q8_0 or q4_0 matrix's groups the tile is made for: its group_size and
+ * half_scales, constants. */
+typedef struct {
+    int size, half_scales;
+} GroupForm;
+
 /* Where a q8_0 or q4_0 tile reads: at[r], the group of panel r it is at (its scales, then its
- * values). */
+ * values); the scales fp16 or float32 (Matrix's half_scales, a constant once inlined). */
 typedef struct {
     const char *at[BLOCK_PANELS];
+    int half_scales;
 } Groups;
 
 /* matmul's helpers, in the order they follow it, so that the file reads from matmul down */
@@ -121,8 +128,9 @@ static ALWAYS_INLINE void float_tile(Output o, Inputs in, int nb, Panels p, int 
 static ALWAYS_INLINE vecf panel_column(const char *panel, int j, DType dtype);
 static ALWAYS_INLINE void decode_prefetch(const char *const at[], int bytes);
 static ALWAYS_INLINE void grouped_tile(Output o, Inputs in, int nb, Panels p, int np,
-                                       int group_size);
+                                       GroupForm form);
 static Inputs inputs_at_column(Inputs in, int start);
+static ALWAYS_INLINE vecf group_scales(const Groups *g, int r);
 static ALWAYS_INLINE void q8_group(vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS], Groups *g, Inputs in,
                                    int nb, int np, int columns);
 static ALWAYS_INLINE void q4_group(vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS], Groups *g, Inputs in,
@@ -415,10 +423,13 @@ static ALWAYS_INLINE void tile_nb(const Tile *t, int nb, int np, DType d, int wi
 
 /* One tile of np panels times nb inputs in dtype d, all three constants once inlined. */
 static ALWAYS_INLINE void tile(const Tile *t, int nb, int np, DType d) {
-    if (d == DTYPE_Q4_0 || (d == DTYPE_Q8_0 && t->p.w->group_size == 32))
-        grouped_tile(t->o, t->in, nb, t->p, np, 32);
+    const Matrix *w = t->p.w;
+    if ((d == DTYPE_Q4_0 || d == DTYPE_Q8_0) && w->half_scales) /* group_size 32 */
+        grouped_tile(t->o, t->in, nb, t->p, np, (GroupForm){32, 1});
+    else if (d == DTYPE_Q4_0 || (d == DTYPE_Q8_0 && w->group_size == 32))
+        grouped_tile(t->o, t->in, nb, t->p, np, (GroupForm){32, 0});
     else if (d == DTYPE_Q8_0) /* dtype.h's q8_0 group sizes: 32 and 64 */
-        grouped_tile(t->o, t->in, nb, t->p, np, 64);
+        grouped_tile(t->o, t->in, nb, t->p, np, (GroupForm){64, 0});
     else
         float_tile(t->o, t->in, nb, t->p, np, d);
 }
@@ -491,13 +502,14 @@ static ALWAYS_INLINE void decode_prefetch(const char *const at[], int bytes) {
 /* The q8_0 and q4_0 tile: as float_tile with the inputs quantized: each group's dot product is
  * an integer sum, converted and scaled by the weights' scale once. q8_0's input b is xq_scale[b] *
  * xq[b] (rows of xq_stride int16), its scale multiplying the total; q4_0's is x8 (rows of
- * xq_stride int8) times a scale per block of 32, multiplying each group's sum. group_size (=
- * w->group_size) a constant once inlined, so the group loop unrolls. */
+ * xq_stride int8) times a scale per block of 32, multiplying each group's sum. form (w's
+ * group_size and half_scales) constants once inlined, so the group loop unrolls. */
 static ALWAYS_INLINE void grouped_tile(Output o, Inputs in, int nb, Panels p, int np,
-                                       int group_size) {
+                                       GroupForm form) {
     const Matrix *w = p.w;
+    int group_size = form.size;
     vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS];
-    Groups g;
+    Groups g = {.half_scales = form.half_scales};
     UNROLL
     for (int r = 0; r < np; r++) {
         g.at[r] = p.panel + (size_t)r * p.spacing * w->panel_bytes;
@@ -512,7 +524,8 @@ static ALWAYS_INLINE void grouped_tile(Output o, Inputs in, int nb, Panels p, in
             for (int i = 0; i < group_size / AHEAD_COLUMNS_Q8; i++)
                 __builtin_prefetch(p.ahead + ((size_t)start / AHEAD_COLUMNS_Q8 + i) * 64, 0, 2);
         }
-        if (np == BLOCK_PANELS) decode_prefetch(g.at, group_bytes(w->dtype, group_size));
+        if (np == BLOCK_PANELS)
+            decode_prefetch(g.at, group_bytes(w->dtype, group_size, g.half_scales));
         if (q4)
             q4_group(acc, &g, at, nb, np, group_size);
         else
@@ -539,6 +552,12 @@ static Inputs inputs_at_column(Inputs in, int start) {
     return in;
 }
 
+/* The scales of the group of panel r the tile is at, as floats. */
+static ALWAYS_INLINE vecf group_scales(const Groups *g, int r) {
+    if (g->half_scales) return vec_load_f16((const uint16_t *)g->at[r]);
+    return vec_load((const float *)g->at[r]);
+}
+
 /* q8_0, one group (`columns` columns, an even number, from the one in.xq points at) of the tile's
  * panels, whose group begins at g->at[r] (its scales, then its values) and moves past it:
  * acc[r][b] += scales * (int8 values . int16 inputs b), the integer sums exact, column pair by
@@ -554,7 +573,7 @@ static ALWAYS_INLINE void q8_group(vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS], Grou
         for (int b = 0; b < nb; b++) pair[b] = vecw_set1_pair(in.xq + b * in.xq_stride + i);
         UNROLL
         for (int r = 0; r < np; r++) {
-            const int8_t *q = (const int8_t *)(g->at[r] + PANEL_ROWS * sizeof(float));
+            const int8_t *q = (const int8_t *)(g->at[r] + PANEL_ROWS * scale_bytes(g->half_scales));
             vecw w = vecw_load_i8(q + (size_t)i * PANEL_ROWS);
             UNROLL
             for (int b = 0; b < nb; b++) sums[r][b] = veci_dot(sums[r][b], w, pair[b]);
@@ -562,11 +581,11 @@ static ALWAYS_INLINE void q8_group(vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS], Grou
     }
     UNROLL
     for (int r = 0; r < np; r++) {
-        vecf scale = vec_load((const float *)g->at[r]);
+        vecf scale = group_scales(g, r);
         UNROLL
         for (int b = 0; b < nb; b++)
             acc[r][b] = vec_fmadd(vec_from_veci(sums[r][b]), scale, acc[r][b]);
-        g->at[r] += group_bytes(DTYPE_Q8_0, columns);
+        g->at[r] += group_bytes(DTYPE_Q8_0, columns, g->half_scales);
     }
 }
 
@@ -582,13 +601,13 @@ static ALWAYS_INLINE void q4_group(vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS], Grou
     const int8_t *x8[Q4_DOT_INPUTS];
     UNROLL
     for (int r = 0; r < np; r++)
-        codes[r] = (const uint8_t *)(g->at[r] + PANEL_ROWS * sizeof(float));
+        codes[r] = (const uint8_t *)(g->at[r] + PANEL_ROWS * scale_bytes(g->half_scales));
     UNROLL
     for (int b = 0; b < nb; b++) x8[b] = in.x8 + b * in.xq_stride;
     q4_dots(sums, codes, x8, nb, np, columns);
     UNROLL
     for (int r = 0; r < np; r++) {
-        vecf scale = vec_load((const float *)g->at[r]);
+        vecf scale = group_scales(g, r);
         UNROLL
         for (int b = 0; b < nb; b++) {
             size_t block = (size_t)b * in.xq_stride / 32;
@@ -596,7 +615,7 @@ static ALWAYS_INLINE void q4_group(vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS], Grou
             acc[r][b] = vec_fmadd(vec_from_veci(sum), vec_mul(scale, vec_set1(in.x8_scale[block])),
                                   acc[r][b]);
         }
-        g->at[r] += group_bytes(DTYPE_Q4_0, columns);
+        g->at[r] += group_bytes(DTYPE_Q4_0, columns, g->half_scales);
     }
 }
 

@@ -24,11 +24,12 @@ void *panels_alloc(size_t bytes) {
 
 /* Bytes of one panel: panel_rows rows of f32, bf16 or f16 as the file holds them, column by
  * column; q8_0 and q4_0 group by group. */
-static size_t panel_bytes(DType dtype, int cols, int group_size) {
-    if (!dtype_grouped(dtype)) return PANEL_ROWS * dtype_row_bytes(dtype, cols);
+static size_t panel_bytes(const Matrix *m) {
+    if (!dtype_grouped(m->dtype)) return PANEL_ROWS * dtype_row_bytes(m->dtype, m->cols);
     size_t bytes = 0;
-    for (int start = 0; start < cols; start += group_size)
-        bytes += group_bytes(dtype, group_columns(dtype, cols, group_size, start));
+    for (int start = 0; start < m->cols; start += m->group_size)
+        bytes += group_bytes(m->dtype, group_columns(m->dtype, m->cols, m->group_size, start),
+                             m->half_scales);
     return bytes;
 }
 
@@ -39,7 +40,12 @@ void matrix_init(Matrix *m, DType dtype, int rows, int cols, int group_size) {
                   .group_size = dtype_grouped(dtype) ? group_size : 0,
                   .panel_rows = PANEL_ROWS,
                   .n_panels = (rows + PANEL_ROWS - 1) / PANEL_ROWS};
-    m->panel_bytes = panel_bytes(dtype, cols, m->group_size);
+    m->panel_bytes = panel_bytes(m);
+}
+
+void matrix_hold_half_scales(Matrix *m) {
+    m->half_scales = 1;
+    m->panel_bytes = panel_bytes(m);
 }
 
 void matrix_pack_panel(const Matrix *m, char *dst, const void *values, const float *scales, int p) {
@@ -59,12 +65,21 @@ float matrix_value(const Matrix *m, int layer, int row, int col) {
 /* ----------------------------------------------------------------------------
  * A group of q8_0 or q4_0 values in a panel: its scales, then its values */
 
-static float group_scale(const char *group, int lane) {
+static float group_scale(const Matrix *m, const char *group, int lane) {
+    if (m->half_scales) return f16_to_f32(((const uint16_t *)group)[lane]);
     return ((const float *)group)[lane];
 }
 
-static const char *group_values(const char *group) {
-    return group + PANEL_ROWS * sizeof(float);
+/* Sets the scale of `lane` (exactly: with half_scales, an fp16 number's) */
+static void set_group_scale(const Matrix *m, char *group, int lane, float scale) {
+    if (m->half_scales)
+        ((uint16_t *)group)[lane] = f32_to_f16(scale);
+    else
+        ((float *)group)[lane] = scale;
+}
+
+static const char *group_values(const Matrix *m, const char *group) {
+    return group + PANEL_ROWS * scale_bytes(m->half_scales);
 }
 
 /* Byte of value (lane, i) in a q8_0 group's values: column pairs, a lane's pair adjacent. */
@@ -95,7 +110,8 @@ static int q4_value(const char *codes, int lane, int i) {
  * columns, a whole number of pairs or blocks of 8), so it starts at a multiple of one group's
  * bytes. */
 static const char *group_of(const Matrix *m, const char *panel, int col) {
-    return panel + (size_t)(col / m->group_size) * group_bytes(m->dtype, m->group_size);
+    return panel +
+           (size_t)(col / m->group_size) * group_bytes(m->dtype, m->group_size, m->half_scales);
 }
 
 /* ----------------------------------------------------------------------------
@@ -134,15 +150,14 @@ void pack_q8_0(const Matrix *m, char *dst, const void *values, const float *scal
     int n_groups = (cols + group_size - 1) / group_size;
     for (int start = 0; start < cols; start += group_size) {
         int columns = group_columns(DTYPE_Q8_0, cols, group_size, start);
-        float *group_scales = (float *)dst;
-        int8_t *q = (int8_t *)group_values(dst);
-        memset(dst, 0, group_bytes(DTYPE_Q8_0, columns));
+        int8_t *q = (int8_t *)group_values(m, dst);
+        memset(dst, 0, group_bytes(DTYPE_Q8_0, columns, m->half_scales));
         for (int r = 0; r < n_rows; r++) {
-            group_scales[r] = scales[(first + r) * n_groups + start / group_size];
+            set_group_scale(m, dst, r, scales[(first + r) * n_groups + start / group_size]);
             const int8_t *row = (const int8_t *)values + (first + r) * cols;
             for (int i = 0; i < columns && start + i < cols; i++) q[q8_byte(r, i)] = row[start + i];
         }
-        dst += group_bytes(DTYPE_Q8_0, columns);
+        dst += group_bytes(DTYPE_Q8_0, columns, m->half_scales);
     }
 }
 
@@ -159,12 +174,11 @@ void pack_q4_0(const Matrix *m, char *dst, const void *values, const float *scal
     size_t row_bytes = dtype_row_bytes(DTYPE_Q4_0, cols);
     for (int start = 0; start < cols; start += 32) {
         int columns = group_columns(DTYPE_Q4_0, cols, 32, start);
-        float *group_scales = (float *)dst;
-        uint8_t *q = (uint8_t *)group_values(dst);
-        memset(dst, 0, PANEL_ROWS * sizeof(float));
+        uint8_t *q = (uint8_t *)group_values(m, dst);
+        memset(dst, 0, PANEL_ROWS * scale_bytes(m->half_scales));
         memset(q, 0x88, (size_t)PANEL_ROWS * columns / 2);
         for (int r = 0; r < n_rows; r++) {
-            group_scales[r] = scales[(first + r) * n_groups + start / 32];
+            set_group_scale(m, dst, r, scales[(first + r) * n_groups + start / 32]);
             const uint8_t *row = (const uint8_t *)values + (first + r) * row_bytes;
             for (int i = 0; i < columns; i++) {
                 if (q4_shift(i)) continue; /* column i + 4 goes in with column i */
@@ -173,7 +187,7 @@ void pack_q4_0(const Matrix *m, char *dst, const void *values, const float *scal
                 q[q4_byte(r, i)] = (uint8_t)(low | high << 4);
             }
         }
-        dst += group_bytes(DTYPE_Q4_0, columns);
+        dst += group_bytes(DTYPE_Q4_0, columns, m->half_scales);
     }
 }
 
@@ -194,12 +208,14 @@ float value_f16(const Matrix *m, const char *panel, int lane, int col) {
 
 float value_q8_0(const Matrix *m, const char *panel, int lane, int col) {
     const char *group = group_of(m, panel, col);
-    return q8_value(group_values(group), lane, col % m->group_size) * group_scale(group, lane);
+    return q8_value(group_values(m, group), lane, col % m->group_size) *
+           group_scale(m, group, lane);
 }
 
 float value_q4_0(const Matrix *m, const char *panel, int lane, int col) {
     const char *group = group_of(m, panel, col);
-    return q4_value(group_values(group), lane, col % m->group_size) * group_scale(group, lane);
+    return q4_value(group_values(m, group), lane, col % m->group_size) *
+           group_scale(m, group, lane);
 }
 
 /* ----------------------------------------------------------------------------
@@ -220,10 +236,10 @@ void embedding(const Matrix *w, int token, float *out) {
     int q4 = w->dtype == DTYPE_Q4_0;
     for (int start = 0; start < n; start += w->group_size) {
         int columns = group_columns(w->dtype, n, w->group_size, start);
-        float scale = group_scale(panel, lane);
-        const char *q = group_values(panel);
+        float scale = group_scale(w, panel, lane);
+        const char *q = group_values(w, panel);
         for (int i = 0; i < columns && start + i < n; i++)
             out[start + i] = (q4 ? q4_value(q, lane, i) : q8_value(q, lane, i)) * scale;
-        panel += group_bytes(w->dtype, columns);
+        panel += group_bytes(w->dtype, columns, w->half_scales);
     }
 }

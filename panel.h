@@ -23,7 +23,8 @@
  * vector load gives a column (row r in lane r % panel_rows):
  *   f32, bf16, f16: value (r, j) is element j * panel_rows + r % panel_rows;
  *   q8_0: group after group of group_size columns from column 0 (the last shorter when cols is not
- *     a multiple): the group's panel_rows float32 scales, then its int8 values in column pairs,
+ *     a multiple): the group's panel_rows scales (float32, or fp16 bits when half_scales), then
+ *     its int8 values in column pairs,
  *     value (r, start + i) at byte (i / 2) * 2 * panel_rows + (r % panel_rows) * 2 + i % 2 after
  *     the scales; a group of odd length ends with a zero column. The value is int8 * scale.
  *   q4_0: as q8_0 with group_size 32, the values 4-bit codes in blocks of 8 columns: for columns
@@ -40,6 +41,10 @@ struct Matrix {
     int group_size;   /* one of the dtype's group sizes (dtype.h); 0 for a dtype without */
     int panel_rows, n_panels;
     size_t panel_bytes;
+    /* q8_0 and q4_0: the scales held as fp16 (2 bytes each) rather than float32, set by
+     * matrix_hold_half_scales where every scale is an fp16 number (a GGUF block's): a q4_0 group
+     * of 32 then takes 18 bytes a row, as in the file, not 20 */
+    int half_scales;
     /* a GGUF stack whose layers are of different K-quants (Q4_K_M's attn_v and ffn_down): layer l
      * is layers[l], one layer in its own dtype and panels; NULL for a stack of one dtype */
     const struct Matrix *layers;
@@ -65,10 +70,15 @@ static inline int group_columns(DType dtype, int cols, int group_size, int start
     return (len + unit - 1) / unit * unit;
 }
 
+/* Bytes of one scale of a q8_0 or q4_0 panel: fp16 or float32 (Matrix's half_scales). */
+static inline size_t scale_bytes(int half_scales) {
+    return half_scales ? sizeof(uint16_t) : sizeof(float);
+}
+
 /* Bytes of a q8_0 or q4_0 group of `columns` (a whole number of its units) columns in a panel:
- * its scales, then its values (a byte each, or two a byte). */
-static inline size_t group_bytes(DType dtype, int columns) {
-    return PANEL_ROWS * (sizeof(float) + (dtype == DTYPE_Q4_0 ? columns / 2 : columns));
+ * its scales (scale_bytes each), then its values (a byte each, or two a byte). */
+static inline size_t group_bytes(DType dtype, int columns, int half_scales) {
+    return PANEL_ROWS * (scale_bytes(half_scales) + (dtype == DTYPE_Q4_0 ? columns / 2 : columns));
 }
 
 /* The matrix to read layer `layer` of m from, *layer set to its layer there: m itself, or for a
@@ -91,6 +101,15 @@ void *panels_alloc(size_t bytes);
  * panel_bytes); data is left NULL for the caller to point at packed panels. group_size: one of
  * the dtype's group sizes (dtype.h; not checked here), ignored for a dtype without groups. */
 void matrix_init(Matrix *m, DType dtype, int rows, int cols, int group_size);
+
+/* Has q8_0 or q4_0 matrix m (group_size 32) hold its scales as fp16 (half_scales) and sets
+ * panel_bytes for it: for scales that are all fp16 numbers, which pack then holds exactly. With
+ * them decode reads a q4_0 file's 18 bytes a group row rather than 20 (q8_0's 34 rather than 36),
+ * and memory holds the file's bytes: `build/stream 4 T 5632 2048 96` (q4_0 past the L3), a scratch
+ * build with fp16 scales against float32, 5 alternating rounds, medians of the ratios of G
+ * multiply-adds/s: one thread 1.16x, two 1.11x; 1.1B q4_0 GGUF decode end to end (3 rounds) 1.21x
+ * and 1.08x, peak memory 647.0 -> 584.0 MiB (docs/BENCH.md, 2026-12-04). */
+void matrix_hold_half_scales(Matrix *m);
 
 /* Packs panel p (rows p * panel_rows ..) of one layer's row-major matrix into dst (m->panel_bytes):
  * values (m->rows, m->cols) of m's dtype (float, bf16 or f16 bits, int8, or q4_0's codes two a

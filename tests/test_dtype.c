@@ -2,6 +2,7 @@
  * and the 16-bit conversions against hand-checked values. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdint.h>
 
 #include "dtype.h"
 
@@ -52,4 +53,24 @@ Test(dtype, f16_and_bf16_decoding_hand_checked) {
     cr_assert_eq(bf16_to_f32(0x3f80), 1.0f);
     cr_assert_eq(bf16_to_f32(0x447a), 1000.0f);
     cr_assert_eq(bf16_to_f32(0xc040), -3.0f);
+}
+
+/* Every fp16 number back to its own bits (panel.h's fp16 scales hold a GGUF's exactly), and the
+ * roundings by hand: halfway cases to the even neighbour, 65520 (halfway past 65504) to infinity,
+ * below 2^-14 to multiples of 2^-24. */
+Test(dtype, f32_to_f16_round_trips_every_f16_and_rounds_to_even) {
+    for (uint32_t h = 0; h <= 0xffff; h++)
+        cr_assert_eq(f32_to_f16(f16_to_f32((uint16_t)h)), h, "fp16 bits 0x%04x", (unsigned)h);
+    cr_assert_eq(f32_to_f16(1.0f + ldexpf(1.0f, -11)), 0x3c00);     /* 1 + half a step: to 1 */
+    cr_assert_eq(f32_to_f16(1.0f + 3 * ldexpf(1.0f, -11)), 0x3c02); /* 1 + 1.5 steps: to 2 */
+    cr_assert_eq(f32_to_f16(1.0f + ldexpf(1.0f, -11) + ldexpf(1.0f, -20)), 0x3c01);
+    cr_assert_eq(f32_to_f16(-65519.0f), 0xfbff);
+    cr_assert_eq(f32_to_f16(65520.0f), 0x7c00);
+    cr_assert_eq(f32_to_f16(1e6f), 0x7c00);
+    cr_assert_eq(f32_to_f16(ldexpf(1.0f, -25)), 0x0000);     /* half of 2^-24: to 0 */
+    cr_assert_eq(f32_to_f16(3 * ldexpf(1.0f, -25)), 0x0002); /* 1.5 x 2^-24: to 2 x */
+    cr_assert_eq(f32_to_f16(ldexpf(1.0f, -14) - ldexpf(1.0f, -26)), 0x0400); /* up to a normal */
+    cr_assert_eq(f32_to_f16(0.1f), 0x2e66);
+    cr_assert_eq(f32_to_f16(NAN) & 0x7c00, 0x7c00);
+    cr_assert_neq(f32_to_f16(NAN) & 0x3ff, 0);
 }

@@ -129,13 +129,17 @@ static int shape_cols(DType d, int cols) {
     return dtype_kquant(d) ? (cols / 64 + 1) * 256 : cols;
 }
 
-static Packed random_matrix(DType dtype, int layers, int rows, int cols, int group_size) {
+/* half_scales: the scales fp16 numbers, held as fp16 (panel.h's matrix_hold_half_scales, a q8_0
+ * or q4_0 GGUF's) */
+static Packed random_matrix(DType dtype, int layers, int rows, int cols, int group_size,
+                            int half_scales) {
     if (dtype_kquant(dtype)) return random_k_matrix(dtype, layers, rows, cols);
     cr_assert(dtype == DTYPE_F32 || dtype == DTYPE_BF16 || dtype == DTYPE_F16 ||
                   dtype == DTYPE_Q8_0 || dtype == DTYPE_Q4_0,
               "random_matrix makes no %s values", DTYPES[dtype].name);
     Packed p = {.values = malloc((size_t)layers * rows * cols * sizeof(float))};
     matrix_init(&p.m, dtype, rows, cols, group_size);
+    if (half_scales) matrix_hold_half_scales(&p.m);
     size_t layer_bytes = (size_t)p.m.n_panels * p.m.panel_bytes;
     p.panels = aligned_alloc(64, (layers * layer_bytes + 63) / 64 * 64);
     int grouped = dtype_grouped(dtype);
@@ -149,7 +153,10 @@ static Packed random_matrix(DType dtype, int layers, int rows, int cols, int gro
     float *scales = malloc((size_t)rows * n_groups * sizeof(float));
     for (int l = 0; l < layers; l++) {
         float *expect = p.values + (size_t)l * rows * cols;
-        for (int i = 0; i < rows * n_groups; i++) scales[i] = uniform(0.001f, 0.01f);
+        for (int i = 0; i < rows * n_groups; i++) {
+            scales[i] = uniform(0.001f, 0.01f);
+            if (half_scales) scales[i] = f16_to_f32(f32_to_f16(scales[i]));
+        }
         memset(q4, 0, (size_t)rows * q4_row);
         for (int i = 0; i < rows; i++) {
             for (int j = 0; j < cols; j++) {
@@ -205,10 +212,10 @@ static const int SHAPES[][2] = {{1, 1},    {3, 7},    {17, 33},  {64, 64},   {65
 /* Every dtype of dtype.h's table with each of its group sizes: f32, ..., q8_0/32, q8_0/64, .... */
 typedef struct {
     DType dtype;
-    int group_size;
+    int group_size, half_scales;
     char name[16];
 } Kind;
-enum { MAX_KINDS = N_DTYPES * MAX_GROUP_SIZES };
+enum { MAX_KINDS = N_DTYPES * (MAX_GROUP_SIZES + 1) }; /* a group size of 32 twice */
 static int n_kinds;
 static Kind kinds[MAX_KINDS];
 
@@ -221,6 +228,11 @@ static void list_kinds(void) {
             k->dtype = (DType)d;
             k->group_size = sizes[i];
             snprintf(k->name, sizeof(k->name), sizes[i] ? "%s/%d" : "%s", DTYPES[d].name, sizes[i]);
+            if (sizes[i] == 32) { /* and with the fp16 scales of a GGUF's blocks */
+                kinds[n_kinds] = *k;
+                kinds[n_kinds].half_scales = 1;
+                strcat(kinds[n_kinds++].name, "h");
+            }
         }
     }
 }
@@ -229,7 +241,8 @@ Test(kernels, matrix_value_reads_back_what_was_packed, .init = list_kinds) {
     for (int k = 0; k < n_kinds; k++) {
         for (int s = 0; s < N_SHAPES; s++) {
             int rows = SHAPES[s][0], cols = shape_cols(kinds[k].dtype, SHAPES[s][1]);
-            Packed p = random_matrix(kinds[k].dtype, 2, rows, cols, kinds[k].group_size);
+            Packed p = random_matrix(kinds[k].dtype, 2, rows, cols, kinds[k].group_size,
+                                     kinds[k].half_scales);
             for (int l = 0; l < 2; l++)
                 for (int i = 0; i < rows; i++)
                     for (int j = 0; j < cols; j++)
@@ -246,7 +259,8 @@ Test(kernels, embedding_equals_embedding_ref, .init = list_kinds) {
     for (int k = 0; k < n_kinds; k++) {
         for (int s = 0; s < N_SHAPES; s++) {
             int rows = SHAPES[s][0], cols = shape_cols(kinds[k].dtype, SHAPES[s][1]);
-            Packed p = random_matrix(kinds[k].dtype, 1, rows, cols, kinds[k].group_size);
+            Packed p = random_matrix(kinds[k].dtype, 1, rows, cols, kinds[k].group_size,
+                                     kinds[k].half_scales);
             float *fast = malloc(cols * sizeof(float)), *plain = malloc(cols * sizeof(float));
             for (int token = 0; token < rows; token++) {
                 embedding(&p.m, token, fast);
@@ -459,10 +473,12 @@ Test(kernels, matmul_matches_matmul_ref, .init = list_kinds) {
         for (int s = 0; s < N_SHAPES; s++) {
             int rows = SHAPES[s][0], cols = shape_cols(kinds[k].dtype, SHAPES[s][1]);
             /* three products of one input, as wq, wk, wv: the second and third of other heights */
-            Packed p[3] = {
-                random_matrix(kinds[k].dtype, 2, rows, cols, kinds[k].group_size),
-                random_matrix(kinds[k].dtype, 2, rows / 2 + 1, cols, kinds[k].group_size),
-                random_matrix(kinds[k].dtype, 2, 2 * rows + 3, cols, kinds[k].group_size)};
+            Packed p[3] = {random_matrix(kinds[k].dtype, 2, rows, cols, kinds[k].group_size,
+                                         kinds[k].half_scales),
+                           random_matrix(kinds[k].dtype, 2, rows / 2 + 1, cols, kinds[k].group_size,
+                                         kinds[k].half_scales),
+                           random_matrix(kinds[k].dtype, 2, 2 * rows + 3, cols, kinds[k].group_size,
+                                         kinds[k].half_scales)};
             for (size_t nb = 0; nb < sizeof(batches) / sizeof(batches[0]); nb++) {
                 int batch = batches[nb], layer = nb % 2;
                 float *x = malloc((size_t)batch * cols * sizeof(float)), *out[3];
@@ -784,7 +800,8 @@ Test(forward, fast_matches_reference_on_random_models_of_each_dtype, .init = lis
     const int tokens[16] = {1, 5, 36, 2, 17, 17, 0, 30, 8, 9, 21, 33, 4, 4, 12, 26};
     for (int k = 0; k < n_kinds; k++) {
         char path[64];
-        if (dtype_kquant(kinds[k].dtype)) continue; /* GGUF only: test_gguf_writer.py's Q4_K_M */
+        /* GGUF only: test_gguf_writer.py's Q4_K_M, and the fp16 scales of its q8_0 and q4_0 */
+        if (dtype_kquant(kinds[k].dtype) || kinds[k].half_scales) continue;
         rng = RNG_SEED; /* each kind's model its own, whatever kinds come before it */
         write_random_model(path, kinds[k].dtype, kinds[k].group_size);
         for (int prefill = 0; prefill < 2; prefill++) {
