@@ -108,7 +108,7 @@ void matrix_init(Matrix *m, DType dtype, int rows, int cols, int group_size);
  * and memory holds the file's bytes: `build/stream 4 T 5632 2048 96` (q4_0 past the L3), a scratch
  * build with fp16 scales against float32, 5 alternating rounds, medians of the ratios of G
  * multiply-adds/s: one thread 1.16x, two 1.11x; 1.1B q4_0 GGUF decode end to end (3 rounds) 1.21x
- * and 1.08x, peak memory 647.0 -> 584.0 MiB (docs/BENCH.md, 2026-12-04). */
+ * and 1.08x, peak memory 631.8 -> 570.3 MiB (docs/BENCH.md, 2026-12-04). */
 void matrix_hold_half_scales(Matrix *m);
 
 /* Packs panel p (rows p * panel_rows ..) of one layer's row-major matrix into dst (m->panel_bytes):
