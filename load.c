@@ -350,9 +350,9 @@ static int pack_layers(const Source *src, char *dst) {
     return 0;
 }
 
-/* Packs every source of the layout into one allocation of panels_alloc, m->packed. Returns -1 when
- * out of memory. */
-static int pack_weights(Model *m, const Layout *l) {
+/* Packs every source of the layout (its tensors in the map of size bytes) into one allocation of
+ * panels_alloc, m->packed. Returns -1 when out of memory. */
+static int pack_weights(Model *m, const Layout *l, const char *map, size_t size) {
     size_t total = 0;
     for (int i = 0; i < l->n_sources; i++) total += packed_bytes(&l->sources[i]);
     char *packed = panels_alloc(total);
@@ -360,6 +360,12 @@ static int pack_weights(Model *m, const Layout *l) {
     m->packed = packed;
     fault_in(packed, total);
     for (int i = 0; i < l->n_sources; i++) {
+        /* Every read of the map (the header's, the norms' copies, the matrices packed before)
+         * leaves pages mapped beside what it read, up to 64 KiB around a fault, which the
+         * releases of packing do not reach; kept to the end they were 2.2 MiB of a 1.1B q8_0
+         * GGUF's peak memory. A read-only map's pages given back are read again from the page
+         * cache if touched. */
+        madvise((void *)map, size, MADV_DONTNEED);
         if (pack_matrix(&l->sources[i], packed) != 0) return -1;
         packed += packed_bytes(&l->sources[i]);
     }
@@ -398,7 +404,7 @@ static int load_weights(Model *m, const char *map, size_t size, char *what, size
         return -1;
     }
     layout_place(&l, map, owned, m->norms);
-    int rc = pack_weights(m, &l);
+    int rc = pack_weights(m, &l, map, size);
     free(owned);
     snprintf(m->converted, sizeof(m->converted), "%s", l.converted);
     layout_free(&l);
