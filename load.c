@@ -362,9 +362,9 @@ static int pack_weights(Model *m, const Layout *l, const char *map, size_t size)
     for (int i = 0; i < l->n_sources; i++) {
         /* Every read of the map (the header's, the norms' copies, the matrices packed before)
          * leaves pages mapped beside what it read, up to 64 KiB around a fault, which the
-         * releases of packing do not reach; kept to the end they were 2.2 MiB of a 1.1B q8_0
-         * GGUF's peak memory. A read-only map's pages given back are read again from the page
-         * cache if touched. */
+         * releases of packing do not reach; kept to the end they put the peak memory of 1.1B
+         * GGUFs 0.3-3.4 MiB higher (docs/BENCH.md). A read-only map's pages given back are read
+         * again from the page cache if touched. */
         madvise((void *)map, size, MADV_DONTNEED);
         if (pack_matrix(&l->sources[i], packed) != 0) return -1;
         packed += packed_bytes(&l->sources[i]);

@@ -145,7 +145,7 @@ void pack_16bit(const Matrix *m, char *dst, const void *values, const float *sca
 
 /* q8_0: per group, the rows' scales, then their int8 values in column pairs, copied a pair at a
  * time (byte by byte, 29% of the samples of a 1.1B q8_0 GGUF's load and 6 tokens; the pairs took
- * its run from 1.79 to 1.00 s, as interleave_codes measures). */
+ * that run from 1.87 to 1.14 s, measured as interleave_codes says). */
 void pack_q8_0(const Matrix *m, char *dst, const void *values, const float *scales, size_t first,
                int n_rows) {
     int cols = m->cols, group_size = m->group_size;
@@ -186,7 +186,7 @@ static uint32_t row_codes8(const uint8_t *row, int col, int cols) {
 /* Eight codes (code p in nibble p) in a panel's order: byte i holds codes i (low) and i + 4.
  * Two swaps: the middle bytes, then the middle nibbles of each half. Packed code by code, half
  * of the samples of a 1.1B q4_0 GGUF's load and 6 tokens were in pack_q4_0 (perf), and this took
- * its run from 1.71 to 0.96 s (one thread, medians of 5 alternating). */
+ * that run from 1.74 to 0.98 s (one thread, medians of 5 alternating rounds, docs/BENCH.md). */
 static uint32_t interleave_codes(uint32_t x) {
     x = (x & 0xff0000ffu) | (x & 0x0000ff00u) << 8 | (x & 0x00ff0000u) >> 8; /* 0 1 4 5 2 3 6 7 */
     return (x & 0xf00ff00fu) | (x & 0x00f000f0u) << 4 | (x & 0x0f000f00u) >> 4; /* 0 4 1 5 ... */
