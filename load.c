@@ -41,22 +41,24 @@ static void dequantize_ak42(const TensorSpec *t, const char *piece, uint64_t gs,
     }
 }
 
-/* How far the pages of a tensor in the file map have been given back. */
+/* The file map: where it starts and its size. */
 typedef struct {
-    const char *released; /* pages before this are given back */
-    int in_map;
-} Release;
+    const char *start;
+    size_t size;
+} Map;
 
-/* Gives the whole pages of the map before `consumed` (everything read of this tensor so far)
- * back to the OS: the page cache still holds them, but they leave this process's resident memory,
- * which would otherwise peak at the weights twice. */
-static void release_pages(Release *r, const void *consumed) {
+/* Gives the map's pages back to the OS: the page cache still holds them, but they leave this
+ * process's resident memory, which would otherwise peak at the weights twice. A read-only map's
+ * pages given back are read again from the page cache if touched. */
+static void release_map(const Map *map) {
+    madvise((void *)map->start, map->size, MADV_DONTNEED);
+}
+
+/* Gives back the whole pages of the map from `from` to `to`. */
+static void release_pages(const char *from, const char *to) {
     uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    uintptr_t from = ((uintptr_t)r->released + page - 1) / page * page;
-    uintptr_t to = (uintptr_t)consumed / page * page;
-    if (!r->in_map || to <= from) return;
-    madvise((void *)from, to - from, MADV_DONTNEED);
-    r->released = (const char *)to;
+    uintptr_t first = ((uintptr_t)from + page - 1) / page * page, end = (uintptr_t)to / page * page;
+    if (end > first) madvise((void *)first, end - first, MADV_DONTNEED);
 }
 
 /* Sets every tensor's pointer: the norms' into `norms` (layout_norm_floats), copied there; the
@@ -86,7 +88,7 @@ static void layout_place(const Layout *l, const char *map, char *owned, float *n
             norms += t->numel;
         } else if (t->kind == TENSOR_AK42_F32) {
             dequantize_ak42(t, data, l->group_size, (float *)owned);
-            release_pages(&(Release){data, 1}, data + bytes); /* packing reads the copy */
+            release_pages(data, data + bytes); /* packing reads the copy */
             owned += owned_bytes(t);
         } else if (t->kind == TENSOR_AK42_Q8) {
             *t->mat = data;
@@ -113,9 +115,11 @@ static void fault_in(char *p, size_t bytes) {
     for (size_t off = whole; off < bytes; off += page) p[off] = 0;
 }
 
-/* The file's bytes packed among the threads between two returns of map pages: the map's part of
- * resident memory stays about this size (64 panels at a time had held 11.5 MiB of a 1.1B f32
- * file's w2, which put the run's peak 8 MiB over the weights + used kv cache + 10 MiB bound). */
+/* The file's bytes packed among the threads between two returns of the map's pages (release_map):
+ * what of the map is resident meanwhile is the page-cache folios the chunk's reads touched, each
+ * mapped whole (2 MiB ones on the Linux 6.18 measured), at most two for a chunk within one layer's
+ * tensor (64 panels at a time had held 11.5 MiB of a 1.1B f32 file's w2, which put the run's peak
+ * 8 MiB over the weights + used kv cache + 10 MiB bound). */
 #define PACK_CHUNK_BYTES (1u << 20)
 
 static size_t round_up_64(size_t n) {
@@ -165,13 +169,6 @@ static const char *layer_values(const Source *src, int l) {
 
 static const float *layer_scales(const Source *src, int l) {
     return (const float *)((const char *)src->scales + l * src->scale_stride);
-}
-
-/* pack_matrix numbers the panels of all layers together: panel q is panel q % n_panels of layer
- * q / n_panels. One past the last row of that layer which panel q reads. */
-static int panel_end_row(const Matrix *m, int q) {
-    int row = (q % m->n_panels + 1) * m->panel_rows;
-    return row < m->rows ? row : m->rows;
 }
 
 /* ----------------------------------------------------------------------------
@@ -263,8 +260,9 @@ static PanelScratch *scratch_alloc(const Source *src, int threads, int *failed) 
     return s;
 }
 
-/* Packs panel q (numbered as in panel_end_row) of a source into dst (panel_bytes); scratch: this
- * thread's, for a GGUF source's layers not read in place. */
+/* Packs panel q of a source into dst (panel_bytes); scratch: this thread's, for a GGUF source's
+ * layers not read in place. pack_matrix numbers the panels of all layers together: panel q is
+ * panel q % n_panels of layer q / n_panels. */
 static void pack_panel(const Source *src, char *dst, int q, const PanelScratch *scratch) {
     const Matrix *m = src->matrix;
     int layer = q / m->n_panels;
@@ -277,72 +275,48 @@ static void pack_panel(const Source *src, char *dst, int q, const PanelScratch *
                           q % m->n_panels);
 }
 
-/* Gives back the map's pages of a GGUF source's layers that panels q0 .. q1 - 1 have packed:
- * each layer its own tensor, from its start to the end of its rows packed (with rotate_half, of
- * its heads packed whole). */
-static void release_gguf_layers(const Source *src, int q0, int q1) {
-    const Matrix *m = src->matrix;
-    for (int l = q0 / m->n_panels; l <= (q1 - 1) / m->n_panels; l++) {
-        int end = l < (q1 - 1) / m->n_panels ? m->rows : panel_end_row(m, q1 - 1);
-        if (src->rotate_half) end = end / src->rotate_half * src->rotate_half;
-        const LayerTensor *t = &src->layer_tensors[l];
-        release_pages(&(Release){(const char *)t->data, 1},
-                      t->data + (size_t)end * gguf_row_bytes(t->type->ggml_type, m->cols));
-    }
-}
-
 /* Packs a source's stack of matrices into dst (packed_bytes(src)) and points its Matrix there:
- * PACK_CHUNK_BYTES of panels at a time (at least 2, one per thread) among the threads (the slow
- * part is the page faults: each file page is read in as it is first touched, and where the OS gave
- * no 2 MiB pages, each new page of dst that fault_in did not reach is zeroed as it is first
- * written), giving the map's pages back after each chunk. */
-static int pack_layers(const Source *src, char *dst);
+ * PACK_CHUNK_BYTES of panels at a time (at least 2, one per thread), never past a layer's end,
+ * among the threads (the slow part is the page faults: each file page is read in as it is first
+ * touched, and where the OS gave no 2 MiB pages, each new page of dst that fault_in did not reach
+ * is zeroed as it is first written), giving all the map's pages back after each chunk. A fault
+ * maps the page-cache folio around it, before and past the rows read: given back only up to the
+ * rows packed, the folios at a GGUF layer tensor's ends had stayed mapped, and a chunk across two
+ * layers held three 2 MiB folios, which put 1.1B q8_0, f16 and f32 GGUFs' peaks up to 1.8 MiB
+ * over the bound (docs/BENCH.md, 2026-12-04, 18:30). */
+static int pack_layers(const Source *src, char *dst, const Map *map);
 
-static int pack_matrix(const Source *src, char *dst) {
-    if (mixed(src)) return pack_layers(src, dst);
+static int pack_matrix(const Source *src, char *dst, const Map *map) {
+    if (mixed(src)) return pack_layers(src, dst, map);
     Matrix *m = src->matrix;
     m->data = dst;
     int threads = omp_get_max_threads(), failed;
     PanelScratch *scratch = scratch_alloc(src, threads, &failed);
     if (failed) return -1;
-    int grouped = dtype_grouped(m->dtype);
-    int n_groups = grouped ? (m->cols + m->group_size - 1) / m->group_size : 0;
-    Release values = {src->values, src->in_map}, scales = {(const char *)src->scales, src->in_map};
     int n_panels = src->layers * m->n_panels;
     int chunk =
         PACK_CHUNK_BYTES / m->panel_bytes > 2 ? (int)(PACK_CHUNK_BYTES / m->panel_bytes) : 2;
-    for (int q0 = 0; q0 < n_panels; q0 += chunk) {
-        int q1 = n_panels - q0 < chunk ? n_panels : q0 + chunk;
+    for (int q0 = 0, q1; q0 < n_panels; q0 = q1) {
+        int layer_end = (q0 / m->n_panels + 1) * m->n_panels;
+        q1 = layer_end - q0 < chunk ? layer_end : q0 + chunk;
 #pragma omp parallel for
         for (int q = q0; q < q1; q++)
             pack_panel(src, dst + (size_t)q * m->panel_bytes, q,
                        scratch ? &scratch[omp_get_thread_num()] : NULL);
-        if (src->layer_tensors) {
-            release_gguf_layers(src, q0, q1);
-            continue;
-        }
-        int layer = (q1 - 1) / m->n_panels;
-        size_t end = panel_end_row(m, q1 - 1);
-        release_pages(&values, layer_values(src, layer) + end * dtype_row_bytes(m->dtype, m->cols));
-        /* pieces: the values' release takes each layer's scales along once the next layer's
-         * values pass them; a release of the scales would give back rows of values not packed
-         * yet, whose refaults map their neighbours back for good (1.6 MiB at 110M) */
-        if (grouped && !src->pieces)
-            release_pages(&scales, layer_scales(src, layer) + end * n_groups);
+        release_map(map);
     }
-    if (src->pieces) release_pages(&values, layer_values(src, src->layers)); /* the last scales */
     free(scratch);
     return 0;
 }
 
 /* Packs a mixed source (packed_bytes' layout at dst): each layer as a matrix of its own, which
  * the stack's layers point to. */
-static int pack_layers(const Source *src, char *dst) {
+static int pack_layers(const Source *src, char *dst, const Map *map) {
     Matrix *layers = (Matrix *)dst;
     dst += round_up_64(src->layers * sizeof(Matrix));
     for (int l = 0; l < src->layers; l++) {
         Source s = layer_source(src, l, &layers[l]);
-        if (pack_matrix(&s, dst) != 0) return -1;
+        if (pack_matrix(&s, dst, map) != 0) return -1;
         dst += packed_bytes(&s);
     }
     src->matrix->layers = layers;
@@ -352,21 +326,16 @@ static int pack_layers(const Source *src, char *dst) {
 
 /* Packs every source of the layout (its tensors in the map of size bytes) into one allocation of
  * panels_alloc, m->packed. Returns -1 when out of memory. */
-static int pack_weights(Model *m, const Layout *l, const char *map, size_t size) {
+static int pack_weights(Model *m, const Layout *l, const Map *map) {
     size_t total = 0;
     for (int i = 0; i < l->n_sources; i++) total += packed_bytes(&l->sources[i]);
     char *packed = panels_alloc(total);
     if (!packed) return -1;
     m->packed = packed;
     fault_in(packed, total);
+    release_map(map); /* the header's and the norms' pages */
     for (int i = 0; i < l->n_sources; i++) {
-        /* Every read of the map (the header's, the norms' copies, the matrices packed before)
-         * leaves pages mapped beside what it read, up to 64 KiB around a fault, which the
-         * releases of packing do not reach; kept to the end they put the peak memory of 1.1B
-         * GGUFs 0.3-3.4 MiB higher (docs/BENCH.md). A read-only map's pages given back are read
-         * again from the page cache if touched. */
-        madvise((void *)map, size, MADV_DONTNEED);
-        if (pack_matrix(&l->sources[i], packed) != 0) return -1;
+        if (pack_matrix(&l->sources[i], packed, map) != 0) return -1;
         packed += packed_bytes(&l->sources[i]);
     }
     return 0;
@@ -404,7 +373,7 @@ static int load_weights(Model *m, const char *map, size_t size, char *what, size
         return -1;
     }
     layout_place(&l, map, owned, m->norms);
-    int rc = pack_weights(m, &l, map, size);
+    int rc = pack_weights(m, &l, &(Map){map, size});
     free(owned);
     snprintf(m->converted, sizeof(m->converted), "%s", l.converted);
     layout_free(&l);
