@@ -136,7 +136,6 @@ static void add_matrix(Layout *l, const char *name, Matrix *m, Stack s, TensorKi
                     .value_stride = rows * dtype_row_bytes(m->dtype, s.cols),
                     .scale_stride = rows * n_groups * sizeof(float),
                     .layers = (int)layers,
-                    .in_map = kind != TENSOR_AK42_F32,
                     .pieces = kind == TENSOR_AK42_Q8};
     if (src->pieces) /* a piece per layer: its values, then its scales */
         src->value_stride = src->scale_stride = ak42_piece_bytes(per_layer, group_size);

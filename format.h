@@ -46,7 +46,6 @@ typedef struct {
     const float *scales; /* q8_0: layer 0's (rows, ceil(cols / group_size)); else NULL */
     uint64_t value_stride, scale_stride;
     int layers;
-    int in_map; /* 1: values and scales point into the file map; 0: into a dequantized copy */
     int pieces; /* 1: the version 2 q8_0 case, values and scales alternating layer by layer */
     /* GGUF: each layer's tensor (`layers` of them), read into the matrix's dtype as its type says
      * (in place, repacked or converted); values, scales and the strides are unused. NULL for the

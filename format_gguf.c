@@ -288,8 +288,7 @@ static int add_matrix(Reader *r, Layout *l, const char *fmt, Matrix *m, Shape s)
     }
     r->layers += s.layers;
     matrix_init(m, dtype, s.rows, s.cols, 32);
-    l->sources[l->n_sources++] =
-        (Source){.matrix = m, .layers = s.layers, .in_map = 1, .layer_tensors = layers};
+    l->sources[l->n_sources++] = (Source){.matrix = m, .layers = s.layers, .layer_tensors = layers};
     return 0;
 }
 

@@ -282,7 +282,7 @@ static void pack_panel(const Source *src, char *dst, int q, const PanelScratch *
  * is zeroed as it is first written), giving all the map's pages back after each chunk. A fault
  * maps the page-cache folio around it, before and past the rows read: given back only up to the
  * rows packed, the folios at a GGUF layer tensor's ends had stayed mapped, and a chunk across two
- * layers held three 2 MiB folios, which put 1.1B q8_0, f16 and f32 GGUFs' peaks up to 1.8 MiB
+ * layers held three 2 MiB folios, which put 1.1B f32, f16 and q4_0 GGUFs' peaks up to 2.8 MiB
  * over the bound (docs/BENCH.md, 2026-12-04, 18:30). */
 static int pack_layers(const Source *src, char *dst, const Map *map);
 
