@@ -254,15 +254,15 @@ static ALWAYS_INLINE void q4k_tile(const KTile *t, int nb, int np) {
     zero_acc(acc, nb, np);
     for (int k = 0; k < t->w->cols / 32; k++) {
         vecw sums[KQ_PANELS][Q4_DOT_INPUTS];
-        const uint8_t *codes[KQ_PANELS];
+        Q4Codes codes = {.unpacked = 0};
         const int8_t *x8[Q4_DOT_INPUTS];
         UNROLL
         for (int r = 0; r < np; r++)
-            codes[r] =
+            codes.at[r] =
                 super_block(t, r, k, Q4K_BYTES) + Q4K_CODES * PANEL_ROWS + code_byte(0, k % 8 * 32);
         UNROLL
         for (int b = 0; b < nb; b++) x8[b] = input_at(t, b, k, 0);
-        q4_dots(sums, codes, x8, nb, np, 32);
+        q4_dots(sums, &codes, x8, nb, np, 32);
         if (nb == KQ_INPUTS) prefetch_share(t, k);
         UNROLL
         for (int r = 0; r < np; r++) {

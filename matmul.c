@@ -43,11 +43,20 @@ enum {
     /* f16 and bf16 prefill widens its panels to f32 this many columns at a time, on the stack
      * (widened_pair): two panels' 64 KiB with AVX-512, 32 KiB with AVX2 */
     WIDE_COLUMNS = 512,
+    /* and q4_0's unpacks this many (UNPACKED_BYTES, 72 KiB with AVX-512): build/gemm q4_0 batch
+     * 128, one thread, 3 alternating rounds against the tiles unpacking their codes: 512 columns
+     * 1.06x at 110M and 1.1B, 1024 1.10x, 2048 1.11-1.12x, 4096 1.11x (fewer chunks, fewer sums
+     * carried through the outputs) */
+    UNPACK_COLUMNS = 2048,
+    UNPACKED_BYTES = 2 * PANEL_ROWS * (UNPACK_COLUMNS + UNPACK_COLUMNS / 32 * (int)sizeof(float)),
 };
+_Static_assert((int)UNPACKED_BYTES >= 2 * WIDE_COLUMNS * PANEL_ROWS * (int)sizeof(float),
+               "widened_pair's chunk holds both");
 _Static_assert((int)TILE_INPUTS_Q8 <= (int)Q4_DOT_INPUTS, "q4_group's inputs fit q4_dots");
 
-/* Where a tile writes: input b's outputs go from out + b * stride; with `add` (the float tile's
- * only) its sums start from the outputs there, a widened chunk's after the first (widened_pair). */
+/* Where a tile writes: input b's outputs go from out + b * stride; with `add` (the f32 and
+ * q4_0 tiles') its sums start from the outputs there, a widened chunk's after the first
+ * (widened_pair). */
 typedef struct {
     float *out;
     size_t stride;
@@ -57,13 +66,14 @@ typedef struct {
 /* A tile's weights: panels of w from `panel` on, `spacing` panels apart (1 but in decode's
  * quarters, decode_quarters), rows from row0 (panel r's from row0 + r * spacing * PANEL_ROWS); in
  * prefill, `ahead`: this tile's share of the panels after its own, which it asks into L2 while it
- * runs (ahead_share). */
+ * runs (ahead_share). For q4_0, `unpacked`: the panels are a chunk widened_pair unpacked, each
+ * group's scales float32 and its codes a byte each (unpack_q4). */
 typedef struct {
     const Matrix *w;
     const char *panel;
     int row0;
     const char *ahead;
-    int spacing;
+    int spacing, unpacked;
 } Panels;
 
 /* The inputs of a matrix product: x (rows of x_stride = w->cols floats), and the same quantized:
@@ -98,16 +108,17 @@ typedef struct {
 } Call;
 
 /* The form of a q8_0 or q4_0 matrix's groups the tile is made for: its group_size and
- * half_scales, constants. */
+ * half_scales, and for q4_0 whether its codes are unpacked (Panels'), constants. */
 typedef struct {
-    int size, half_scales;
+    int size, half_scales, unpacked;
 } GroupForm;
 
 /* Where a q8_0 or q4_0 tile reads: at[r], the group of panel r it is at (its scales, then its
- * values); the scales fp16 or float32 (Matrix's half_scales, a constant once inlined). */
+ * values); the scales fp16 or float32 (Matrix's half_scales), q4_0's codes unpacked or not
+ * (GroupForm's), constants once inlined. */
 typedef struct {
     const char *at[BLOCK_PANELS];
-    int half_scales;
+    int half_scales, unpacked;
 } Groups;
 
 /* matmul's helpers, in the order they follow it, so that the file reads from matmul down */
@@ -119,8 +130,9 @@ static int decode_quarters(Output o, Inputs in, const Matrix *m, int layer, int 
 static void panel_block(Output o, Inputs in, int batch, Panels p, int np);
 static void widened_pair(Output o, Inputs in, int batch, Panels at, int np);
 static void widen(float *wide, Panels p, int np, int from, int columns);
+static void unpack_q4(Matrix *chunk, char *to, Panels p, int np, int from);
 static Inputs inputs_from(Inputs in, int b);
-static const char *ahead_share(Panels at, int np, int b);
+static const char *ahead_share(Panels at, int np, int b, int from);
 static ALWAYS_INLINE int tiles(const Tile *t, DType d, int widest);
 static ALWAYS_INLINE void tile_nb(const Tile *t, int nb, int np, DType d, int widest);
 static ALWAYS_INLINE void tile(const Tile *t, int nb, int np, DType d);
@@ -135,6 +147,8 @@ static ALWAYS_INLINE void q8_group(vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS], Grou
                                    int nb, int np, int columns);
 static ALWAYS_INLINE void q4_group(vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS], Groups *g, Inputs in,
                                    int nb, int np, int columns);
+static ALWAYS_INLINE void start_tile(Output o, vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS], int nb,
+                                     int np, Panels p);
 static ALWAYS_INLINE void zero_sums(veci sums[BLOCK_PANELS][MAX_TILE_INPUTS], int nb, int np);
 static ALWAYS_INLINE void store_tile(Output o, vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS],
                                      const float *scale, int nb, int np, Panels p);
@@ -227,7 +241,7 @@ static void matmul_panels(const Call *call, int from, int to) {
         for (; p < end; p += BLOCK_PANELS) {
             int np = end - p < BLOCK_PANELS ? end - p : BLOCK_PANELS;
             panel_block(o, call->in, call->batch,
-                        (Panels){m, panel_at(m, layer, p), p * PANEL_ROWS, NULL, 1}, np);
+                        (Panels){m, panel_at(m, layer, p), p * PANEL_ROWS, NULL, 1, 0}, np);
         }
     }
 }
@@ -253,9 +267,10 @@ static int decode_quarters(Output o, Inputs in, const Matrix *m, int layer, int 
     while (end - p >= BLOCK_PANELS) {
         int quarter = (end - p < DECODE_RUN ? end - p : DECODE_RUN) / BLOCK_PANELS;
         for (int i = 0; i < quarter; i++)
-            panel_block(o, in, 1,
-                        (Panels){m, panel_at(m, layer, p + i), (p + i) * PANEL_ROWS, NULL, quarter},
-                        BLOCK_PANELS);
+            panel_block(
+                o, in, 1,
+                (Panels){m, panel_at(m, layer, p + i), (p + i) * PANEL_ROWS, NULL, quarter, 0},
+                BLOCK_PANELS);
         p += quarter * BLOCK_PANELS;
     }
     return p;
@@ -274,9 +289,10 @@ static void panel_block(Output o, Inputs in, int batch, Panels p, int np) {
         run_tile(&(Tile){o, in, p, BLOCK_PANELS, 1});
         return;
     }
-    int widened = (w->dtype == DTYPE_F16 || w->dtype == DTYPE_BF16) && batch >= 2 * TILE_INPUTS;
+    int widened = ((w->dtype == DTYPE_F16 || w->dtype == DTYPE_BF16) && batch >= 2 * TILE_INPUTS) ||
+                  (w->dtype == DTYPE_Q4_0 && batch >= 2 * TILE_INPUTS_Q8);
     for (int k = 0; k < np; k += 2) {
-        Panels at = {w, p.panel + k * w->panel_bytes, p.row0 + k * PANEL_ROWS, NULL, 1};
+        Panels at = {w, p.panel + k * w->panel_bytes, p.row0 + k * PANEL_ROWS, NULL, 1, 0};
         int np_tile = np - k >= 2 ? 2 : 1;
         if (widened) {
             widened_pair(o, in, batch, at, np_tile);
@@ -284,40 +300,52 @@ static void panel_block(Output o, Inputs in, int batch, Panels p, int np) {
         }
         for (int b = 0; b < batch;) {
             Output ob = {o.out + (size_t)b * o.stride, o.stride, 0};
-            at.ahead = ahead_share(at, np_tile, b);
+            at.ahead = ahead_share(at, np_tile, b, 0);
             b += run_tile(&(Tile){ob, inputs_from(in, b), at, np_tile, batch - b});
         }
     }
 }
 
-/* The f16 or bf16 panels `at` (np of them, 1 or 2) times the batch inputs, into o, by the f32
- * tiles: WIDE_COLUMNS of the panels' columns at a time widened to f32 panels on the stack (the
- * values exactly), then every input of the batch passed over them, its sums carried from one
- * chunk to the next through o (a float stored and loaded back is the same float): each output
- * the same one chain of multiply-adds over j in order as in the f16 and bf16 tiles, the same bits.
- * Those tiles convert each panel's column once per tile of inputs (vcvtph2ps; for bf16 a widening
- * and a shift), beside its 8 multiply-adds with AVX-512; widened, once a batch. On a Xeon with
- * AVX-512, 110M prefill of a 257-token prompt (`./run 110M-DTYPE.gguf PROMPT -n 258`), 12
- * alternating rounds, new / old medians: one thread f16 1.12x, bf16 1.08x; two threads f16 1.04x,
- * bf16 1.03x (37 of the 48 pairs faster; docs/BENCH.md, 2026-12-03, 16:20). Not measured with AVX2.
- */
+/* The f16, bf16 or q4_0 panels `at` (np of them, 1 or 2) times the batch inputs, into o:
+ * WIDE_COLUMNS (q4_0: UNPACK_COLUMNS) of the panels' columns at a time made over on the stack, f16
+ * and bf16 widened to f32 panels (the values exactly) for the f32 tiles, q4_0's codes unpacked to a
+ * byte each for the q4_0 tiles (unpack_q4), then every input of the batch passed over them, its
+ * sums carried from one chunk to the next through o (a float stored and loaded back is the same
+ * float): each output the same one chain of multiply-adds over j in order as in the tiles over the
+ * panels themselves, the same bits. Those convert each panel's column once per tile of inputs
+ * (vcvtph2ps; for bf16 a widening and a shift; for q4_0's codes two ands and a shift), beside its
+ * multiply-adds; here, once a batch. On a Xeon with AVX-512, 110M prefill of a 257-token prompt
+ * (`./run 110M-DTYPE.gguf PROMPT -n 258`), 12 alternating rounds, new / old medians: one thread f16
+ * 1.12x, bf16 1.08x; two threads f16 1.04x, bf16 1.03x (37 of the 48 pairs faster; docs/BENCH.md,
+ * 2026-12-03, 16:20). q4_0 on the same Xeon, the 256-token prefill (`./run MODEL.gguf PROMPT -n
+ * 257`), 5 alternating rounds (110M 7), new / old medians, one thread and two: 15M 1.08x, 1.02x;
+ * 110M 1.07x, 1.08x; 1.1B 1.06x, 1.08x, every pair faster (docs/BENCH.md, 2026-12-04, 21:45). Not
+ * measured with AVX2. */
 static void widened_pair(Output o, Inputs in, int batch, Panels at, int np) {
     const Matrix *w = at.w;
-    _Alignas(64) float wide[2 * WIDE_COLUMNS * PANEL_ROWS];
-    for (int from = 0; from < w->cols; from += WIDE_COLUMNS) {
-        int columns = w->cols - from < WIDE_COLUMNS ? w->cols - from : WIDE_COLUMNS;
-        widen(wide, at, np, from, columns);
+    int q4 = w->dtype == DTYPE_Q4_0;
+    _Alignas(64) char made[UNPACKED_BYTES];
+    float *wide = (float *)made;
+    int step = q4 ? UNPACK_COLUMNS : WIDE_COLUMNS;
+    for (int from = 0; from < w->cols; from += step) {
+        int columns = w->cols - from < step ? w->cols - from : step;
         Matrix chunk;
-        matrix_init(&chunk, DTYPE_F32, w->rows, columns, 0);
-        chunk.data = wide;
         Inputs chunk_in = in;
-        chunk_in.x += from;
+        if (q4) {
+            matrix_init(&chunk, DTYPE_Q4_0, w->rows, columns, 32);
+            unpack_q4(&chunk, made, at, np, from);
+            chunk_in = inputs_at_column(in, from);
+        } else {
+            matrix_init(&chunk, DTYPE_F32, w->rows, columns, 0);
+            widen(wide, at, np, from, columns);
+            chunk_in.x += from;
+        }
+        chunk.data = made;
         for (int b = 0; b < batch;) {
             Output ob = {o.out + (size_t)b * o.stride, o.stride, from > 0};
-            /* this chunk's part of the lines ahead_share gives the tile over all the columns */
-            const char *ahead = ahead_share(at, np, b) + (size_t)from / AHEAD_COLUMNS * 64;
-            Panels p = {&chunk, (const char *)wide, at.row0, ahead, 1};
-            b += tiles_f32(&(Tile){ob, inputs_from(chunk_in, b), p, np, batch - b});
+            Panels p = {&chunk, made, at.row0, ahead_share(at, np, b, from), 1, q4};
+            Tile t = {ob, inputs_from(chunk_in, b), p, np, batch - b};
+            b += q4 ? tiles_q4_0(&t) : tiles_f32(&t);
         }
     }
 }
@@ -337,6 +365,36 @@ static void widen(float *wide, Panels p, int np, int from, int columns) {
     }
 }
 
+/* The group of the np q4_0 panels of p that starts at column `from` (a multiple of 32) and those
+ * after it, to chunk->cols columns, unpacked at `to`, one panel after the other, and chunk->
+ * panel_bytes set to a panel's bytes there: each group's PANEL_ROWS scales as float32 (from fp16
+ * exactly where half_scales), then its blocks of 8 columns as q4_dot.h's unpack_block reads them
+ * unpacked, a block's low nibbles and then its high ones, a byte each. */
+static void unpack_q4(Matrix *chunk, char *to, Panels p, int np, int from) {
+    const Matrix *w = p.w;
+    size_t packed_group = group_bytes(DTYPE_Q4_0, 32, w->half_scales);
+    char *at = to;
+    for (int r = 0; r < np; r++) {
+        const char *group = p.panel + (size_t)r * w->panel_bytes + (size_t)from / 32 * packed_group;
+        for (int start = from; start < from + chunk->cols; start += 32) {
+            const uint8_t *codes =
+                (const uint8_t *)group + PANEL_ROWS * scale_bytes(w->half_scales);
+            vec_store((float *)at, w->half_scales ? vec_load_f16((const uint16_t *)group)
+                                                  : vec_load((const float *)group));
+            at += PANEL_ROWS * sizeof(float);
+            for (int i = 0; i < group_columns(DTYPE_Q4_0, w->cols, 32, start); i += 8) {
+                vecb low, high;
+                unpack_block(codes + (size_t)i / 8 * 4 * PANEL_ROWS, 0, &low, &high);
+                vecb_store((uint8_t *)at, low);
+                vecb_store((uint8_t *)at + 4 * PANEL_ROWS, high);
+                at += 8 * PANEL_ROWS;
+            }
+            group += packed_group;
+        }
+        if (r == 0) chunk->panel_bytes = (size_t)(at - to);
+    }
+}
+
 /* The inputs from input b on. */
 static Inputs inputs_from(Inputs in, int b) {
     size_t at = b * in.xq_stride, block = at / 32;
@@ -352,17 +410,18 @@ static Inputs inputs_from(Inputs in, int b) {
 
 /* The share of the np panels after those of `at` that the widest tile of inputs from b on asks
  * for (a line every AHEAD_COLUMNS columns, AHEAD_COLUMNS_Q8 for q8_0 and q4_0, kquant.h's
- * KQUANT_AHEAD_COLUMNS for the K-quants): the tiles of one batch pass those panels' bytes in
+ * KQUANT_AHEAD_COLUMNS for the K-quants), from its part for column `from` on (a chunk's,
+ * widened_pair's; 0 for all the columns): the tiles of one batch pass those panels' bytes in
  * turn, so that the next tiles' weights come from L2, where the first tile of each pair had
  * waited on L3 and memory (110M f32 products at batch 128 ran 1.12x, at batch 64 1.24x; q8_0 and
  * q4_0 at batch 64 1.18x and 1.09x; q4_k and q6_k at batch 64 1.09x and 1.12x). Past the
  * matrix's last panels it points at memory that is not needed, or not there: a prefetch does not
  * fault. */
-static const char *ahead_share(Panels at, int np, int b) {
+static const char *ahead_share(Panels at, int np, int b, int from) {
     int width = TILE_INPUTS, every = AHEAD_COLUMNS;
     if (dtype_grouped(at.w->dtype)) width = TILE_INPUTS_Q8, every = AHEAD_COLUMNS_Q8;
     if (dtype_kquant(at.w->dtype)) width = KQUANT_TILE_INPUTS, every = KQUANT_AHEAD_COLUMNS;
-    size_t lines = (size_t)(b / width) * (at.w->cols / every);
+    size_t lines = (size_t)(b / width) * (at.w->cols / every) + from / every;
     return at.panel + (size_t)np * at.w->panel_bytes + lines * 64;
 }
 
@@ -424,12 +483,14 @@ static ALWAYS_INLINE void tile_nb(const Tile *t, int nb, int np, DType d, int wi
 /* One tile of np panels times nb inputs in dtype d, all three constants once inlined. */
 static ALWAYS_INLINE void tile(const Tile *t, int nb, int np, DType d) {
     const Matrix *w = t->p.w;
-    if ((d == DTYPE_Q4_0 || d == DTYPE_Q8_0) && w->half_scales) /* group_size 32 */
-        grouped_tile(t->o, t->in, nb, t->p, np, (GroupForm){32, 1});
+    if (d == DTYPE_Q4_0 && t->p.unpacked) /* float32 scales */
+        grouped_tile(t->o, t->in, nb, t->p, np, (GroupForm){32, 0, 1});
+    else if ((d == DTYPE_Q4_0 || d == DTYPE_Q8_0) && w->half_scales) /* group_size 32 */
+        grouped_tile(t->o, t->in, nb, t->p, np, (GroupForm){32, 1, 0});
     else if (d == DTYPE_Q4_0 || (d == DTYPE_Q8_0 && w->group_size == 32))
-        grouped_tile(t->o, t->in, nb, t->p, np, (GroupForm){32, 0});
+        grouped_tile(t->o, t->in, nb, t->p, np, (GroupForm){32, 0, 0});
     else if (d == DTYPE_Q8_0) /* dtype.h's q8_0 group sizes: 32 and 64 */
-        grouped_tile(t->o, t->in, nb, t->p, np, (GroupForm){64, 0});
+        grouped_tile(t->o, t->in, nb, t->p, np, (GroupForm){64, 0, 0});
     else
         float_tile(t->o, t->in, nb, t->p, np, d);
 }
@@ -444,14 +505,7 @@ static ALWAYS_INLINE void float_tile(Output o, Inputs in, int nb, Panels p, int 
     const Matrix *w = p.w;
     const float *x = in.x;
     vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS];
-    UNROLL
-    for (int r = 0; r < np; r++) {
-        int row = p.row0 + r * p.spacing * PANEL_ROWS;
-        UNROLL
-        for (int b = 0; b < nb; b++)
-            acc[r][b] =
-                o.add ? vec_load_upto(o.out + b * o.stride + row, w->rows - row) : vec_zero();
-    }
+    start_tile(o, acc, nb, np, p);
     const char *panel[BLOCK_PANELS];
     UNROLL
     for (int r = 0; r < np; r++) panel[r] = p.panel + (size_t)r * p.spacing * w->panel_bytes;
@@ -509,13 +563,10 @@ static ALWAYS_INLINE void grouped_tile(Output o, Inputs in, int nb, Panels p, in
     const Matrix *w = p.w;
     int group_size = form.size;
     vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS];
-    Groups g = {.half_scales = form.half_scales};
+    start_tile(o, acc, nb, np, p);
+    Groups g = {.half_scales = form.half_scales, .unpacked = form.unpacked};
     UNROLL
-    for (int r = 0; r < np; r++) {
-        g.at[r] = p.panel + (size_t)r * p.spacing * w->panel_bytes;
-        UNROLL
-        for (int b = 0; b < nb; b++) acc[r][b] = vec_zero();
-    }
+    for (int r = 0; r < np; r++) g.at[r] = p.panel + (size_t)r * p.spacing * w->panel_bytes;
     int full = w->cols / group_size * group_size, q4 = w->dtype == DTYPE_Q4_0;
     for (int start = 0; start < full; start += group_size) {
         Inputs at = inputs_at_column(in, start);
@@ -597,14 +648,14 @@ static ALWAYS_INLINE void q8_group(vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS], Grou
 static ALWAYS_INLINE void q4_group(vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS], Groups *g, Inputs in,
                                    int nb, int np, int columns) {
     vecw sums[BLOCK_PANELS][Q4_DOT_INPUTS];
-    const uint8_t *codes[BLOCK_PANELS];
+    Q4Codes codes = {.unpacked = g->unpacked};
     const int8_t *x8[Q4_DOT_INPUTS];
     UNROLL
     for (int r = 0; r < np; r++)
-        codes[r] = (const uint8_t *)(g->at[r] + PANEL_ROWS * scale_bytes(g->half_scales));
+        codes.at[r] = (const uint8_t *)(g->at[r] + PANEL_ROWS * scale_bytes(g->half_scales));
     UNROLL
     for (int b = 0; b < nb; b++) x8[b] = in.x8 + b * in.xq_stride;
-    q4_dots(sums, codes, x8, nb, np, columns);
+    q4_dots(sums, &codes, x8, nb, np, columns);
     UNROLL
     for (int r = 0; r < np; r++) {
         vecf scale = group_scales(g, r);
@@ -615,7 +666,22 @@ static ALWAYS_INLINE void q4_group(vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS], Grou
             acc[r][b] = vec_fmadd(vec_from_veci(sum), vec_mul(scale, vec_set1(in.x8_scale[block])),
                                   acc[r][b]);
         }
-        g->at[r] += group_bytes(DTYPE_Q4_0, columns, g->half_scales);
+        /* unpacked: a byte a code, as q8_0's a value */
+        g->at[r] += group_bytes(g->unpacked ? DTYPE_Q8_0 : DTYPE_Q4_0, columns, g->half_scales);
+    }
+}
+
+/* acc[r][b] for the np panels of p and nb inputs: 0, or with o.add the outputs there (a chunk's
+ * sums carried on, widened_pair's). */
+static ALWAYS_INLINE void start_tile(Output o, vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS], int nb,
+                                     int np, Panels p) {
+    UNROLL
+    for (int r = 0; r < np; r++) {
+        int row = p.row0 + r * p.spacing * PANEL_ROWS;
+        UNROLL
+        for (int b = 0; b < nb; b++)
+            acc[r][b] =
+                o.add ? vec_load_upto(o.out + b * o.stride + row, p.w->rows - row) : vec_zero();
     }
 }
 

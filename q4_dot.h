@@ -18,9 +18,31 @@ enum {
     Q4_DOT_PANELS = 4, /* and the most panels: decode's */
 };
 
+/* Where q4_dots reads each panel's codes (at[r]), and in which form: q4_0's blocks of 8 columns
+ * (panel.h: 4 * PANEL_ROWS bytes a block, two codes a byte), or `unpacked` (a constant once
+ * inlined): each block's low nibbles then its high ones, a byte each (8 * PANEL_ROWS bytes a
+ * block; unpack_block), as the q4_0 tile's prefill unpacks a batch's panels once (matmul.c's
+ * widened_pair). */
+typedef struct {
+    const uint8_t *at[Q4_DOT_PANELS];
+    int unpacked;
+} Q4Codes;
+
+/* One block's codes as q4_dots multiplies them: *low the codes of the block's columns 0..3 (one
+ * byte each, 4 to a row's 32-bit lane), *high of 4..7, from `block` (packed, or unpacked as
+ * Q4Codes' says). */
+static ALWAYS_INLINE void unpack_block(const uint8_t *block, int unpacked, vecb *low, vecb *high) {
+    if (unpacked) {
+        *low = vecb_load(block);
+        *high = vecb_load(block + 4 * PANEL_ROWS);
+    } else {
+        vecb_nibbles(vecb_load(block), low, high);
+    }
+}
+
 /* sums[r][b] = panel r's codes . input b's int8 values over `columns` columns (a multiple of 8),
- * the codes from codes[r] in q4_0's blocks of 8 (4 * PANEL_ROWS bytes a block), the inputs from
- * x8[b]; np panels (at most 4, decode's) and nb <= Q4_DOT_INPUTS inputs, constants once inlined.
+ * the codes from codes->at[r] (Q4Codes), the inputs from x8[b]; np panels (at most 4, decode's)
+ * and nb <= Q4_DOT_INPUTS inputs, constants once inlined.
  * One vector load of a block is each row's 8 codes in a 32-bit lane, the low nibbles columns 0..3
  * and the high ones 4..7, so that vecw_dot_u8 (vpmaddubsw) multiplies the codes (unsigned 0..15)
  * by 4 broadcast inputs and adds pairs into int16 lanes, two per row (vpdpbusd's int32 lanes,
@@ -32,8 +54,9 @@ enum {
  * them all to the group's end and held the products on the stack). q4_0's 2 x 4 prefill products
  * at 110M ran 1.27x (build/gemm, one thread, median of 8 alternating rounds: 103.6 against 81.4
  * GFLOP/s). */
-static ALWAYS_INLINE void q4_dots(vecw sums[][Q4_DOT_INPUTS], const uint8_t *const codes[],
+static ALWAYS_INLINE void q4_dots(vecw sums[][Q4_DOT_INPUTS], const Q4Codes *codes,
                                   const int8_t *const x8[], int nb, int np, int columns) {
+    int block_bytes = (codes->unpacked ? 8 : 4) * PANEL_ROWS;
     UNROLL
     for (int r = 0; r < np; r++) {
         UNROLL
@@ -44,7 +67,8 @@ static ALWAYS_INLINE void q4_dots(vecw sums[][Q4_DOT_INPUTS], const uint8_t *con
         vecb low[Q4_DOT_PANELS], high[Q4_DOT_PANELS];
         UNROLL
         for (int r = 0; r < np; r++)
-            vecb_nibbles(vecb_load(codes[r] + (size_t)(i / 8) * 4 * PANEL_ROWS), &low[r], &high[r]);
+            unpack_block(codes->at[r] + (size_t)(i / 8) * block_bytes, codes->unpacked, &low[r],
+                         &high[r]);
         UNROLL
         for (int b = 0; b < nb; b++) {
             vecb low_quad = vecb_set1_quad(x8[b] + i), high_quad = vecb_set1_quad(x8[b] + i + 4);

@@ -36,7 +36,7 @@
  *                                  vpdpwssd, or vpmaddwd and an add): exact, the same integers
  *                                  on every target as long as a lane stays within int32
  * and for q4_0's, vecb (4 * VEC_WIDTH bytes) with vecw's lanes as int16 sums:
- *   vecb_load(p)                   4 * VEC_WIDTH bytes at p
+ *   vecb_load(p), vecb_store(p, v) 4 * VEC_WIDTH bytes at p
  *   vecb_nibbles(v, low, high)     *low the low nibble of each byte of v, *high the high one
  *                                  (0..15)
  *   vecb_set1_quad(p)              the int8 values p[0..3] in every 32-bit lane
@@ -174,6 +174,9 @@ typedef __m512i vecb;
 static inline vecb vecb_load(const uint8_t *p) {
     return _mm512_loadu_si512(p);
 }
+static inline void vecb_store(uint8_t *p, vecb v) {
+    _mm512_storeu_si512(p, v);
+}
 static inline void vecb_nibbles(vecb v, vecb *low, vecb *high) {
     __m512i mask = _mm512_set1_epi8(0x0f);
     *low = _mm512_and_si512(v, mask);
@@ -297,6 +300,9 @@ typedef __m256i vecb;
 static inline vecb vecb_load(const uint8_t *p) {
     return _mm256_loadu_si256((const __m256i *)p);
 }
+static inline void vecb_store(uint8_t *p, vecb v) {
+    _mm256_storeu_si256((__m256i *)p, v);
+}
 static inline void vecb_nibbles(vecb v, vecb *low, vecb *high) {
     __m256i mask = _mm256_set1_epi8(0x0f);
     *low = _mm256_and_si256(v, mask);
@@ -397,6 +403,9 @@ typedef struct {
 } vecb;
 static inline vecb vecb_load(const uint8_t *p) {
     return (vecb){{p[0], p[1], p[2], p[3]}};
+}
+static inline void vecb_store(uint8_t *p, vecb v) {
+    memcpy(p, v.v, 4);
 }
 static inline void vecb_nibbles(vecb v, vecb *low, vecb *high) {
     for (int k = 0; k < 4; k++) {

@@ -203,10 +203,11 @@ static void packed_free(Packed *p) {
 /* Shapes with every remainder the kernels have: rows below, at and past a panel (16 lanes with
  * AVX-512, 8 with AVX2) and past a block of four panels, and (1100 rows, whose third product in
  * matmul_matches_matmul_ref has 2203) past decode's runs of 128 panels on each of two threads;
- * columns odd, below a q8_0 group, past one, and a whole number of them, and (1100) past two of
- * the chunks f16 and bf16 prefill widens (matmul.c's WIDE_COLUMNS, 512). */
-static const int SHAPES[][2] = {{1, 1},    {3, 7},    {17, 33},  {64, 64},   {65, 100},
-                                {130, 31}, {72, 129}, {40, 192}, {1100, 40}, {21, 1100}};
+ * columns odd, below a q8_0 group, past one, and a whole number of them, (1100) past two of the
+ * chunks f16 and bf16 prefill widens (matmul.c's WIDE_COLUMNS, 512) and (2100) past one of those
+ * q4_0's unpacks (UNPACK_COLUMNS, 2048). */
+static const int SHAPES[][2] = {{1, 1},    {3, 7},    {17, 33},   {64, 64},   {65, 100}, {130, 31},
+                                {72, 129}, {40, 192}, {1100, 40}, {21, 1100}, {19, 2100}};
 #define N_SHAPES (int)(sizeof(SHAPES) / sizeof(SHAPES[0]))
 
 /* Every dtype of dtype.h's table with each of its group sizes: f32, ..., q8_0/32, q8_0/64, .... */
