@@ -18,6 +18,7 @@ enum {
     Q4K_DMIN = 2,
     Q4K_WORDS = 4,
     Q4K_CODES = 16,
+    Q4K_UNPACKED = KQUANT_Q4K_UNPACKED_BYTES, /* Q4K_CODES + 256 codes a byte each */
     Q6K_SCALES = 2,
     Q6K_LOW = 18,
     Q6K_HIGH = 146,
@@ -166,6 +167,27 @@ float value_q6_k(const Matrix *m, const char *panel, int lane, int col) {
     return half_at(sb + 2 * lane) * scale * (code - 32);
 }
 
+void kquant_unpack_q4_k(Matrix *chunk, char *to, const Matrix *w, const char *panel, int np,
+                        int from) {
+    char *at = to;
+    for (int r = 0; r < np; r++) {
+        const uint8_t *sb = (const uint8_t *)panel + (size_t)r * w->panel_bytes +
+                            (size_t)from / SUPER * Q4K_BYTES * PANEL_ROWS;
+        for (int c = 0; c < chunk->cols; c += SUPER, sb += Q4K_BYTES * PANEL_ROWS) {
+            memcpy(at, sb, Q4K_CODES * PANEL_ROWS);
+            at += Q4K_CODES * PANEL_ROWS;
+            for (int i = 0; i < SUPER; i += 8) {
+                vecb low, high;
+                unpack_block(sb + Q4K_CODES * PANEL_ROWS + code_byte(0, i), 0, &low, &high);
+                vecb_store((uint8_t *)at, low);
+                vecb_store((uint8_t *)at + 4 * PANEL_ROWS, high);
+                at += 8 * PANEL_ROWS;
+            }
+        }
+        if (r == 0) chunk->panel_bytes = (size_t)(at - to);
+    }
+}
+
 /* ----------------------------------------------------------------------------
  * The tiles */
 
@@ -227,11 +249,16 @@ static ALWAYS_INLINE void q4k_scale_min(const uint8_t *words, int j, veci *scale
     }
 }
 
-static ALWAYS_INLINE void zero_acc(vecf acc[KQ_PANELS][KQ_INPUTS], int nb, int np) {
+/* acc[r][b] = 0, or with t->add the outputs there (a chunk's sums carried on). */
+static ALWAYS_INLINE void start_acc(const KTile *t, vecf acc[KQ_PANELS][KQ_INPUTS], int nb,
+                                    int np) {
     UNROLL
     for (int r = 0; r < np; r++) {
+        int row = t->row0 + r * t->spacing * PANEL_ROWS;
         UNROLL
-        for (int b = 0; b < nb; b++) acc[r][b] = vec_zero();
+        for (int b = 0; b < nb; b++)
+            acc[r][b] = t->add ? vec_load_upto(t->out + b * t->out_stride + row, t->w->rows - row)
+                               : vec_zero();
     }
 }
 
@@ -248,25 +275,27 @@ static ALWAYS_INLINE void store_acc(const KTile *t, vecf acc[KQ_PANELS][KQ_INPUT
 
 /* q4_k: np panels times nb inputs, input block (= sub-block of 32) by input block:
  * acc += (d * sc) * s * float(codes . x8) - (dmin * mn) * (s * S), codes . x8 by q4_dot.h's
- * q4_dots, the q4_0 tile's step (its codes are held as q4_0's), within int16 over a block. */
-static ALWAYS_INLINE void q4k_tile(const KTile *t, int nb, int np) {
+ * q4_dots, the q4_0 tile's step (its codes are held as q4_0's, or unpacked: KTile's), within int16
+ * over a block. */
+static ALWAYS_INLINE void q4k_tile(const KTile *t, int nb, int np, int unpacked) {
+    int bytes = unpacked ? Q4K_UNPACKED : Q4K_BYTES;
     vecf acc[KQ_PANELS][KQ_INPUTS];
-    zero_acc(acc, nb, np);
+    start_acc(t, acc, nb, np);
     for (int k = 0; k < t->w->cols / 32; k++) {
         vecw sums[KQ_PANELS][Q4_DOT_INPUTS];
-        Q4Codes codes = {.unpacked = 0};
+        Q4Codes codes = {.unpacked = unpacked};
         const int8_t *x8[Q4_DOT_INPUTS];
         UNROLL
-        for (int r = 0; r < np; r++)
-            codes.at[r] =
-                super_block(t, r, k, Q4K_BYTES) + Q4K_CODES * PANEL_ROWS + code_byte(0, k % 8 * 32);
+        for (int r = 0; r < np; r++) /* a block of 32 columns: 16 bytes a row, or 32 unpacked */
+            codes.at[r] = super_block(t, r, k, bytes) + Q4K_CODES * PANEL_ROWS +
+                          (size_t)(k % 8) * (unpacked ? 32 : 16) * PANEL_ROWS;
         UNROLL
         for (int b = 0; b < nb; b++) x8[b] = input_at(t, b, k, 0);
         q4_dots(sums, &codes, x8, nb, np, 32);
         if (nb == KQ_INPUTS) prefetch_share(t, k);
         UNROLL
         for (int r = 0; r < np; r++) {
-            const uint8_t *sb = super_block(t, r, k, Q4K_BYTES);
+            const uint8_t *sb = super_block(t, r, k, bytes);
             veci sc, mn;
             q4k_scale_min(sb + Q4K_WORDS * PANEL_ROWS, k % 8, &sc, &mn);
             vecf d_sc = vec_mul(vec_load_f16((const uint16_t *)sb), vec_from_veci(sc));
@@ -315,7 +344,7 @@ static ALWAYS_INLINE void q6k_codes(vecb *low, vecb *high, vecb bits, int i) {
  * 0.95-1.03x, within the noise). */
 static ALWAYS_INLINE void q6k_tile(const KTile *t, int nb, int np) {
     vecf acc[KQ_PANELS][KQ_INPUTS];
-    zero_acc(acc, nb, np);
+    start_acc(t, acc, nb, np);
     const vecb thirty_two = vecb_set1(32);
     int group = nb == 1 ? 1 : np; /* panels whose codes are live at once */
     for (int k = 0; k < t->w->cols / 32; k++) {
@@ -391,8 +420,10 @@ static ALWAYS_INLINE void q6k_tile(const KTile *t, int nb, int np) {
 static ALWAYS_INLINE void tile(const KTile *t, int nb, int np) {
     if (t->w->dtype == DTYPE_Q6_K)
         q6k_tile(t, nb, np);
+    else if (t->unpacked)
+        q4k_tile(t, nb, np, 1);
     else
-        q4k_tile(t, nb, np);
+        q4k_tile(t, nb, np, 0);
 }
 
 /* The tile of np (1 or 2) panels times nb (1, 2 or KQ_INPUTS) inputs, nb a constant in each

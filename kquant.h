@@ -40,13 +40,18 @@
  * one thread, 5 alternating rounds). */
 enum { KQUANT_TILE_INPUTS = 4, KQUANT_AHEAD_COLUMNS = 32 };
 
+/* Bytes of a row's q4_k super-block as kquant_unpack_q4_k leaves it (144 packed). */
+enum { KQUANT_Q4K_UNPACKED_BYTES = 272 };
+
 /* One call of the K-quants' tiles: np panels of w (1, 2, or 4 in decode) from `panel` on,
  * `spacing` panels apart (matmul.c's Panels), rows from row0 (panel r's from row0 + r * spacing *
  * PANEL_ROWS), times the inputs (`inputs` of them left in the batch),
  * quantized: input b's int8 values from x8 + b * x8_stride, its blocks' scales and sums from
  * x8_scale and x8_sum + b * x8_stride / 32; input b's outputs go from out + b * out_stride. In
  * prefill, `ahead` is the tile's share of the panels after its own: a tile of KQUANT_TILE_INPUTS
- * asks for the line ahead + 64 * (j / KQUANT_AHEAD_COLUMNS) into L2 at column j. */
+ * asks for the line ahead + 64 * (j / KQUANT_AHEAD_COLUMNS) into L2 at column j; with `add` the
+ * sums start from the outputs there (a chunk's after the first: matmul.c's widened_pair); with
+ * `unpacked`, q4_k panels as kquant_unpack_q4_k left them. */
 typedef struct {
     float *out;
     size_t out_stride;
@@ -57,13 +62,22 @@ typedef struct {
     const float *x8_scale;
     const int32_t *x8_sum;
     size_t x8_stride;
-    int inputs;
+    int inputs, add, unpacked;
 } KTile;
 
 /* Runs the tile that fits t (decode's 4 panels x 1 input, else its 1 or 2 panels times 4, 2 or 1
  * inputs) for w's dtype, q4_k or q6_k; returns the inputs it took. Each output is the same chain
  * of operations whatever the tile: decode and prefill give the same bits. */
 int kquant_tiles(const KTile *t);
+
+/* The super-blocks of the np q4_k panels at `panel` (of matrix w) from column `from` (a multiple of
+ * 256) on, to chunk->cols columns, unpacked at `to`, one panel after the other, and chunk->
+ * panel_bytes set to a panel's bytes there (KQUANT_Q4K_UNPACKED_BYTES a row's super-block): each
+ * super-block's d, dmin and scale words as they are, then its codes a byte each, as q4_dot.h's
+ * unpack_block reads them unpacked. For prefill, which multiplies them by every input of a batch
+ * (matmul.c's widened_pair). */
+void kquant_unpack_q4_k(Matrix *chunk, char *to, const Matrix *w, const char *panel, int np,
+                        int from);
 
 /* DTypeInfo's pack and value of q4_k and q6_k: pack takes `values`, rows of the file's blocks
  * (cols / 256 blocks a row); scales is unused. */

@@ -43,19 +43,21 @@ enum {
     /* f16 and bf16 prefill widens its panels to f32 this many columns at a time, on the stack
      * (widened_pair): two panels' 64 KiB with AVX-512, 32 KiB with AVX2 */
     WIDE_COLUMNS = 512,
-    /* and q4_0's unpacks this many (UNPACKED_BYTES, 72 KiB with AVX-512): build/gemm q4_0 batch
-     * 128, one thread, 3 alternating rounds against the tiles unpacking their codes: 512 columns
-     * 1.06x at 110M and 1.1B, 1024 1.10x, 2048 1.11-1.12x, 4096 1.11x (fewer chunks, fewer sums
-     * carried through the outputs) */
+    /* and q4_0's and q4_k's unpack this many (UNPACKED_BYTES, 72 KiB with AVX-512): build/gemm
+     * q4_0 batch 128, one thread, 3 alternating rounds against the tiles unpacking their codes: 512
+     * columns 1.06x at 110M and 1.1B, 1024 1.10x, 2048 1.11-1.12x, 4096 1.11x (fewer chunks, fewer
+     * sums carried through the outputs) */
     UNPACK_COLUMNS = 2048,
     UNPACKED_BYTES = 2 * PANEL_ROWS * (UNPACK_COLUMNS + UNPACK_COLUMNS / 32 * (int)sizeof(float)),
 };
-_Static_assert((int)UNPACKED_BYTES >= 2 * WIDE_COLUMNS * PANEL_ROWS * (int)sizeof(float),
-               "widened_pair's chunk holds both");
+_Static_assert((int)UNPACKED_BYTES >= 2 * WIDE_COLUMNS * PANEL_ROWS * (int)sizeof(float) &&
+                   (int)UNPACKED_BYTES >=
+                       2 * PANEL_ROWS * UNPACK_COLUMNS / 256 * (int)KQUANT_Q4K_UNPACKED_BYTES,
+               "widened_pair's chunk holds f16's, bf16's and q4_k's too");
 _Static_assert((int)TILE_INPUTS_Q8 <= (int)Q4_DOT_INPUTS, "q4_group's inputs fit q4_dots");
 
-/* Where a tile writes: input b's outputs go from out + b * stride; with `add` (the f32 and
- * q4_0 tiles') its sums start from the outputs there, a widened chunk's after the first
+/* Where a tile writes: input b's outputs go from out + b * stride; with `add` (the f32, q4_0 and
+ * q4_k tiles') its sums start from the outputs there, a widened chunk's after the first
  * (widened_pair). */
 typedef struct {
     float *out;
@@ -66,8 +68,8 @@ typedef struct {
 /* A tile's weights: panels of w from `panel` on, `spacing` panels apart (1 but in decode's
  * quarters, decode_quarters), rows from row0 (panel r's from row0 + r * spacing * PANEL_ROWS); in
  * prefill, `ahead`: this tile's share of the panels after its own, which it asks into L2 while it
- * runs (ahead_share). For q4_0, `unpacked`: the panels are a chunk widened_pair unpacked, each
- * group's scales float32 and its codes a byte each (unpack_q4). */
+ * runs (ahead_share). For q4_0 and q4_k, `unpacked`: the panels are a chunk widened_pair unpacked,
+ * their codes a byte each (unpack_q4, kquant.h's kquant_unpack_q4_k). */
 typedef struct {
     const Matrix *w;
     const char *panel;
@@ -290,7 +292,8 @@ static void panel_block(Output o, Inputs in, int batch, Panels p, int np) {
         return;
     }
     int widened = ((w->dtype == DTYPE_F16 || w->dtype == DTYPE_BF16) && batch >= 2 * TILE_INPUTS) ||
-                  (w->dtype == DTYPE_Q4_0 && batch >= 2 * TILE_INPUTS_Q8);
+                  (w->dtype == DTYPE_Q4_0 && batch >= 2 * TILE_INPUTS_Q8) ||
+                  (w->dtype == DTYPE_Q4_K && batch >= 2 * KQUANT_TILE_INPUTS);
     for (int k = 0; k < np; k += 2) {
         Panels at = {w, p.panel + k * w->panel_bytes, p.row0 + k * PANEL_ROWS, NULL, 1, 0};
         int np_tile = np - k >= 2 ? 2 : 1;
@@ -306,24 +309,26 @@ static void panel_block(Output o, Inputs in, int batch, Panels p, int np) {
     }
 }
 
-/* The f16, bf16 or q4_0 panels `at` (np of them, 1 or 2) times the batch inputs, into o:
- * WIDE_COLUMNS (q4_0: UNPACK_COLUMNS) of the panels' columns at a time made over on the stack, f16
- * and bf16 widened to f32 panels (the values exactly) for the f32 tiles, q4_0's codes unpacked to a
- * byte each for the q4_0 tiles (unpack_q4), then every input of the batch passed over them, its
- * sums carried from one chunk to the next through o (a float stored and loaded back is the same
- * float): each output the same one chain of multiply-adds over j in order as in the tiles over the
- * panels themselves, the same bits. Those convert each panel's column once per tile of inputs
- * (vcvtph2ps; for bf16 a widening and a shift; for q4_0's codes two ands and a shift), beside its
- * multiply-adds; here, once a batch. On a Xeon with AVX-512, 110M prefill of a 257-token prompt
- * (`./run 110M-DTYPE.gguf PROMPT -n 258`), 12 alternating rounds, new / old medians: one thread f16
- * 1.12x, bf16 1.08x; two threads f16 1.04x, bf16 1.03x (37 of the 48 pairs faster; docs/BENCH.md,
- * 2026-12-03, 16:20). q4_0 on the same Xeon, the 256-token prefill (`./run MODEL.gguf PROMPT -n
- * 257`), 5 alternating rounds (110M 7), new / old medians, one thread and two: 15M 1.08x, 1.02x;
- * 110M 1.07x, 1.08x; 1.1B 1.06x, 1.08x, every pair faster (docs/BENCH.md, 2026-12-04, 21:45). Not
- * measured with AVX2. */
+/* The f16, bf16, q4_0 or q4_k panels `at` (np of them, 1 or 2) times the batch inputs, into o:
+ * WIDE_COLUMNS (q4_0 and q4_k: UNPACK_COLUMNS) of the panels' columns at a time made over on the
+ * stack, f16 and bf16 widened to f32 panels (the values exactly) for the f32 tiles, q4_0's and
+ * q4_k's codes unpacked to a byte each for their own tiles (unpack_q4, kquant_unpack_q4_k), then
+ * every input of the batch passed over them, its sums carried from one chunk to the next through o
+ * (a float stored and loaded back is the same float): each output the same one chain of
+ * multiply-adds over j in order as in the tiles over the panels themselves, the same bits. Those
+ * convert each panel's column once per tile of inputs (vcvtph2ps; for bf16 a widening and a shift;
+ * for the 4-bit codes two ands and a shift), beside its multiply-adds; here, once a batch. On a
+ * Xeon with AVX-512, 110M prefill of a 257-token prompt (`./run 110M-DTYPE.gguf PROMPT -n 258`), 12
+ * alternating rounds, new / old medians: one thread f16 1.12x, bf16 1.08x; two threads f16 1.04x,
+ * bf16 1.03x (37 of the 48 pairs faster; docs/BENCH.md, 2026-12-03, 16:20). q4_0 and Q4_K_M on the
+ * same Xeon, the 256-token prefill (`./run MODEL.gguf PROMPT -n 257`), 5 alternating rounds (110M
+ * q4_0 7), new / old medians, one thread and two: q4_0 15M 1.08x, 1.02x; 110M 1.07x, 1.08x; 1.1B
+ * 1.06x, 1.08x, every pair faster; Q4_K_M (mostly q4_k, whose products ran 1.06x at 110M and 1.10x
+ * at 1.1B) 110M 1.02x, 1.03x; 1.1B 1.02x, 1.06x (docs/BENCH.md, 2026-12-04, 21:45). Not measured
+ * with AVX2. */
 static void widened_pair(Output o, Inputs in, int batch, Panels at, int np) {
     const Matrix *w = at.w;
-    int q4 = w->dtype == DTYPE_Q4_0;
+    int q4 = w->dtype == DTYPE_Q4_0 || w->dtype == DTYPE_Q4_K; /* unpacked */
     _Alignas(64) char made[UNPACKED_BYTES];
     float *wide = (float *)made;
     int step = q4 ? UNPACK_COLUMNS : WIDE_COLUMNS;
@@ -332,8 +337,11 @@ static void widened_pair(Output o, Inputs in, int batch, Panels at, int np) {
         Matrix chunk;
         Inputs chunk_in = in;
         if (q4) {
-            matrix_init(&chunk, DTYPE_Q4_0, w->rows, columns, 32);
-            unpack_q4(&chunk, made, at, np, from);
+            matrix_init(&chunk, w->dtype, w->rows, columns, w->group_size);
+            if (w->dtype == DTYPE_Q4_0)
+                unpack_q4(&chunk, made, at, np, from);
+            else
+                kquant_unpack_q4_k(&chunk, made, w, at.panel, np, from);
             chunk_in = inputs_at_column(in, from);
         } else {
             matrix_init(&chunk, DTYPE_F32, w->rows, columns, 0);
@@ -345,7 +353,7 @@ static void widened_pair(Output o, Inputs in, int batch, Panels at, int np) {
             Output ob = {o.out + (size_t)b * o.stride, o.stride, from > 0};
             Panels p = {&chunk, made, at.row0, ahead_share(at, np, b, from), 1, q4};
             Tile t = {ob, inputs_from(chunk_in, b), p, np, batch - b};
-            b += q4 ? tiles_q4_0(&t) : tiles_f32(&t);
+            b += DTYPES[chunk.dtype].tiles(&t);
         }
     }
 }
@@ -446,7 +454,7 @@ int tiles_q4_0(const Tile *t) {
 int tiles_kquant(const Tile *t) {
     return kquant_tiles(&(KTile){t->o.out, t->o.stride, t->p.w, t->p.panel, t->p.ahead, t->p.row0,
                                  t->p.spacing, t->np, t->in.x8, t->in.x8_scale, t->in.x8_sum,
-                                 t->in.xq_stride, t->inputs});
+                                 t->in.xq_stride, t->inputs, t->o.add, t->p.unpacked});
 }
 
 /* The tile shapes of dtype d's kernel, each its own code with its accumulators in registers:
