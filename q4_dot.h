@@ -21,7 +21,7 @@ enum {
 /* Where q4_dots reads each panel's codes (at[r]), and in which form: q4_0's blocks of 8 columns
  * (panel.h: 4 * PANEL_ROWS bytes a block, two codes a byte), or `unpacked` (a constant once
  * inlined): each block's low nibbles then its high ones, a byte each (8 * PANEL_ROWS bytes a
- * block; unpack_block), as the q4_0 tile's prefill unpacks a batch's panels once (matmul.c's
+ * block; unpack_block), as q4_0's and q4_k's prefill unpacks a batch's panels once (matmul.c's
  * widened_pair). */
 typedef struct {
     const uint8_t *at[Q4_DOT_PANELS];
