@@ -1,7 +1,7 @@
 /* The products over panels (matmul.h), top down from matmul: the inputs quantized, the thread
- * split, each dtype's tiles and their shapes, the SIMD tiles (f32, bf16 and f16 as floats; q8_0
- * and q4_0 by integer sums) and the input quantizers; then the plain product, matmul_ref. The
- * panel layout and its packing are panel.c's.
+ * split, each dtype's tiles and their shapes, and the SIMD tiles (f32, bf16 and f16 as floats; q8_0
+ * and q4_0 by integer sums); then the plain product, matmul_ref. The panel layout and its packing
+ * are panel.c's, the input quantizers quantize.c's.
  */
 #include "matmul.h"
 
@@ -716,85 +716,6 @@ static ALWAYS_INLINE void store_tile(Output o, vecf acc[BLOCK_PANELS][MAX_TILE_I
             vec_store_upto(o.out + (size_t)b * o.stride + row, v, p.w->rows - row);
         }
     }
-}
-
-/* ----------------------------------------------------------------------------
- * The input quantizers */
-
-/* The largest |x[j]| of x[0 .. n - 1] that is not NaN (a NaN is caught where it is quantized), or
- * 0. In vectors: the scalar loop, which GCC 12 left scalar, was 60% of quantize_input_blocks and
- * that a seventh of q4_0's prefill products (build/gemm 110M q4_0, perf, one thread). */
-static float abs_max(const float *x, int n) {
-    vecf max = vec_zero();
-    for (int j = 0; j < n; j += VEC_WIDTH) /* vec_max keeps max's lane where |x[j]| is NaN */
-        max = vec_max(vec_abs(vec_load_upto(x + j, n - j)), max);
-    return vec_max_lanes(max);
-}
-
-void quantize_input(int16_t *xq, float *scale, const float *x, int n) {
-    float max = abs_max(x, n);
-    /* in double: 32767 / max overflows a float for max below 1e-34, and 0 * inf made a finite
-     * input's scale NaN */
-    double inv = max > 0.0f ? 32767.0 / max : 0.0;
-    int bad = 0; /* an input that is NaN, or infinite (then max is, inv 0 and x * inv NaN) */
-    for (int j = 0; j < n; j++) {
-        double v = x[j] * inv;
-        int ok = fabs(v) <= 32767.5; /* converting anything else to int16 is undefined */
-        xq[j] = ok ? (int16_t)nearbyint(v) : 0;
-        bad |= !ok;
-    }
-    *scale = bad ? NAN : max / 32767.0f;
-    for (int j = n; j % 64 != 0; j++) xq[j] = 0; /* a short last group is read by column pairs */
-}
-
-void quantize_input_blocks(int8_t *xq, float *scales, int32_t *sums, const float *x, int n) {
-    for (int start = 0; start < n; start += 32) {
-        int len = n - start < 32 ? n - start : 32;
-        const float *v = x + start;
-        float max = abs_max(v, len);
-        double inv = max > 0.0f ? 127.0 / max : 0.0; /* double and bad: as quantize_input's */
-        int bad = 0, sum = 0;
-        for (int j = 0; j < len; j++) {
-            double q = v[j] * inv;
-            int ok = fabs(q) <= 127.5;
-            xq[start + j] = ok ? (int8_t)nearbyint(q) : 0;
-            sum += xq[start + j];
-            bad |= !ok;
-        }
-        scales[start / 32] = bad ? NAN : max / 127.0f;
-        sums[start / 32] = sum;
-    }
-    for (int j = n; j % 32 != 0; j++)
-        xq[j] = 0; /* a short last group is read 8 columns at a time */
-}
-
-/* n rounded up to a multiple of 64: a cache line of bytes, or a row of int16 inputs' whole pairs
- * of groups of 64 */
-static size_t round_up_64(size_t n) {
-    return (n + 63) / 64 * 64;
-}
-
-int quantized_inputs_alloc(QuantizedInputs *xq, int batch, int cols) {
-    size_t stride = round_up_64(cols), values = (size_t)batch * stride;
-    *xq = (QuantizedInputs){.stride = stride};
-    xq->values = aligned_alloc(64, round_up_64(values * sizeof(int16_t)));
-    xq->scales = aligned_alloc(64, round_up_64((size_t)batch * sizeof(float)));
-    if (!xq->values || !xq->scales) return -1;
-    char *q4 = (char *)xq->values; /* q4_0's int8 values, then its blocks' scales and sums */
-    xq->bytes = (int8_t *)q4;
-    xq->block_scales = (float *)(q4 + values);
-    xq->block_sums = (int32_t *)(q4 + values + values / 32 * sizeof(float));
-    return 0;
-}
-
-void quantized_inputs_free(QuantizedInputs *xq) {
-    free(xq->values);
-    free(xq->scales);
-    *xq = (QuantizedInputs){0};
-}
-
-size_t quantized_input_bytes(int cols) {
-    return round_up_64(cols) * sizeof(int16_t) + sizeof(float);
 }
 
 /* ----------------------------------------------------------------------------
