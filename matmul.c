@@ -328,15 +328,15 @@ static void panel_block(Output o, Inputs in, int batch, Panels p, int np) {
  * with AVX2. */
 static void widened_pair(Output o, Inputs in, int batch, Panels at, int np) {
     const Matrix *w = at.w;
-    int q4 = w->dtype == DTYPE_Q4_0 || w->dtype == DTYPE_Q4_K; /* unpacked */
+    int unpacks = w->dtype == DTYPE_Q4_0 || w->dtype == DTYPE_Q4_K;
     _Alignas(64) char made[UNPACKED_BYTES];
     float *wide = (float *)made;
-    int step = q4 ? UNPACK_COLUMNS : WIDE_COLUMNS;
+    int step = unpacks ? UNPACK_COLUMNS : WIDE_COLUMNS;
     for (int from = 0; from < w->cols; from += step) {
         int columns = w->cols - from < step ? w->cols - from : step;
         Matrix chunk;
         Inputs chunk_in = in;
-        if (q4) {
+        if (unpacks) {
             matrix_init(&chunk, w->dtype, w->rows, columns, w->group_size);
             if (w->dtype == DTYPE_Q4_0)
                 unpack_q4(&chunk, made, at, np, from);
@@ -351,7 +351,7 @@ static void widened_pair(Output o, Inputs in, int batch, Panels at, int np) {
         chunk.data = made;
         for (int b = 0; b < batch;) {
             Output ob = {o.out + (size_t)b * o.stride, o.stride, from > 0};
-            Panels p = {&chunk, made, at.row0, ahead_share(at, np, b, from), 1, q4};
+            Panels p = {&chunk, made, at.row0, ahead_share(at, np, b, from), 1, unpacks};
             Tile t = {ob, inputs_from(chunk_in, b), p, np, batch - b};
             b += DTYPES[chunk.dtype].tiles(&t);
         }
@@ -674,8 +674,8 @@ static ALWAYS_INLINE void q4_group(vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS], Grou
             acc[r][b] = vec_fmadd(vec_from_veci(sum), vec_mul(scale, vec_set1(in.x8_scale[block])),
                                   acc[r][b]);
         }
-        /* unpacked: a byte a code, as q8_0's a value */
-        g->at[r] += group_bytes(g->unpacked ? DTYPE_Q8_0 : DTYPE_Q4_0, columns, g->half_scales);
+        g->at[r] += g->unpacked ? PANEL_ROWS * (sizeof(float) + columns) /* unpack_q4's */
+                                : group_bytes(DTYPE_Q4_0, columns, g->half_scales);
     }
 }
 
