@@ -260,19 +260,54 @@ static PanelScratch *scratch_alloc(const Source *src, int threads, int *failed) 
     return s;
 }
 
-/* Packs panel q of a source into dst (panel_bytes); scratch: this thread's, for a GGUF source's
- * layers not read in place. pack_matrix numbers the panels of all layers together: panel q is
- * panel q % n_panels of layer q / n_panels. */
-static void pack_panel(const Source *src, char *dst, int q, const PanelScratch *scratch) {
+/* Scales a row of a grouped matrix has: one a group, the last one maybe shorter. */
+static size_t row_groups(const Matrix *m) {
+    return ((size_t)m->cols + m->group_size - 1) / m->group_size;
+}
+
+/* Whether a source's scales lie apart from its values in the map (a normllama or version 2 q8_0
+ * or q4_0 matrix), so that pack_matrix copies each chunk's scales out first. */
+static int scales_apart(const Source *src) {
+    return src->scales && !src->layer_tensors;
+}
+
+/* The scales of panels q0 .. q1 - 1 (one layer's) of a scales_apart source copied into `out`,
+ * and the map's pages given back: packing the chunk then holds the folios of its values alone.
+ * With the folios of both tensors mapped, the 1.1B q8_0 .nllm had peaked 0.7-0.9 MiB over the
+ * weights + used kv cache + 10 MiB bound (docs/BENCH.md, 2026-12-05). */
+static void copy_chunk_scales(const Source *src, int q0, int q1, float *out, const Map *map) {
     const Matrix *m = src->matrix;
-    int layer = q / m->n_panels;
-    if (src->layer_tensors && !gguf_in_place(src, layer))
-        pack_gguf_panel(src, dst, layer, q % m->n_panels, scratch);
-    else if (src->layer_tensors)
-        matrix_pack_panel(m, dst, src->layer_tensors[layer].data, NULL, q % m->n_panels);
-    else
-        matrix_pack_panel(m, dst, layer_values(src, layer), layer_scales(src, layer),
-                          q % m->n_panels);
+    int n_panels = m->n_panels, first = q0 % n_panels * PANEL_ROWS;
+    int end = (q1 - 1) % n_panels * PANEL_ROWS + PANEL_ROWS;
+    size_t n_groups = row_groups(m);
+    int rows = (end < m->rows ? end : m->rows) - first;
+    memcpy(out, layer_scales(src, q0 / n_panels) + first * n_groups,
+           rows * n_groups * sizeof(float));
+    release_map(map);
+}
+
+/* Packs panel q of a source into dst (panel_bytes); scratch: this thread's, for a GGUF source's
+ * layers not read in place; chunk_scales: for a scales_apart source, copy_chunk_scales' copy of
+ * the scales of the chunk from panel q0 on. pack_matrix numbers the panels of all layers together:
+ * panel q is panel q % n_panels of layer q / n_panels. */
+static void pack_panel(const Source *src, char *dst, int q, const PanelScratch *scratch,
+                       const float *chunk_scales, int q0) {
+    const Matrix *m = src->matrix;
+    int layer = q / m->n_panels, p = q % m->n_panels;
+    if (src->layer_tensors && !gguf_in_place(src, layer)) {
+        pack_gguf_panel(src, dst, layer, p, scratch);
+    } else if (src->layer_tensors) {
+        matrix_pack_panel(m, dst, src->layer_tensors[layer].data, NULL, p);
+    } else if (chunk_scales) { /* the panel's rows from the layer's first row in both */
+        int first = p * PANEL_ROWS,
+            n_rows = m->rows - first < PANEL_ROWS ? m->rows - first : PANEL_ROWS;
+        size_t n_groups = row_groups(m);
+        const char *values = layer_values(src, layer) + first * dtype_row_bytes(m->dtype, m->cols);
+        const float *scales = chunk_scales + (size_t)(q - q0) * PANEL_ROWS * n_groups;
+        DTYPES[m->dtype].pack(m, dst, values, scales, 0, n_rows);
+    } else {
+        matrix_pack_panel(m, dst, layer_values(src, layer), layer_scales(src, layer), p);
+    }
 }
 
 /* Packs a source's stack of matrices into dst (packed_bytes(src)) and points its Matrix there:
@@ -296,15 +331,26 @@ static int pack_matrix(const Source *src, char *dst, const Map *map) {
     int n_panels = src->layers * m->n_panels;
     int chunk =
         PACK_CHUNK_BYTES / m->panel_bytes > 2 ? (int)(PACK_CHUNK_BYTES / m->panel_bytes) : 2;
+    float *chunk_scales = NULL;
+    if (scales_apart(src)) {
+        size_t n_groups = row_groups(m);
+        chunk_scales = malloc((size_t)chunk * PANEL_ROWS * n_groups * sizeof(float));
+        if (!chunk_scales) {
+            free(scratch);
+            return -1;
+        }
+    }
     for (int q0 = 0, q1; q0 < n_panels; q0 = q1) {
         int layer_end = (q0 / m->n_panels + 1) * m->n_panels;
         q1 = layer_end - q0 < chunk ? layer_end : q0 + chunk;
+        if (chunk_scales) copy_chunk_scales(src, q0, q1, chunk_scales, map);
 #pragma omp parallel for
         for (int q = q0; q < q1; q++)
             pack_panel(src, dst + (size_t)q * m->panel_bytes, q,
-                       scratch ? &scratch[omp_get_thread_num()] : NULL);
+                       scratch ? &scratch[omp_get_thread_num()] : NULL, chunk_scales, q0);
         release_map(map);
     }
+    free(chunk_scales);
     free(scratch);
     return 0;
 }
