@@ -128,7 +128,7 @@ static void add_matrix(Layout *l, const char *name, Matrix *m, Stack s, TensorKi
     matrix_init(m, dtype_of_kind(kind), s.rows, s.cols, group_size);
     uint64_t layers = s.layers, rows = s.rows, per_layer = rows * s.cols;
     int grouped = dtype_grouped(m->dtype);
-    uint64_t n_groups = grouped ? ((uint64_t)s.cols + group_size - 1) / group_size : 0;
+    uint64_t n_groups = (uint64_t)matrix_row_groups(m);
     Source *src = &l->sources[l->n_sources++];
     *src = (Source){.matrix = m,
                     .values = NULL, /* set by layout_place */

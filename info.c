@@ -25,8 +25,7 @@ static void matrices(const Model *m, const Matrix *out[N_MATRICES]) {
 static size_t matrix_bytes(const Matrix *x) {
     size_t bytes = (size_t)x->rows * dtype_row_bytes(x->dtype, x->cols);
     if (dtype_grouped(x->dtype))
-        bytes += (size_t)x->rows * ((x->cols + x->group_size - 1) / x->group_size) *
-                 scale_bytes(x->half_scales);
+        bytes += (size_t)x->rows * matrix_row_groups(x) * scale_bytes(x->half_scales);
     return bytes;
 }
 

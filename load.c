@@ -230,7 +230,7 @@ static void pack_gguf_panel(const Source *src, char *dst, int l, int p, const Pa
     int first = p * PANEL_ROWS;
     int n_rows = m->rows - first < PANEL_ROWS ? m->rows - first : PANEL_ROWS;
     size_t row_bytes = dtype_row_bytes(m->dtype, m->cols);
-    int n_groups = dtype_grouped(m->dtype) ? (m->cols + m->group_size - 1) / m->group_size : 0;
+    int n_groups = matrix_row_groups(m);
     for (int r = 0; r < n_rows; r++)
         read_gguf_row(src, l, first + r, s->values + r * row_bytes, s->scales + r * n_groups,
                       s->row);
@@ -260,11 +260,6 @@ static PanelScratch *scratch_alloc(const Source *src, int threads, int *failed) 
     return s;
 }
 
-/* Scales a row of a grouped matrix has: one a group, the last one maybe shorter. */
-static size_t row_groups(const Matrix *m) {
-    return ((size_t)m->cols + m->group_size - 1) / m->group_size;
-}
-
 /* Whether a source's scales lie apart from its values in the map (a normllama or version 2 q8_0
  * or q4_0 matrix), so that pack_matrix copies each chunk's scales out first. */
 static int scales_apart(const Source *src) {
@@ -279,7 +274,7 @@ static void copy_chunk_scales(const Source *src, int q0, int q1, float *out, con
     const Matrix *m = src->matrix;
     int n_panels = m->n_panels, first = q0 % n_panels * PANEL_ROWS;
     int end = (q1 - 1) % n_panels * PANEL_ROWS + PANEL_ROWS;
-    size_t n_groups = row_groups(m);
+    size_t n_groups = matrix_row_groups(m);
     int rows = (end < m->rows ? end : m->rows) - first;
     memcpy(out, layer_scales(src, q0 / n_panels) + first * n_groups,
            rows * n_groups * sizeof(float));
@@ -301,7 +296,7 @@ static void pack_panel(const Source *src, char *dst, int q, const PanelScratch *
     } else if (chunk_scales) { /* the panel's rows from the layer's first row in both */
         int first = p * PANEL_ROWS,
             n_rows = m->rows - first < PANEL_ROWS ? m->rows - first : PANEL_ROWS;
-        size_t n_groups = row_groups(m);
+        size_t n_groups = matrix_row_groups(m);
         const char *values = layer_values(src, layer) + first * dtype_row_bytes(m->dtype, m->cols);
         const float *scales = chunk_scales + (size_t)(q - q0) * PANEL_ROWS * n_groups;
         DTYPES[m->dtype].pack(m, dst, values, scales, 0, n_rows);
@@ -333,7 +328,7 @@ static int pack_matrix(const Source *src, char *dst, const Map *map) {
         PACK_CHUNK_BYTES / m->panel_bytes > 2 ? (int)(PACK_CHUNK_BYTES / m->panel_bytes) : 2;
     float *chunk_scales = NULL;
     if (scales_apart(src)) {
-        size_t n_groups = row_groups(m);
+        size_t n_groups = matrix_row_groups(m);
         chunk_scales = malloc((size_t)chunk * PANEL_ROWS * n_groups * sizeof(float));
         if (!chunk_scales) {
             free(scratch);

@@ -149,7 +149,7 @@ void pack_16bit(const Matrix *m, char *dst, const void *values, const float *sca
 void pack_q8_0(const Matrix *m, char *dst, const void *values, const float *scales, size_t first,
                int n_rows) {
     int cols = m->cols, group_size = m->group_size;
-    int n_groups = (cols + group_size - 1) / group_size;
+    int n_groups = matrix_row_groups(m);
     for (int start = 0; start < cols; start += group_size) {
         int columns = group_columns(DTYPE_Q8_0, cols, group_size, start);
         int8_t *q = (int8_t *)group_values(m, dst);

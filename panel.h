@@ -70,6 +70,12 @@ static inline int group_columns(DType dtype, int cols, int group_size, int start
     return (len + unit - 1) / unit * unit;
 }
 
+/* Scales one row of m has: one a group of group_size columns, the last maybe shorter (ceil(cols /
+ * group_size)) for q8_0 and q4_0; 0 for a dtype without groups. */
+static inline int matrix_row_groups(const Matrix *m) {
+    return dtype_grouped(m->dtype) ? (m->cols + m->group_size - 1) / m->group_size : 0;
+}
+
 /* Bytes of one scale of a q8_0 or q4_0 panel: fp16 or float32 (Matrix's half_scales). */
 static inline size_t scale_bytes(int half_scales) {
     return half_scales ? sizeof(uint16_t) : sizeof(float);
