@@ -3,10 +3,10 @@
 # each weight dtype, against the machine's measured read bandwidth (tools/bandwidth.c; the
 # multiply-add peaks of the kernels' products, tools/flops.c, bound prefill), and prefill of a
 # 256-token prompt, batched and (but for 1.1B) one position at a time. Prints one table (medians of
-# the repeats), then prefill's products alone against those peaks (tools/gemm.c; OpenBLAS's sgemm
-# the ceiling row), then tools/bench_gguf.sh's: run against llama.cpp on the same GGUF files (which
-# builds llama.cpp's llama-bench once from make llama-oracle's source, or uses LLAMA_BENCH's;
-# skipped without npm).
+# the repeats), then prefill's products alone against the peaks measured beside each
+# (tools/bench_products.sh; OpenBLAS's sgemm the ceiling row), then tools/bench_gguf.sh's: run
+# against llama.cpp on the same GGUF files (which builds llama.cpp's llama-bench once from make
+# llama-oracle's source, or uses LLAMA_BENCH's; skipped without npm).
 #   BENCH_QUICK=1   15M and 110M only, fewer repeats and tokens (about 5 minutes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -121,39 +121,10 @@ for shape in "${shapes[@]}"; do
     done
 done
 
-# Goal 2 of issue 29: prefill's products alone (tools/gemm.c) in GFLOP/s and as a share of the
-# multiply-add peak of the instruction they use (build/flops: fp32 FMA for f32, f16 and bf16; int16
-# pairs for q8_0; bytes for q4_0), by CPU time (the machine may be shared), fastest of 3; OpenBLAS's
-# sgemm on the same f32 products is the ceiling row, when libopenblas.so.0 is installed.
-gemm_batch=${BENCH_GEMM_BATCH:-128}
-declare -A peak_kind=([f32]=f32 [f16]=f32 [bf16]=f32 [q8_0]=i16 [q4_0]=i8)
+# Goal 2 of issue 29: prefill's products alone against the peaks (tools/bench_products.sh, alone
+# too).
 echo
-echo "prefill products (issue 29, goal 2): build/gemm, one forward pass's matmul calls over a" \
-    "batch of $gemm_batch positions (BENCH_GEMM_BATCH), random weights, GFLOP/s by CPU time" \
-    "(fastest of 3), and % of the peak of the kernels' multiply-add (f32/f16/bf16: fp32 FMA;" \
-    "q8_0: int16 pairs; q4_0: bytes)"
-printf '%-6s %-16s %7s %9s %10s\n' shape dtype threads GFLOP/s "% of peak"
-blas_rows=0
-gemm_row() { # shape dtype threads label GFLOP/s
-    awk -v s="$1" -v d="$4" -v t="$3" -v g="$5" -v p="${flops[${peak_kind[$2]}$3]}" \
-        'BEGIN { printf "%-6s %-16s %7d %9.1f %9.0f%%\n", s, d, t, g, 100 * g / p }'
-}
-for shape in "${shapes[@]}"; do
-    for threads in 1 2; do
-        for dtype in "${dtypes[@]}"; do
-            line=$(OMP_WAIT_POLICY=passive OMP_NUM_THREADS=$threads build/gemm "$shape" "$dtype" \
-                "$gemm_batch" 3)
-            gemm_row "$shape" "$dtype" "$threads" "$dtype" \
-                "$(sed -n 's/.*matmul \([0-9.]*\) GFLOP.*/\1/p' <<<"$line")"
-            blas=$(sed -n 's/.*OpenBLAS sgemm \([0-9.]*\) GFLOP.*/\1/p' <<<"$line")
-            [[ -z $blas ]] && continue
-            gemm_row "$shape" f32 "$threads" "OpenBLAS sgemm" "$blas"
-            blas_rows=$((blas_rows + 1))
-        done
-    done
-done
-((blas_rows > 0)) ||
-    echo "OpenBLAS sgemm: skipped, libopenblas.so.0 is not installed (Debian's libopenblas0-pthread)"
+tools/bench_products.sh "${shapes[@]}"
 
 # A busy machine: 110M f32 decode with the default thread count (threads.c), with 1 and with 2
 # threads, the modes taking turns, on an idle machine and with one core kept busy by a spinning

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Issue 29's goal 2 (make bench's products block; alone: tools/bench_products.sh [SHAPE...],
+# default 15M 110M 1.1B, after `make build/gemm build/flops`): prefill's products alone
+# (tools/gemm.c) in GFLOP/s and as a share of the multiply-add peak of the instruction they use
+# (tools/flops.c: fp32 FMA for f32, f16 and bf16; int16 pairs for q8_0; bytes for q4_0), by CPU
+# time (the machine may be shared), fastest of 3; OpenBLAS's sgemm on the same f32 products is the
+# ceiling row, when libopenblas.so.0 is installed. The peak is measured just before and just after
+# each gemm run and the higher taken: it moves with the clock (fp32 on one thread read 207.1 at
+# the start of one make bench and 238.5 idle an hour later; 175.8 to 239.4 within ten minutes
+# another day), so that a peak measured minutes away would have been another machine's.
+#   BENCH_GEMM_BATCH=N  positions a batch (default 128)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+shapes=("$@")
+((${#shapes[@]})) || shapes=(15M 110M 1.1B)
+dtypes=(f32 f16 bf16 q8_0 q4_0)
+gemm_batch=${BENCH_GEMM_BATCH:-128}
+declare -A peak_kind=([f32]=f32 [f16]=f32 [bf16]=f32 [q8_0]=i16 [q4_0]=i8)
+echo "prefill products (issue 29, goal 2): build/gemm, one forward pass's matmul calls over a" \
+    "batch of $gemm_batch positions (BENCH_GEMM_BATCH), random weights, GFLOP/s by CPU time" \
+    "(fastest of 3), and % of the peak of the kernels' multiply-add (f32/f16/bf16: fp32 FMA;" \
+    "q8_0: int16 pairs; q4_0: bytes; G operations/s, the higher of build/flops just before and" \
+    "just after the row's gemm run)"
+printf '%-6s %-16s %7s %9s %9s %10s\n' shape dtype threads GFLOP/s peak "% of peak"
+blas_rows=0
+peak_now() { OMP_NUM_THREADS=$2 build/flops 3 "$1" 2>/dev/null; } # kind threads
+gemm_row() { # shape label threads GFLOP/s peak
+    awk -v s="$1" -v d="$2" -v t="$3" -v g="$4" -v p="$5" \
+        'BEGIN { printf "%-6s %-16s %7d %9.1f %9.1f %9.0f%%\n", s, d, t, g, p, 100 * g / p }'
+}
+for shape in "${shapes[@]}"; do
+    for threads in 1 2; do
+        for dtype in "${dtypes[@]}"; do
+            before=$(peak_now "${peak_kind[$dtype]}" "$threads")
+            line=$(OMP_WAIT_POLICY=passive OMP_NUM_THREADS=$threads build/gemm "$shape" "$dtype" \
+                "$gemm_batch" 3)
+            after=$(peak_now "${peak_kind[$dtype]}" "$threads")
+            peak=$(printf '%s\n%s\n' "$before" "$after" | sort -g | tail -1)
+            gemm_row "$shape" "$dtype" "$threads" \
+                "$(sed -n 's/.*matmul \([0-9.]*\) GFLOP.*/\1/p' <<<"$line")" "$peak"
+            blas=$(sed -n 's/.*OpenBLAS sgemm \([0-9.]*\) GFLOP.*/\1/p' <<<"$line")
+            [[ -z $blas ]] && continue
+            gemm_row "$shape" "OpenBLAS sgemm" "$threads" "$blas" "$peak"
+            blas_rows=$((blas_rows + 1))
+        done
+    done
+done
+((blas_rows > 0)) ||
+    echo "OpenBLAS sgemm: skipped, libopenblas.so.0 is not installed (Debian's libopenblas0-pthread)"
+
