@@ -526,8 +526,10 @@ static ALWAYS_INLINE void float_tile(Output o, Inputs in, int nb, Panels p, int 
     /* prefill's widest tiles go AHEAD_COLUMNS columns a step, unrolled, the step's prefetch into
      * L2 (hint 2: prefetcht1) at its head, rather than a column at a time testing j for it:
      * build/gemm 110M f32 batch 128, one thread, 4 alternating rounds, 166-187 against 151-153
-     * GFLOP/s (8 columns a step 167-170; tiles of 2 x 12 and 2 x 14 inputs 148-166) */
-    if (nb == TILE_INPUTS)
+     * GFLOP/s (8 columns a step 167-170; tiles of 2 x 12 and 2 x 14 inputs 148-166). With AVX-512's
+     * 32 registers only: in AVX2's 16, GCC 12 spilled an accumulator (the same Xeon, an AVX2 build,
+     * 3 alternating rounds: 90-95 against 102-108) */
+    if (nb == TILE_INPUTS && VEC_WIDTH == 16)
         for (; j + AHEAD_COLUMNS <= w->cols; j += AHEAD_COLUMNS) {
             __builtin_prefetch(p.ahead + (size_t)j / AHEAD_COLUMNS * 64, 0, 2);
             UNROLL
@@ -545,6 +547,8 @@ static ALWAYS_INLINE void float_tile(Output o, Inputs in, int nb, Panels p, int 
             for (int r = 0; r < np; r++) at[r] = panel[r] + (size_t)j * column_bytes;
             decode_prefetch(at, 64);
         }
+        if (nb == TILE_INPUTS && j % AHEAD_COLUMNS == 0) /* AVX2's (above) */
+            __builtin_prefetch(p.ahead + (size_t)j / AHEAD_COLUMNS * 64, 0, 2);
         multiply_column(acc, column, in, j, nb, np);
     }
     store_tile(o, acc, NULL, nb, np, p);
