@@ -525,7 +525,7 @@ static ALWAYS_INLINE void float_tile(Output o, Inputs in, int nb, Panels p, int 
     int j = 0;
     /* prefill's widest tiles go AHEAD_COLUMNS columns a step, unrolled, the step's prefetch into
      * L2 (hint 2: prefetcht1) at its head, rather than a column at a time testing j for it:
-     * build/gemm 110M f32 batch 128, one thread, 4 alternating rounds, 166-187 against 151-153
+     * build/gemm 110M f32 batch 128, one thread, 4 alternating rounds, 166-177 against 152-153
      * GFLOP/s (8 columns a step 167-170; tiles of 2 x 12 and 2 x 14 inputs 148-166). With AVX-512's
      * 32 registers only: in AVX2's 16, GCC 12 spilled an accumulator (the same Xeon, an AVX2 build,
      * 3 alternating rounds: 90-95 against 102-108) */
