@@ -35,7 +35,8 @@ enum {
     MAX_TILE_INPUTS = 8,
     /* a prefill float tile asks for a line of the next panels every AHEAD_COLUMNS columns
      * (ahead_share): 4 covers them from a batch of 64 on (f32, tiles of 8); 8 had left half of
-     * them to batch 64 (110M f32 products, one thread: 4 gave 136 GFLOP/s, 8 gave 119) */
+     * them to batch 64 (110M f32 products, one thread: 4 gave 136 GFLOP/s, 8 gave 119); with
+     * AVX-512 also the columns of one unrolled step of those tiles (float_tile) */
     AHEAD_COLUMNS = 4,
     /* q8_0's and q4_0's a line every 16 (2 and 4 a group): their panels hold about a quarter and
      * an eighth of f32's bytes, among twice as many tiles (of 4) */
@@ -547,7 +548,8 @@ static ALWAYS_INLINE void float_tile(Output o, Inputs in, int nb, Panels p, int 
             for (int r = 0; r < np; r++) at[r] = panel[r] + (size_t)j * column_bytes;
             decode_prefetch(at, 64);
         }
-        if (nb == TILE_INPUTS && j % AHEAD_COLUMNS == 0) /* AVX2's (above) */
+        /* the column loop's prefetch: AVX2's and the portable build's tiles, AVX-512's last columns */
+        if (nb == TILE_INPUTS && j % AHEAD_COLUMNS == 0)
             __builtin_prefetch(p.ahead + (size_t)j / AHEAD_COLUMNS * 64, 0, 2);
         multiply_column(acc, column, in, j, nb, np);
     }

@@ -196,7 +196,7 @@ static uint32_t interleave_codes(uint32_t x) {
  * columns; padding codes are 8 (value 0). */
 void pack_q4_0(const Matrix *m, char *dst, const void *values, const float *scales, size_t first,
                int n_rows) {
-    int cols = m->cols, n_groups = (cols + 31) / 32;
+    int cols = m->cols, n_groups = matrix_row_groups(m);
     size_t row_bytes = dtype_row_bytes(DTYPE_Q4_0, cols);
     for (int start = 0; start < cols; start += 32) {
         int columns = group_columns(DTYPE_Q4_0, cols, 32, start);

@@ -14,6 +14,12 @@ cd "$(dirname "$0")/.."
 shapes=("$@")
 ((${#shapes[@]})) || shapes=(15M 110M 1.1B)
 dtypes=(f32 f16 bf16 q8_0 q4_0)
+for tool in build/gemm build/flops; do
+    [[ -x $tool ]] || {
+        echo "bench_products.sh: $tool is missing: make build/gemm build/flops" >&2
+        exit 1
+    }
+done
 gemm_batch=${BENCH_GEMM_BATCH:-128}
 declare -A peak_kind=([f32]=f32 [f16]=f32 [bf16]=f32 [q8_0]=i16 [q4_0]=i8)
 echo "prefill products (issue 29, goal 2): build/gemm, one forward pass's matmul calls over a" \
@@ -36,6 +42,10 @@ for shape in "${shapes[@]}"; do
                 "$gemm_batch" 3)
             after=$(peak_now "${peak_kind[$dtype]}" "$threads")
             peak=$(printf '%s\n%s\n' "$before" "$after" | sort -g | tail -1)
+            [[ $peak =~ ^[0-9.]+$ ]] || {
+                echo "bench_products.sh: build/flops printed no peak for ${peak_kind[$dtype]}" >&2
+                exit 1
+            }
             gemm_row "$shape" "$dtype" "$threads" \
                 "$(sed -n 's/.*matmul \([0-9.]*\) GFLOP.*/\1/p' <<<"$line")" "$peak"
             blas=$(sed -n 's/.*OpenBLAS sgemm \([0-9.]*\) GFLOP.*/\1/p' <<<"$line")
@@ -47,4 +57,3 @@ for shape in "${shapes[@]}"; do
 done
 ((blas_rows > 0)) ||
     echo "OpenBLAS sgemm: skipped, libopenblas.so.0 is not installed (Debian's libopenblas0-pthread)"
-
