@@ -548,7 +548,7 @@ static ALWAYS_INLINE void float_tile(Output o, Inputs in, int nb, Panels p, int 
             for (int r = 0; r < np; r++) at[r] = panel[r] + (size_t)j * column_bytes;
             decode_prefetch(at, 64);
         }
-        /* the column loop's prefetch: AVX2's and the portable build's tiles, AVX-512's last columns */
+        /* the column loop's prefetch: AVX2's and the portable build's tiles, AVX-512's last */
         if (nb == TILE_INPUTS && j % AHEAD_COLUMNS == 0)
             __builtin_prefetch(p.ahead + (size_t)j / AHEAD_COLUMNS * 64, 0, 2);
         multiply_column(acc, column, in, j, nb, np);

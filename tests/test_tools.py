@@ -725,6 +725,30 @@ def bench_gguf_refuses_bad_settings_in_one_line():
 
 
 @test
+def bench_products_stops_in_one_line_without_its_tools():
+    """make bench's products block (tools/bench_products.sh) in a tree without build/gemm stops
+    with one line naming it, exit 1, before any row; with a build/flops that prints no number, one
+    line saying so, where a row against an empty peak would have printed inf%."""
+    root = tmp("products")
+    os.makedirs(f"{root}/tools", exist_ok=True)
+    with open("tools/bench_products.sh") as f, open(f"{root}/tools/bench_products.sh", "w") as g:
+        g.write(f.read())
+    os.chmod(f"{root}/tools/bench_products.sh", 0o755)
+    messages = ["bench_products.sh: build/gemm is missing: make build/gemm build/flops",
+                "bench_products.sh: build/flops printed no peak for f32"]
+    for message in messages:
+        p = subprocess.run([f"{root}/tools/bench_products.sh", "15M"], capture_output=True,
+                           text=True, timeout=60)
+        assert p.returncode == 1 and p.stderr.splitlines() == [message], (p.returncode, p.stderr)
+        assert "15M " not in p.stdout, p.stdout
+        os.makedirs(f"{root}/build", exist_ok=True)  # then tools that run and print nothing
+        for tool in ("gemm", "flops"):
+            with open(f"{root}/build/{tool}", "w") as f:
+                f.write("#!/bin/sh\n")
+            os.chmod(f"{root}/build/{tool}", 0o755)
+
+
+@test
 def bench_gguf_says_why_llama_cpp_would_not_configure():
     """Building llama-bench, bench_gguf.sh keeps cmake's configure output to itself (llama.cpp's
     CMakeLists prints a stray line on stderr) unless configuring fails: then that output is
