@@ -227,8 +227,7 @@ static void read_gguf_row(const Source *src, int l, int row, char *values, float
 /* Packs panel p of layer l of a GGUF source into dst, its rows first read into scratch. */
 static void pack_gguf_panel(const Source *src, char *dst, int l, int p, const PanelScratch *s) {
     const Matrix *m = src->matrix;
-    int first = p * PANEL_ROWS;
-    int n_rows = m->rows - first < PANEL_ROWS ? m->rows - first : PANEL_ROWS;
+    int first = p * PANEL_ROWS, n_rows = matrix_panel_rows(m, p);
     size_t row_bytes = dtype_row_bytes(m->dtype, m->cols);
     int n_groups = matrix_row_groups(m);
     for (int r = 0; r < n_rows; r++)
@@ -294,8 +293,7 @@ static void pack_panel(const Source *src, char *dst, int q, const PanelScratch *
     } else if (src->layer_tensors) {
         matrix_pack_panel(m, dst, src->layer_tensors[layer].data, NULL, p);
     } else if (chunk_scales) { /* the panel's rows from the layer's first row in both */
-        int first = p * PANEL_ROWS,
-            n_rows = m->rows - first < PANEL_ROWS ? m->rows - first : PANEL_ROWS;
+        int first = p * PANEL_ROWS, n_rows = matrix_panel_rows(m, p);
         size_t n_groups = matrix_row_groups(m);
         const char *values = layer_values(src, layer) + first * dtype_row_bytes(m->dtype, m->cols);
         const float *scales = chunk_scales + (size_t)(q - q0) * PANEL_ROWS * n_groups;

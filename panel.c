@@ -49,9 +49,7 @@ void matrix_hold_half_scales(Matrix *m) {
 }
 
 void matrix_pack_panel(const Matrix *m, char *dst, const void *values, const float *scales, int p) {
-    int first = p * PANEL_ROWS;
-    int n_rows = m->rows - first < PANEL_ROWS ? m->rows - first : PANEL_ROWS;
-    DTYPES[m->dtype].pack(m, dst, values, scales, first, n_rows);
+    DTYPES[m->dtype].pack(m, dst, values, scales, p * PANEL_ROWS, matrix_panel_rows(m, p));
 }
 
 float matrix_value(const Matrix *m, int layer, int row, int col) {

@@ -70,6 +70,12 @@ static inline int group_columns(DType dtype, int cols, int group_size, int start
     return (len + unit - 1) / unit * unit;
 }
 
+/* Rows of m panel p holds: PANEL_ROWS, but fewer in a last panel padded with zero rows. */
+static inline int matrix_panel_rows(const Matrix *m, int p) {
+    int left = m->rows - p * PANEL_ROWS;
+    return left < PANEL_ROWS ? left : PANEL_ROWS;
+}
+
 /* Scales one row of m has: one a group of group_size columns, the last maybe shorter (ceil(cols /
  * group_size)) for q8_0 and q4_0; 0 for a dtype without groups. */
 static inline int matrix_row_groups(const Matrix *m) {
