@@ -75,7 +75,7 @@ $(FLAGS_STAMP): FORCE
 FORCE:
 run-portable run-sanitize build/tests build/tests-portable build/tests-sanitize \
 build/tokenize_corpus build/tokenize_corpus-sanitize build/bench_tokenizer build/bandwidth \
-build/flops build/gemm build/stream build/attend build/bench_norm build/gguf_dump build/dtypes build/kernels-portable \
+build/flops build/gemm build/tile build/stream build/attend build/bench_norm build/gguf_dump build/dtypes build/kernels-portable \
 $(PORTABLE_OBJ): $(FLAGS_STAMP)
 
 # ./run for a debugger: no optimization, debug info (gdb --args ./run ...); make or make run
@@ -398,6 +398,11 @@ build/gemm: tools/gemm.c tools/bench_args.h tools/bench_blocks.h $(KERNEL_SRC) $
 	@mkdir -p build
 	$(CC) $(CFLAGS) -I. -o $@ tools/gemm.c $(KERNEL_SRC) $(LDLIBS) -ldl
 
+# prefill's widest tile alone, in L1 (tools/tile.c, which includes matmul.c for its static tiles)
+build/tile: tools/tile.c tools/bench_args.h tools/bench_blocks.h $(KERNEL_SRC) $(KERNEL_HEADERS) | deps-build
+	@mkdir -p build
+	$(CC) $(CFLAGS) -I. -o $@ tools/tile.c $(filter-out matmul.c,$(KERNEL_SRC)) $(LDLIBS)
+
 build/stream: tools/stream.c tools/bench_args.h tools/bench_blocks.h $(KERNEL_SRC) $(KERNEL_HEADERS) | deps-build
 	@mkdir -p build
 	$(CC) $(CFLAGS) -I. -o $@ tools/stream.c $(KERNEL_SRC) $(LDLIBS)
@@ -409,7 +414,7 @@ build/attend: tools/attend.c tools/bench_args.h attention.c attention.h simd.h m
 
 # Speed is measured here, never asserted by tests. BENCH_QUICK=1 for a short run; LLAMA_BENCH=PATH
 # a llama-bench already built for the same-file block (tools/bench_gguf.sh: its GGUF_* too).
-bench: deps-bench run build/bandwidth build/flops build/gemm
+bench: deps-bench run build/bandwidth build/flops build/gemm build/tile
 	models/fetch.sh tokenizer.bin
 	PYTHON=$(PYTHON) tools/bench.sh
 

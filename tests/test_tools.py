@@ -734,7 +734,8 @@ def bench_products_stops_in_one_line_without_its_tools():
     with open("tools/bench_products.sh") as f, open(f"{root}/tools/bench_products.sh", "w") as g:
         g.write(f.read())
     os.chmod(f"{root}/tools/bench_products.sh", 0o755)
-    messages = ["bench_products.sh: build/gemm is missing: make build/gemm build/flops",
+    messages = ["bench_products.sh: build/gemm is missing: make build/gemm build/flops "
+                "build/tile",
                 "bench_products.sh: build/flops printed no peak for f32"]
     for message in messages:
         p = subprocess.run([f"{root}/tools/bench_products.sh", "15M"], capture_output=True,
@@ -742,7 +743,7 @@ def bench_products_stops_in_one_line_without_its_tools():
         assert p.returncode == 1 and p.stderr.splitlines() == [message], (p.returncode, p.stderr)
         assert "15M " not in p.stdout, p.stdout
         os.makedirs(f"{root}/build", exist_ok=True)  # then tools that run and print nothing
-        for tool in ("gemm", "flops"):
+        for tool in ("gemm", "flops", "tile"):
             with open(f"{root}/build/{tool}", "w") as f:
                 f.write("#!/bin/sh\n")
             os.chmod(f"{root}/build/{tool}", 0o755)
@@ -791,7 +792,8 @@ def gguf_summary_counts_cells_behind_from_the_rates():
 # ----------------------------------------------------------------------------
 # the benchmark tools' integer arguments (tools/bench_args.h)
 
-BENCH_TOOLS = ["bandwidth", "flops", "gemm", "stream", "attend", "bench_norm", "bench_tokenizer"]
+BENCH_TOOLS = ["bandwidth", "flops", "gemm", "tile", "stream", "attend", "bench_norm",
+               "bench_tokenizer"]
 
 
 @test
@@ -813,6 +815,9 @@ def bench_tools_refuse_bad_integers_in_one_line():
              (["gemm", "15M", "f32", "1025"], 'batch: "1025" is not an integer from 1 to 1024'),
              (["gemm", "15M", "f32", "1", huge], f'repeats: "{huge}" is not an integer from 1 to '
               '1000'),
+             (["tile", "q6_k"], 'usage: tile f32|q8_0|q4_0 [columns] [repeats]'),
+             (["tile", "f32", "48"], 'columns: "48" is not a multiple of 32'),
+             (["tile", "q4_0", "2080"], 'columns: "2080" is not an integer from 32 to 2048'),
              (["stream", "7", "1"], 'dtype: "7" is not an integer from 0 to 6'),
              (["stream", "5", "1", "32", "288", "1"], 'cols: "288" is not a multiple of 256'),
              (["stream", "0", "1", "32", "32", "1x"], 'layers: "1x" is not an integer from 1 to '
@@ -839,6 +844,9 @@ def bench_tools_refuse_bad_integers_in_one_line():
             (["flops", "1", "f32"], f"{number}\n"),
             (["gemm", "15M", "f32", "1", "1"], f"15M f32 batch 1 threads 1: matmul {number} "
              f"GFLOP/s(, OpenBLAS sgemm {number} GFLOP/s \\(core [^)]+\\))?\n"),
+            # each tile's outputs matmul's, or it stops (tools/tile.c)
+            *((["tile", d, "64", "1"], f"tile {d} columns 64 threads 1: {number} GFLOP/s\n")
+              for d in ("f32", "q8_0", "q4_0")),
             (["stream", "0", "1", "32", "32", "1"], f"dtype 0, 1 threads, \\(32, 32\\) x 1 "
              f"layers: {number} G multiply-adds/s, {number} GB/s\n"),
             (["stream", "6", "1", "8", "256", "1"], f"dtype 6, 1 threads, \\(8, 256\\) x 1 "

@@ -43,37 +43,6 @@ typedef struct {
     QuantizedInputs xq;
 } Pass;
 
-/* A stack of n_layers random matrices (rows, cols) of dtype, packed, into *m; *f32 gets one
- * layer's values as floats. Returns 0, or -1 when memory runs out. */
-static int random_matrix(Matrix *out, DType dtype, int n_layers, int rows, int cols, float **f32) {
-    Matrix m;
-    matrix_init(&m, dtype, rows, cols, dtype_grouped(dtype) ? 32 : 0);
-    size_t n = (size_t)rows * cols, layer = (size_t)m.n_panels * m.panel_bytes;
-    char *panels = panels_alloc(n_layers * layer); /* in the pages run packs weights into */
-    float *values = malloc(n * sizeof(float)), *scales = malloc((n / 32 + 1) * sizeof(float));
-    uint16_t *bits = malloc(n * sizeof(uint16_t));
-    int8_t *q8 = malloc(n);
-    if (!panels || !values || !scales || !bits || !q8) return -1;
-    for (size_t i = 0; i < n; i++) {
-        values[i] = (float)rand() / RAND_MAX - 0.5f;
-        bits[i] = (uint16_t)(0x3000 | (rand() & 0x3ff)); /* normal numbers in f16 and bf16 */
-        q8[i] = (int8_t)(rand() % 255 - 127);
-    }
-    finite_block_scales(dtype, (unsigned char *)q8, n / 256);
-    for (size_t i = 0; i < n / 32 + 1; i++) scales[i] = 0.01f;
-    const void *src = dtype == DTYPE_F32                          ? (const void *)values
-                      : dtype == DTYPE_BF16 || dtype == DTYPE_F16 ? (const void *)bits
-                                                                  : (const void *)q8;
-    for (int l = 0; l < n_layers; l++)
-        for (int p = 0; p < m.n_panels; p++)
-            matrix_pack_panel(&m, panels + l * layer + p * m.panel_bytes, src, scales, p);
-    m.data = panels;
-    free(bits), free(q8), free(scales);
-    *f32 = values;
-    *out = m;
-    return 0;
-}
-
 /* The process's CPU seconds: every thread's time running, not waiting for a core. */
 static double cpu_seconds(void) {
     struct timespec t;
