@@ -1,4 +1,4 @@
-/* Integer arguments for the benchmark tools (tools/bandwidth.c, flops.c, gemm.c, stream.c,
+/* Integer arguments for the benchmark tools (tools/bandwidth.c, flops.c, gemm.c, tile.c, stream.c,
  * attend.c, bench_norm.c, bench_tokenizer.c, bench_llama_tokenize.c): each read whole and checked
  * against the range its tool states where it reads it, since atoi read "1x" as 1 and "abc" as 0 and
  * let a mistyped count run. A bad one stops the tool with one line on stderr naming the argument
