@@ -66,8 +66,6 @@ for shape in "${shapes[@]}"; do
         done
     done
 done
-((blas_rows > 0)) ||
-    echo "OpenBLAS sgemm: skipped, libopenblas.so.0 is not installed (Debian's libopenblas0-pthread)"
 for threads in 1 2; do
     for dtype in "${tile_dtypes[@]}"; do
         measure "${peak_kind[$dtype]}" "$threads" build/tile "$dtype" 256 3
@@ -75,3 +73,5 @@ for threads in 1 2; do
             "$(sed -n 's/.*: \([0-9.]*\) GFLOP.*/\1/p' <<<"$line")" "$peak"
     done
 done
+((blas_rows > 0)) ||
+    echo "OpenBLAS sgemm: skipped, libopenblas.so.0 is not installed (Debian's libopenblas0-pthread)"

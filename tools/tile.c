@@ -41,9 +41,10 @@ static double tile_rate(DType dtype, int columns, double flop) {
     float *ref = malloc((size_t)inputs * rows * sizeof(float));
     char *unpacked = aligned_alloc(64, UNPACKED_BYTES);
     QuantizedInputs xq;
-    if (random_matrix(&w, dtype, 1, rows, columns, &w_values) || !x || !out || !ref || !unpacked ||
-        quantized_inputs_alloc(&xq, inputs, columns))
-        return 0.0;
+    int ok = !random_matrix(&w, dtype, 1, rows, columns, &w_values) && x && out && ref &&
+             unpacked && !quantized_inputs_alloc(&xq, inputs, columns);
+#pragma omp barrier /* every thread here, so that their timed loops run side by side */
+    if (!ok) return 0.0;
     for (size_t i = 0; i < (size_t)inputs * columns; i++) x[i] = (float)rand() / RAND_MAX - 0.5f;
     for (int b = 0; b < inputs; b++) quantize_row(&xq, dtype, x, b, columns);
     Inputs in = {x,         xq.values,      xq.scales, xq.bytes, xq.block_scales, xq.block_sums,
@@ -60,6 +61,9 @@ static double tile_rate(DType dtype, int columns, double flop) {
     double start = thread_seconds();
     for (long i = 0; i < calls; i++) DTYPES[dtype].tiles(&t);
     double seconds = thread_seconds() - start;
+    /* matmul's own way to the same bits: for q4_0 the tile of packed codes (a batch of 4 is
+     * not unpacked), whose sums are the same integers; on one thread (its parallel region nested
+     * in the caller's) */
     matmul(&(Product){ref, &w}, 1, x, inputs, 0, &xq);
     int same = !memcmp(ref, out, (size_t)inputs * rows * sizeof(float));
     free((void *)w.data), free(w_values), free(x), free(out), free(ref), free(unpacked);
@@ -76,7 +80,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "tile: usage: tile f32|q8_0|q4_0 [columns] [repeats]\n");
         return 1;
     }
-    /* columns: a multiple of 32 (q4_0's unpacked chunk holds UNPACK_COLUMNS) */
+    /* columns: whole groups of 32, q8_0's and q4_0's (and q4_0's unpacked chunk holds
+     * UNPACK_COLUMNS) */
     int columns = argc > 2 ? int_arg("tile", "columns", argv[2], 32, UNPACK_COLUMNS) : 256;
     int repeats = argc > 3 ? int_arg("tile", "repeats", argv[3], 1, 1000) : 3;
     if (columns % 32) {
@@ -84,11 +89,12 @@ int main(int argc, char **argv) {
         return 1;
     }
     double best = 0.0;
-    int failed = 0, differed = 0;
+    int failed = 0, differed = 0, threads = 0;
     for (int r = 0; r < repeats; r++) {
         double total = 0.0;
 #pragma omp parallel reduction(+ : total, failed, differed)
         {
+            if (omp_get_thread_num() == 0) threads = omp_get_num_threads();
             double rate = tile_rate((DType)dtype, columns, 5e10); /* 1/4 s at 200 GFLOP/s */
             total += rate;
             failed += rate == 0.0;
@@ -100,7 +106,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "tile: %s\n", failed ? "out of memory" : "its outputs are not matmul's");
         return 1;
     }
-    printf("tile %s columns %d threads %d: %.1f GFLOP/s\n", DTYPES[dtype].name, columns,
-           omp_get_max_threads(), best);
+    printf("tile %s columns %d threads %d: %.1f GFLOP/s\n", DTYPES[dtype].name, columns, threads,
+           best);
     return 0;
 }
