@@ -291,6 +291,11 @@ static ALWAYS_INLINE void q4k_tile(const KTile *t, int nb, int np, int unpacked)
                           (size_t)(k % 8) * (unpacked ? 32 : 16) * PANEL_ROWS;
         UNROLL
         for (int b = 0; b < nb; b++) x8[b] = input_at(t, b, k, 0);
+        UNROLL
+        for (int r = 0; r < np; r++) {
+            UNROLL
+            for (int b = 0; b < nb; b++) sums[r][b] = vecw_zero();
+        }
         q4_dots(sums, &codes, x8, nb, np, 32);
         if (nb == KQ_INPUTS) prefetch_share(t, k);
         UNROLL

@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "align.h"
 #include "format.h"
 #include "panel.h"
 #include "state.h"
@@ -121,10 +122,6 @@ static void fault_in(char *p, size_t bytes) {
  * tensor (64 panels at a time had held 11.5 MiB of a 1.1B f32 file's w2, which put the run's peak
  * 8 MiB over the weights + used kv cache + 10 MiB bound). */
 #define PACK_CHUNK_BYTES (1u << 20)
-
-static size_t round_up_64(size_t n) {
-    return (n + 63) / 64 * 64;
-}
 
 /* Whether a GGUF source's layers are of different K-quants (format_gguf.c's join), each then held
  * in its own dtype: its Matrix's layers, one matrix a layer. */
@@ -247,7 +244,7 @@ static PanelScratch *scratch_alloc(const Source *src, int threads, int *failed) 
     size_t values = PANEL_ROWS * dtype_row_bytes(m->dtype, m->cols);
     size_t scales = PANEL_ROWS * ((size_t)m->cols / 32 + 1) * sizeof(float);
     size_t row = (size_t)m->cols * sizeof(float);
-    size_t each = (values + scales + row + 63) / 64 * 64;
+    size_t each = round_up_64(values + scales + row);
     PanelScratch *s = malloc(threads * (sizeof(*s) + each));
     if (!s) {
         *failed = 1;

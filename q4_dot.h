@@ -22,10 +22,11 @@ enum {
  * (panel.h: 4 * PANEL_ROWS bytes a block, two codes a byte), or `unpacked` (a constant once
  * inlined): each block's low nibbles then its high ones, a byte each (8 * PANEL_ROWS bytes a
  * block; unpack_block), as q4_0's and q4_k's prefill unpacks a batch's panels once (matmul.c's
- * widened_pair). */
+ * widened_pair). With `signed_codes` (unpacked only, a constant once inlined) those bytes are the
+ * codes less 8 (-8..7), and the inputs they meet are unsigned bytes (matmul.c's unpack_q4). */
 typedef struct {
     const uint8_t *at[Q4_DOT_PANELS];
-    int unpacked;
+    int unpacked, signed_codes;
 } Q4Codes;
 
 /* One block's codes as q4_dots multiplies them: *low the codes of the block's columns 0..3 (one
@@ -40,14 +41,17 @@ static ALWAYS_INLINE void unpack_block(const uint8_t *block, int unpacked, vecb 
     }
 }
 
-/* sums[r][b] = panel r's codes . input b's int8 values over `columns` columns (a multiple of 8),
- * the codes from codes->at[r] (Q4Codes), the inputs from x8[b]; np panels (at most 4, decode's)
- * and nb <= Q4_DOT_INPUTS inputs, constants once inlined.
+/* sums[r][b] += panel r's codes . input b's bytes over `columns` columns (a multiple of 8), the
+ * codes from codes->at[r] (Q4Codes), the inputs from x8[b] (int8 values, or with signed codes
+ * unsigned bytes); np panels (at most 4, decode's) and nb <= Q4_DOT_INPUTS inputs, constants once
+ * inlined. The caller starts the sums (simd.h's vecw_start).
  * One vector load of a block is each row's 8 codes in a 32-bit lane, the low nibbles columns 0..3
  * and the high ones 4..7, so that vecw_dot_u8 (vpmaddubsw) multiplies the codes (unsigned 0..15)
- * by 4 broadcast inputs and adds pairs into int16 lanes, two per row (vpdpbusd's int32 lanes,
- * one per row, with AVX512-VNNI). Exact while a lane stays within int16: 16 products of codes
- * and inputs (-127..127), a block of 32, come to at most 16 * 15 * 127 = 30480. Each block of 8
+ * by 4 broadcast inputs, or 4 broadcast unsigned inputs by the signed codes, and adds pairs into
+ * int16 lanes, two per row (vpdpbusd's int32 lanes, one per row, with AVX512-VNNI). Exact while a
+ * lane stays within int16: 16 products a block of 32 come to at most 16 * 15 * 127 = 30480 of
+ * codes and int8 inputs (-127..127), 16 * 8 * 255 = 32640 of signed codes (-8..7) and unsigned
+ * inputs. Each block of 8
  * columns loads the panels' codes first, then passes each input's two broadcasts to all of them,
  * so that the live vectors are the sums, the panels' codes and one input's (2 x 4 tile on AVX2:
  * 8 + 4 + 2 of the 16 registers), and OPAQUE makes each sum at its block (simd.h: GCC had moved
@@ -57,11 +61,6 @@ static ALWAYS_INLINE void unpack_block(const uint8_t *block, int unpacked, vecb 
 static ALWAYS_INLINE void q4_dots(vecw sums[][Q4_DOT_INPUTS], const Q4Codes *codes,
                                   const int8_t *const x8[], int nb, int np, int columns) {
     int block_bytes = (codes->unpacked ? 8 : 4) * PANEL_ROWS;
-    UNROLL
-    for (int r = 0; r < np; r++) {
-        UNROLL
-        for (int b = 0; b < nb; b++) sums[r][b] = vecw_zero();
-    }
     UNROLL
     for (int i = 0; i < columns; i += 8) {
         vecb low[Q4_DOT_PANELS], high[Q4_DOT_PANELS];
@@ -75,7 +74,10 @@ static ALWAYS_INLINE void q4_dots(vecw sums[][Q4_DOT_INPUTS], const Q4Codes *cod
             UNROLL
             for (int r = 0; r < np; r++)
                 sums[r][b] =
-                    vecw_dot_u8(vecw_dot_u8(sums[r][b], low[r], low_quad), high[r], high_quad);
+                    codes->signed_codes
+                        ? vecw_dot_u8(vecw_dot_u8(sums[r][b], low_quad, low[r]), high_quad, high[r])
+                        : vecw_dot_u8(vecw_dot_u8(sums[r][b], low[r], low_quad), high[r],
+                                      high_quad);
         }
         UNROLL
         for (int r = 0; r < np; r++) {

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "align.h"
 #include "simd.h"
 
 /* The largest |x[j]| of x[0 .. n - 1] that is not NaN (a NaN is caught where it is quantized), or
@@ -55,22 +56,31 @@ void quantize_input_blocks(int8_t *xq, float *scales, int32_t *sums, const float
         xq[j] = 0; /* a short last group is read 8 columns at a time */
 }
 
-/* n rounded up to a multiple of 64: a cache line of bytes, or a row of int16 inputs' whole pairs
- * of groups of 64 */
-static size_t round_up_64(size_t n) {
-    return (n + 63) / 64 * 64;
+void offset_input_bytes(uint8_t *offset, const int8_t *xq, int n) {
+    for (int j = 0; j < n; j++) offset[j] = (uint8_t)(xq[j] + 128);
+}
+
+/* The bytes of one input of `stride` values in xq's values memory: q8_0's int16 values, or
+ * q4_0's int8 values, their unsigned copies and a scale and a sum a block of 32, the larger. */
+static size_t input_bytes(size_t stride) {
+    size_t q8 = stride * sizeof(int16_t);
+    size_t q4 = 2 * stride + stride / 32 * (sizeof(float) + sizeof(int32_t));
+    return q8 > q4 ? q8 : q4;
 }
 
 int quantized_inputs_alloc(QuantizedInputs *xq, int batch, int cols) {
+    /* a cache line of bytes, and a row of int16 inputs' whole pairs of groups of 64 */
     size_t stride = round_up_64(cols), values = (size_t)batch * stride;
     *xq = (QuantizedInputs){.stride = stride};
-    xq->values = aligned_alloc(64, round_up_64(values * sizeof(int16_t)));
+    xq->values = aligned_alloc(64, round_up_64(batch * input_bytes(stride)));
     xq->scales = aligned_alloc(64, round_up_64((size_t)batch * sizeof(float)));
     if (!xq->values || !xq->scales) return -1;
-    char *q4 = (char *)xq->values; /* q4_0's int8 values, then its blocks' scales and sums */
+    /* q4_0's int8 values, their unsigned copies, then its blocks' scales and sums */
+    char *q4 = (char *)xq->values;
     xq->bytes = (int8_t *)q4;
-    xq->block_scales = (float *)(q4 + values);
-    xq->block_sums = (int32_t *)(q4 + values + values / 32 * sizeof(float));
+    xq->offset_bytes = (uint8_t *)(q4 + values);
+    xq->block_scales = (float *)(q4 + 2 * values);
+    xq->block_sums = (int32_t *)(q4 + 2 * values + values / 32 * sizeof(float));
     return 0;
 }
 
@@ -81,5 +91,5 @@ void quantized_inputs_free(QuantizedInputs *xq) {
 }
 
 size_t quantized_input_bytes(int cols) {
-    return round_up_64(cols) * sizeof(int16_t) + sizeof(float);
+    return input_bytes(round_up_64(cols)) + sizeof(float);
 }

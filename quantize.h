@@ -11,11 +11,14 @@
 
 /* Scratch for a q8_0 or q4_0 product's inputs, quantized: for q8_0, (batch, stride) int16 values
  * and one scale per input (quantize_input); for q4_0, (batch, stride) int8 values with a scale and
- * the values' sum per block of 32 (quantize_input_blocks), rows of stride / 32 blocks. */
+ * the values' sum per block of 32 (quantize_input_blocks), rows of stride / 32 blocks, and for
+ * the tiles that multiply them by signed codes the same values + 128 as unsigned bytes
+ * (offset_input_bytes). */
 typedef struct {
     int16_t *values;
     float *scales;
     int8_t *bytes;
+    uint8_t *offset_bytes;
     float *block_scales;
     int32_t *block_sums;
     size_t stride; /* at least the widest input rounded up to a multiple of 64 */
@@ -23,9 +26,10 @@ typedef struct {
 
 /* Allocates xq for `batch` inputs of up to `cols` values (stride: cols rounded up to a multiple
  * of 64), 64-byte aligned and left uninitialized: batch * stride int16 values and batch scales;
- * q4_0's int8 values, block scales and sums take 1.25 of those values' 2 bytes each, in the same
- * memory (every matmul quantizes its own input before reading it, so the two are never needed at
- * once). Returns 0, or -1 when out of memory, what did fit left for quantized_inputs_free. */
+ * q4_0's int8 values, their unsigned copies, block scales and sums take 2.25 bytes a value in the
+ * same memory (every matmul quantizes its own input before reading it, so the two are never
+ * needed at once). Returns 0, or -1 when out of memory, what did fit left for
+ * quantized_inputs_free. */
 int quantized_inputs_alloc(QuantizedInputs *xq, int batch, int cols);
 void quantized_inputs_free(QuantizedInputs *xq);
 
@@ -48,5 +52,10 @@ void quantize_input(int16_t *xq, float *scale, const float *x, int n);
  * matmul's q4_0 inputs, as llama.cpp quantizes the inputs of its q4_0 products (int8 blocks of 32,
  * its q8_0). */
 void quantize_input_blocks(int8_t *xq, float *scales, int32_t *sums, const float *x, int n);
+
+/* offset[j] = xq[j] + 128 (1..255 for quantize_input_blocks' -127..127) for the n values of xq:
+ * AVX512-VNNI's and AVX2's byte products (vpdpbusd, vpmaddubsw) take one side unsigned, and
+ * matmul's unpacked q4_0 tile makes the inputs that side (its codes signed). */
+void offset_input_bytes(uint8_t *offset, const int8_t *xq, int n);
 
 #endif

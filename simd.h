@@ -49,13 +49,19 @@
  *                                  4i .. 4i + 3 (vpdpbusd), the same sums once widened
  *   veci_from_pairs(w)             int32 lane i = the sum of w's int16 lanes 2i and 2i + 1
  *                                  (vpmaddwd by ones; with AVX512-VNNI w itself)
+ *   vecw_start(s), veci_finish(w, s)  a sum of vecw_dot_u8's that starts from the int32 lanes s:
+ *                                  w = vecw_start(s), the products added to w, then
+ *                                  veci_finish(w, s) = s + veci_from_pairs of the products. With
+ *                                  AVX512-VNNI the int32 lanes start at s, no add; the int16
+ *                                  lanes, which could not hold it, start at 0 and s is added
+ *                                  once they are widened
  * and for the K-quants' (kquant.c), unpacking their scales and 6-bit codes:
  *   veci_load(p)                   VEC_WIDTH int32 at p, any alignment
  *   veci_load_i8(p)                VEC_WIDTH int8 at p widened to int32
  *   veci_add, veci_mul             lane by lane (veci_mul: the low 32 bits of the product)
  *   veci_and, veci_or, veci_shr(v, n)  bitwise; shr shifts each lane right by n (< 32), zeros in
  *   vecb_set1(c)                   the byte c in every byte
- *   vecb_and, vecb_or              byte by byte
+ *   vecb_and, vecb_or, vecb_sub    byte by byte (vecb_sub wrapping)
  *   vecb_shl(v, n), vecb_shr(v, n) each byte shifted by n (< 8), for bytes whose bits shifted out
  *                                  are zero (AVX shifts 16-bit lanes: a bit would cross bytes)
  *   vecw_sub(a, b)                 lane by lane: int16, wrapping as vecw_dot_u8's adds do (with
@@ -533,6 +539,9 @@ static inline vecb vecb_and(vecb a, vecb b) {
 static inline vecb vecb_or(vecb a, vecb b) {
     return _mm512_or_si512(a, b);
 }
+static inline vecb vecb_sub(vecb a, vecb b) {
+    return _mm512_sub_epi8(a, b);
+}
 static inline vecb vecb_shl(vecb v, int n) {
     return _mm512_sll_epi16(v, _mm_cvtsi32_si128(n));
 }
@@ -576,6 +585,9 @@ static inline vecb vecb_and(vecb a, vecb b) {
 }
 static inline vecb vecb_or(vecb a, vecb b) {
     return _mm256_or_si256(a, b);
+}
+static inline vecb vecb_sub(vecb a, vecb b) {
+    return _mm256_sub_epi8(a, b);
 }
 static inline vecb vecb_shl(vecb v, int n) {
     return _mm256_sll_epi16(v, _mm_cvtsi32_si128(n));
@@ -621,6 +633,10 @@ static inline vecb vecb_or(vecb a, vecb b) {
     for (int k = 0; k < 4; k++) a.v[k] |= b.v[k];
     return a;
 }
+static inline vecb vecb_sub(vecb a, vecb b) {
+    for (int k = 0; k < 4; k++) a.v[k] = (uint8_t)(a.v[k] - b.v[k]);
+    return a;
+}
 static inline vecb vecb_shl(vecb v, int n) {
     for (int k = 0; k < 4; k++) v.v[k] = (uint8_t)(v.v[k] << n);
     return v;
@@ -631,6 +647,24 @@ static inline vecb vecb_shr(vecb v, int n) {
 }
 static inline vecw vecw_sub(vecw a, vecw b) {
     return (vecw){{a.v[0] - b.v[0], a.v[1] - b.v[1]}};
+}
+#endif
+
+#if VEC_WIDTH == 16 && defined(__AVX512VNNI__)
+static inline vecw vecw_start(veci s) {
+    return s;
+}
+static inline veci veci_finish(vecw w, veci s) {
+    (void)s; /* w started there */
+    return w;
+}
+#else
+static inline vecw vecw_start(veci s) {
+    (void)s;
+    return vecw_zero();
+}
+static inline veci veci_finish(vecw w, veci s) {
+    return veci_add(veci_from_pairs(w), s);
 }
 #endif
 

@@ -12,6 +12,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "align.h"
+
 /* The kv cache's memory: 4 KiB pages, none touched here. Each position is written before it is
  * read, and the kernel zeroes a page at its first write, so the cache takes memory as positions
  * advance, as llama2.c's calloc'd cache does, rather than seq_len positions at load (at 110M,
@@ -29,7 +31,7 @@ static void *lazy_pages(size_t bytes) {
  * straddle two lines, which cost prefill a quarter of its speed with calloc's 16-byte
  * alignment), or NULL */
 static void *aligned(size_t bytes) {
-    return aligned_alloc(64, (bytes + 63) / 64 * 64 + (bytes == 0) * 64);
+    return aligned_alloc(64, round_up_64(bytes) + (bytes == 0) * 64);
 }
 
 /* The widest input of a product: dim or hidden_dim. */

@@ -46,9 +46,8 @@ static double tile_rate(DType dtype, int columns, double flop) {
 #pragma omp barrier /* every thread here, so that their timed loops run side by side */
     if (!ok) return 0.0;
     for (size_t i = 0; i < (size_t)inputs * columns; i++) x[i] = (float)rand() / RAND_MAX - 0.5f;
-    for (int b = 0; b < inputs; b++) quantize_row(&xq, dtype, x, b, columns);
-    Inputs in = {x,         xq.values,      xq.scales, xq.bytes, xq.block_scales, xq.block_sums,
-                 xq.stride, (size_t)columns};
+    for (int b = 0; b < inputs; b++) quantize_row(&xq, dtype, x, b, columns, 1); /* as prefill's */
+    Inputs in = inputs_of(x, columns, &xq);
     /* the next panels it asks for are its own, as if the batch had one pair of panels */
     Panels p = {&w, w.data, 0, w.data, 1, 0};
     if (dtype == DTYPE_Q4_0) {
