@@ -742,7 +742,7 @@ static ALWAYS_INLINE void q8_group(vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS], Grou
  * the same integer either way. The starts are where AVX512-VNNI's sums begin (simd.h's
  * vecw_start), so that its unpacked tile takes no subtraction a sum: on the Xeon of
  * docs/BENCH.md (2026-12-05, 09:30), one thread, 3 alternating rounds against the subtraction,
- * build/tile q4_0 436-465 against 387-393 GFLOP/s, build/gemm q4_0 batch 128 110M 322-330 against
+ * build/tile q4_0 428-449 against 387-393 GFLOP/s, build/gemm q4_0 batch 128 110M 322-330 against
  * 301-307, 1.1B 374-415 against 342-356. */
 static ALWAYS_INLINE void q4_group(vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS], Groups *g, Inputs in,
                                    int nb, int np, int columns) {
