@@ -292,7 +292,7 @@ static ALWAYS_INLINE void q4k_tile(const KTile *t, int nb, int np, int unpacked)
         UNROLL
         for (int b = 0; b < nb; b++) x8[b] = input_at(t, b, k, 0);
         UNROLL
-        for (int r = 0; r < np; r++) {
+        for (int r = 0; r < np; r++) { /* q4_dots adds to its sums */
             UNROLL
             for (int b = 0; b < nb; b++) sums[r][b] = vecw_zero();
         }

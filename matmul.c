@@ -50,9 +50,9 @@ enum {
      * columns 1.06x at 110M and 1.1B, 1024 1.10x, 2048 1.11-1.12x, 4096 1.11x (fewer chunks, fewer
      * sums carried through the outputs) */
     UNPACK_COLUMNS = 2048,
-    UNPACKED_BYTES =
-        2 * PANEL_ROWS *
-        (UNPACK_COLUMNS + UNPACK_COLUMNS / 32 * (int)(sizeof(float) + sizeof(int32_t))),
+    /* an unpacked q4_0 group's float32 scales and int32 sum starts, before its codes (unpack_q4) */
+    Q4_HEAD_BYTES = PANEL_ROWS * (int)(sizeof(float) + sizeof(int32_t)),
+    UNPACKED_BYTES = 2 * (UNPACK_COLUMNS * PANEL_ROWS + UNPACK_COLUMNS / 32 * Q4_HEAD_BYTES),
 };
 _Static_assert((int)UNPACKED_BYTES >= 2 * WIDE_COLUMNS * PANEL_ROWS * (int)sizeof(float) &&
                    (int)UNPACKED_BYTES >=
@@ -130,11 +130,11 @@ typedef struct {
 } Groups;
 
 /* matmul's helpers, in the order they follow it, so that the file reads from matmul down */
+static int run_start(int n, int t, int threads);
 static Inputs inputs_of(const float *x, int cols, const QuantizedInputs *xq);
 static int widened_batch(DType dtype, int batch);
 static void quantize_row(const QuantizedInputs *xq, DType dtype, const float *x, int b, int cols,
                          int unpacked);
-static int run_start(int n, int t, int threads);
 static void matmul_panels(const Call *call, int from, int to);
 static const char *panel_at(const Matrix *m, int layer, int p);
 static int decode_quarters(Output o, Inputs in, const Matrix *m, int layer, int p, int end);
@@ -424,15 +424,15 @@ static void unpack_q4(Matrix *chunk, char *to, Panels p, int np, int from) {
     char *at = to;
     for (int r = 0; r < np; r++) {
         const char *group = p.panel + (size_t)r * w->panel_bytes + (size_t)from / 32 * packed_group;
-        for (int start = from; start < from + chunk->cols; start += 32) {
+        for (int column = from; column < from + chunk->cols; column += 32) {
             const uint8_t *codes =
                 (const uint8_t *)group + PANEL_ROWS * scale_bytes(w->half_scales);
             vec_store((float *)at, w->half_scales ? vec_load_f16((const uint16_t *)group)
                                                   : vec_load((const float *)group));
-            char *starts = at + PANEL_ROWS * sizeof(float);
-            at = starts + PANEL_ROWS * sizeof(int32_t);
+            char *sum_starts = at + PANEL_ROWS * sizeof(float);
+            at += Q4_HEAD_BYTES;
             vecw code_sums = vecw_zero();
-            for (int i = 0; i < group_columns(DTYPE_Q4_0, w->cols, 32, start); i += 8) {
+            for (int i = 0; i < group_columns(DTYPE_Q4_0, w->cols, 32, column); i += 8) {
                 vecb low, high;
                 unpack_block(codes + (size_t)i / 8 * 4 * PANEL_ROWS, 0, &low, &high);
                 low = vecb_sub(low, vecb_set1(8));
@@ -443,8 +443,8 @@ static void unpack_q4(Matrix *chunk, char *to, Panels p, int np, int from) {
                 vecb_store((uint8_t *)at + 4 * PANEL_ROWS, high);
                 at += 8 * PANEL_ROWS;
             }
-            veci start_sums = veci_mul(veci_from_pairs(code_sums), veci_set1(-128));
-            memcpy(starts, &start_sums, PANEL_ROWS * sizeof(int32_t));
+            veci sum_start = veci_mul(veci_from_pairs(code_sums), veci_set1(-128));
+            memcpy(sum_starts, &sum_start, PANEL_ROWS * sizeof(int32_t));
             group += packed_group;
         }
         if (r == 0) chunk->panel_bytes = (size_t)(at - to);
@@ -740,18 +740,17 @@ static ALWAYS_INLINE void q8_group(vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS], Grou
  * start from -8 times the sum of the group's inputs (from quantize_input_blocks); unpacked, the
  * codes less 8 times the inputs + 128 start from unpack_q4's starts (-128 times the codes less 8):
  * the same integer either way. The starts are where AVX512-VNNI's sums begin (simd.h's
- * vecw_start), so that its unpacked tile takes no subtraction a sum: on the Xeon of
- * docs/BENCH.md (2026-12-05, 09:30), one thread, 3 alternating rounds against the subtraction,
- * build/tile q4_0 428-449 against 387-393 GFLOP/s, build/gemm q4_0 batch 128 110M 322-330 against
- * 301-307, 1.1B 374-415 against 342-356. */
+ * vecw_start), so that its unpacked tile takes no subtraction a sum (the other targets add the
+ * start once widened, where they subtracted): on the Xeon of docs/BENCH.md (2026-12-05, 09:30), one
+ * thread, 3 alternating rounds against the subtraction, build/tile q4_0 428-449 against 387-393
+ * GFLOP/s, build/gemm q4_0 batch 128 110M 322-330 against 301-307, 1.1B 374-415 against 342-356. */
 static ALWAYS_INLINE void q4_group(vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS], Groups *g, Inputs in,
                                    int nb, int np, int columns) {
     vecw sums[BLOCK_PANELS][Q4_DOT_INPUTS];
     veci start[BLOCK_PANELS][Q4_DOT_INPUTS];
     Q4Codes codes = {.unpacked = g->unpacked, .signed_codes = g->unpacked};
     const int8_t *x8[Q4_DOT_INPUTS];
-    size_t head = g->unpacked ? PANEL_ROWS * (sizeof(float) + sizeof(int32_t))
-                              : PANEL_ROWS * scale_bytes(g->half_scales);
+    size_t head = g->unpacked ? Q4_HEAD_BYTES : PANEL_ROWS * scale_bytes(g->half_scales);
     UNROLL
     for (int r = 0; r < np; r++) {
         codes.at[r] = (const uint8_t *)(g->at[r] + head);

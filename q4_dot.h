@@ -1,8 +1,9 @@
-/* The dot products of 4-bit codes by int8 inputs: the inner step of both the q4_0 tile
- * (matmul.c's q4_group) and the Q4_K tile (kquant.c's q4k_tile). Both hold their codes in
- * q4_0's blocks of 8 columns (panel.h) and both read the inputs as quantize_input_blocks' int8
- * blocks of 32, so the step is one: it lives here so that a change to it (an instruction set,
- * the order of its sums) reaches both tiles alike. The scales, which differ, stay with the tiles.
+/* The dot products of 4-bit codes by int8 inputs (or, as q4_0's prefill unpacks them, of the
+ * codes less 8 by the inputs + 128): the inner step of both the q4_0 tile (matmul.c's q4_group)
+ * and the Q4_K tile (kquant.c's q4k_tile). Both hold their codes in q4_0's blocks of 8 columns
+ * (panel.h) and both read the inputs as quantize_input_blocks' int8 blocks of 32, so the step is
+ * one: it lives here so that a change to it (an instruction set, the order of its sums) reaches
+ * both tiles alike. The scales and the sums' starts, which differ, stay with the tiles.
  */
 #ifndef Q4_DOT_H
 #define Q4_DOT_H
@@ -51,7 +52,7 @@ static ALWAYS_INLINE void unpack_block(const uint8_t *block, int unpacked, vecb 
  * int16 lanes, two per row (vpdpbusd's int32 lanes, one per row, with AVX512-VNNI). Exact while a
  * lane stays within int16: 16 products a block of 32 come to at most 16 * 15 * 127 = 30480 of
  * codes and int8 inputs (-127..127), 16 * 8 * 255 = 32640 of signed codes (-8..7) and unsigned
- * inputs. Each block of 8
+ * inputs (the test q4_0_product_at_the_largest_codes_and_inputs meets both). Each block of 8
  * columns loads the panels' codes first, then passes each input's two broadcasts to all of them,
  * so that the live vectors are the sums, the panels' codes and one input's (2 x 4 tile on AVX2:
  * 8 + 4 + 2 of the 16 registers), and OPAQUE makes each sum at its block (simd.h: GCC had moved

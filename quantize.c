@@ -60,12 +60,11 @@ void offset_input_bytes(uint8_t *offset, const int8_t *xq, int n) {
     for (int j = 0; j < n; j++) offset[j] = (uint8_t)(xq[j] + 128);
 }
 
-/* The bytes of one input of `stride` values in xq's values memory: q8_0's int16 values, or
- * q4_0's int8 values, their unsigned copies and a scale and a sum a block of 32, the larger. */
+/* The bytes of one input of `stride` values in xq's values memory: q4_0's int8 values, their
+ * unsigned copies and a scale and a sum a block of 32, 2.25 a value, which hold q8_0's int16
+ * values too. */
 static size_t input_bytes(size_t stride) {
-    size_t q8 = stride * sizeof(int16_t);
-    size_t q4 = 2 * stride + stride / 32 * (sizeof(float) + sizeof(int32_t));
-    return q8 > q4 ? q8 : q4;
+    return 2 * stride + stride / 32 * (sizeof(float) + sizeof(int32_t));
 }
 
 int quantized_inputs_alloc(QuantizedInputs *xq, int batch, int cols) {

@@ -365,36 +365,47 @@ Test(kernels, quantize_input_scales_by_the_largest_value_to_int16) {
     cr_assert(isnan(scale) && xq[20] == 0 && xq[36] == -32767);
 }
 
-/* out = m's product with one input x (m->cols), m (its shape and dtype set by matrix_init) packed
- * here from the row-major values and scales matrix_pack_panel takes, by matmul. */
+/* out (batch, m->rows) = m's product with the batch of inputs x (batch, m->cols), m (its shape
+ * and dtype set by matrix_init) packed here from the row-major values and scales
+ * matrix_pack_panel takes, by matmul. */
 static void product_of(Matrix *m, const void *values, const float *scales, const float *x,
-                       float *out) {
+                       int batch, float *out) {
     char *panels = aligned_alloc(64, (m->n_panels * m->panel_bytes + 63) / 64 * 64);
     for (int q = 0; q < m->n_panels; q++)
         matrix_pack_panel(m, panels + q * m->panel_bytes, values, scales, q);
     m->data = panels;
     QuantizedInputs xq;
-    cr_assert_eq(quantized_inputs_alloc(&xq, 1, m->cols), 0);
-    matmul(&(Product){out, m}, 1, x, 1, 0, &xq);
+    cr_assert_eq(quantized_inputs_alloc(&xq, batch, m->cols), 0);
+    matmul(&(Product){out, m}, 1, x, batch, 0, &xq);
     free(panels);
     quantized_inputs_free(&xq);
 }
 
-/* The largest integer sums the q4_0 kernel meets: every code 15 (value 7 * scale) against inputs
- * all at their block's largest (int8 127), 16 products of 15 * 127 in each int16 lane of a group:
- * 30480, 7% below where the lane would wrap: out = 64 columns * 7 * 0.5 = 224. */
+/* The largest integer sums the q4_0 kernel meets, the inputs all at their block's largest (int8
+ * 127), in decode (one input: the codes as they are, unsigned) and in a batch of 8 (prefill's
+ * unpacked tile: the codes less 8, signed, times the inputs + 128, unsigned): every code 15
+ * (value 7 * scale), 16 products of 15 * 127 in each int16 lane of a group, 30480, and of 7 * 255
+ * unpacked, 28560; every code 0 (value -8 * scale), 16 products of -8 * 255 unpacked, -32640,
+ * 0.4% above where the lane would wrap (AVX2 and AVX-512 without VNNI). out = 64 columns * 7 *
+ * 0.5 = 224, and 64 * -8 * 0.5 = -256. */
 Test(kernels, q4_0_product_at_the_largest_codes_and_inputs) {
-    enum { ROWS = 9, COLS = 64 };
+    enum { ROWS = 9, COLS = 64, BATCH = 8 };
     uint8_t codes[ROWS * COLS / 2];
-    float scales[ROWS * 2], x[COLS], out[ROWS];
-    memset(codes, 0xff, sizeof(codes));
+    float scales[ROWS * 2], x[BATCH * COLS], out[BATCH * ROWS];
     for (int i = 0; i < ROWS * 2; i++) scales[i] = 0.5f;
-    for (int j = 0; j < COLS; j++) x[j] = 1.0f;
-    Matrix m;
-    matrix_init(&m, DTYPE_Q4_0, ROWS, COLS, 32);
-    product_of(&m, codes, scales, x, out);
-    for (int i = 0; i < ROWS; i++)
-        cr_assert_float_eq(out[i], 224.0f, 1e-4f, "row %d: %g", i, out[i]);
+    for (int j = 0; j < BATCH * COLS; j++) x[j] = 1.0f;
+    for (int c = 0; c < 2; c++) {
+        memset(codes, c == 0 ? 0xff : 0x00, sizeof(codes));
+        float expect = c == 0 ? 224.0f : -256.0f;
+        for (int batch = 1; batch <= BATCH; batch += BATCH - 1) {
+            Matrix m;
+            matrix_init(&m, DTYPE_Q4_0, ROWS, COLS, 32);
+            product_of(&m, codes, scales, x, batch, out);
+            for (int i = 0; i < batch * ROWS; i++)
+                cr_assert_float_eq(out[i], expect, 1e-4f, "codes %d, batch %d, out %d: %g",
+                                   c == 0 ? 15 : 0, batch, i, out[i]);
+        }
+    }
 }
 
 /* Each input of a batch of products p[0..2], out as matmul wrote it, multiplied alone (decode's
@@ -427,7 +438,7 @@ static void k_product(DType dtype, const uint8_t *blocks, int rows, int cols, co
                       float *out) {
     Matrix m;
     matrix_init(&m, dtype, rows, cols, 0);
-    product_of(&m, blocks, NULL, x, out);
+    product_of(&m, blocks, NULL, x, 1, out);
 }
 
 /* The largest integer sums the K-quant kernels meet, each input at its block's largest (int8
