@@ -347,6 +347,18 @@ Test(kernels, quantize_input_blocks_rounds_each_block_of_32_to_int8) {
         if (j != 32) cr_assert_eq(xq[j], 0, "xq[%d]", j);
 }
 
+/* Hand-derived: the unsigned copies of int8 inputs for q4_0's unpacked tile are the values + 128,
+ * the ends -127 and 127 at 1 and 255, 0 at 128; the byte past n is not written. */
+Test(kernels, offset_input_bytes_adds_128) {
+    const int8_t xq[4] = {-127, 0, 127, -1};
+    uint8_t offset[5];
+    memset(offset, 7, sizeof(offset));
+    offset_input_bytes(offset, xq, 4);
+    cr_assert(offset[0] == 1 && offset[1] == 128 && offset[2] == 255 && offset[3] == 127 &&
+                  offset[4] == 7,
+              "%d %d %d %d %d", offset[0], offset[1], offset[2], offset[3], offset[4]);
+}
+
 /* Hand-derived: the largest |x| is the last of 37 (past every whole vector of 16 or 8), 4, so the
  * step is 4 / 32767: 2 is 16383.5 steps, to even 16384, and -1 is -8191.75, -8192; the values
  * past n up to 64 are zero. A NaN among them makes the scale NaN. */
