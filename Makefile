@@ -26,8 +26,8 @@ BPE_SRC = bpe.c bpe_load.c bpe_pretok.c
 BPE_HEADERS = bpe.h bpe_tables.h bpe_pretok.h
 # the weight matrices: the dtype table, the panels and their products, which tools/stream and
 # build/dtypes build alone
-KERNEL_SRC = dtype.c gguf_blocks.c panel.c matmul.c quantize.c kquant.c
-KERNEL_HEADERS = align.h dtype.h gguf.h gguf_blocks.h panel.h matmul.h quantize.h kquant.h q4_dot.h simd.h
+KERNEL_SRC = dtype.c gguf_blocks.c panel.c matmul.c q4_unpack.c quantize.c kquant.c
+KERNEL_HEADERS = align.h dtype.h gguf.h gguf_blocks.h panel.h matmul.h quantize.h kquant.h q4_dot.h q4_unpack.h simd.h
 LIB_SRC = model.c reference.c $(KERNEL_SRC) attention.c load.c format.c format_gguf.c state.c \
           norm.c $(TOKENIZER_SRC) $(BPE_SRC) vocab.c eval.c profile.c sampler.c threads.c
 HEADERS = model.h reference.h $(KERNEL_HEADERS) attention.h load.h format.h state.h norm.h \

@@ -13,6 +13,7 @@
 
 #include "kquant.h"
 #include "q4_dot.h"
+#include "q4_unpack.h"
 #include "simd.h"
 
 /* Matrix-vector and matrix-matrix products share one kernel: a tile of np panels (Matrix:
@@ -50,9 +51,7 @@ enum {
      * columns 1.06x at 110M and 1.1B, 1024 1.10x, 2048 1.11-1.12x, 4096 1.11x (fewer chunks, fewer
      * sums carried through the outputs) */
     UNPACK_COLUMNS = 2048,
-    /* an unpacked q4_0 group's float32 scales and int32 sum starts, before its codes (unpack_q4) */
-    Q4_HEAD_BYTES = PANEL_ROWS * (int)(sizeof(float) + sizeof(int32_t)),
-    UNPACKED_BYTES = 2 * (UNPACK_COLUMNS * PANEL_ROWS + UNPACK_COLUMNS / 32 * Q4_HEAD_BYTES),
+    UNPACKED_BYTES = 2 * (UNPACK_COLUMNS * PANEL_ROWS + UNPACK_COLUMNS / 32 * Q4_UNPACKED_HEAD),
 };
 _Static_assert((int)UNPACKED_BYTES >= 2 * WIDE_COLUMNS * PANEL_ROWS * (int)sizeof(float) &&
                    (int)UNPACKED_BYTES >=
@@ -141,7 +140,6 @@ static int decode_quarters(Output o, Inputs in, const Matrix *m, int layer, int 
 static void panel_block(Output o, Inputs in, int batch, Panels p, int np);
 static void widened_pair(Output o, Inputs in, int batch, Panels at, int np);
 static void widen(float *wide, Panels p, int np, int from, int columns);
-static void unpack_q4(Matrix *chunk, char *to, Panels p, int np, int from);
 static Inputs inputs_from(Inputs in, int b);
 static const char *ahead_share(Panels at, int np, int b, int from);
 static ALWAYS_INLINE int tiles(const Tile *t, DType d, int widest);
@@ -374,7 +372,7 @@ static void widened_pair(Output o, Inputs in, int batch, Panels at, int np) {
         if (unpacks) {
             matrix_init(&chunk, w->dtype, w->rows, columns, w->group_size);
             if (w->dtype == DTYPE_Q4_0)
-                unpack_q4(&chunk, made, at, np, from);
+                q4_unpack(&chunk, made, w, at.panel, np, from);
             else
                 kquant_unpack_q4_k(&chunk, made, w, at.panel, np, from);
             chunk_in = inputs_at_column(in, from);
@@ -405,49 +403,6 @@ static void widen(float *wide, Panels p, int np, int from, int columns) {
         else
             for (int j = 0; j < columns; j++)
                 vec_store(to + (size_t)j * PANEL_ROWS, panel_column(panel, from + j, DTYPE_BF16));
-    }
-}
-
-/* The group of the np q4_0 panels of p that starts at column `from` (a multiple of 32) and those
- * after it, to chunk->cols columns, unpacked at `to`, one panel after the other, and chunk->
- * panel_bytes set to a panel's bytes there: each group's PANEL_ROWS scales as float32 (from fp16
- * exactly where half_scales), its PANEL_ROWS starts (int32: -128 times the sum of the row's codes
- * less 8), then its blocks of 8 columns as q4_dot.h's unpack_block reads them unpacked, a block's
- * low nibbles and then its high ones, a byte each, less 8 (signed). The tile multiplies these by
- * the inputs + 128 (x8_offset), which it can as vpdpbusd's signed and unsigned bytes: its sums
- * start from the start, which takes the 128s' products off again, so that the sum is the codes
- * less 8 times the inputs, the same integer as the packed tile's codes times the inputs less 8
- * times their sum (q4_group): the same bits. */
-static void unpack_q4(Matrix *chunk, char *to, Panels p, int np, int from) {
-    const Matrix *w = p.w;
-    size_t packed_group = group_bytes(DTYPE_Q4_0, 32, w->half_scales);
-    char *at = to;
-    for (int r = 0; r < np; r++) {
-        const char *group = p.panel + (size_t)r * w->panel_bytes + (size_t)from / 32 * packed_group;
-        for (int column = from; column < from + chunk->cols; column += 32) {
-            const uint8_t *codes =
-                (const uint8_t *)group + PANEL_ROWS * scale_bytes(w->half_scales);
-            vec_store((float *)at, w->half_scales ? vec_load_f16((const uint16_t *)group)
-                                                  : vec_load((const float *)group));
-            char *sum_starts = at + PANEL_ROWS * sizeof(float);
-            at += Q4_HEAD_BYTES;
-            vecw code_sums = vecw_zero();
-            for (int i = 0; i < group_columns(DTYPE_Q4_0, w->cols, 32, column); i += 8) {
-                vecb low, high;
-                unpack_block(codes + (size_t)i / 8 * 4 * PANEL_ROWS, 0, &low, &high);
-                low = vecb_sub(low, vecb_set1(8));
-                high = vecb_sub(high, vecb_set1(8));
-                code_sums =
-                    vecw_dot_u8(vecw_dot_u8(code_sums, vecb_set1(1), low), vecb_set1(1), high);
-                vecb_store((uint8_t *)at, low);
-                vecb_store((uint8_t *)at + 4 * PANEL_ROWS, high);
-                at += 8 * PANEL_ROWS;
-            }
-            veci sum_start = veci_mul(veci_from_pairs(code_sums), veci_set1(-128));
-            memcpy(sum_starts, &sum_start, PANEL_ROWS * sizeof(int32_t));
-            group += packed_group;
-        }
-        if (r == 0) chunk->panel_bytes = (size_t)(at - to);
     }
 }
 
@@ -738,7 +693,7 @@ static ALWAYS_INLINE void q8_group(vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS], Grou
  * inputs b). The codes' dot products are q4_dot.h's (the Q4_K tile's too), within int16 over a
  * group of 32 and widened once a group. Packed, the codes are multiplied as they are, and the sums
  * start from -8 times the sum of the group's inputs (from quantize_input_blocks); unpacked, the
- * codes less 8 times the inputs + 128 start from unpack_q4's starts (-128 times the codes less 8):
+ * codes less 8 times the inputs + 128 start from q4_unpack's starts (-128 times the codes less 8):
  * the same integer either way. The starts are where AVX512-VNNI's sums begin (simd.h's
  * vecw_start), so that its unpacked tile takes no subtraction a sum (the other targets add the
  * start once widened, where they subtracted): on the Xeon of docs/BENCH.md (2026-12-05, 09:30), one
@@ -750,7 +705,7 @@ static ALWAYS_INLINE void q4_group(vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS], Grou
     veci start[BLOCK_PANELS][Q4_DOT_INPUTS];
     Q4Codes codes = {.unpacked = g->unpacked, .signed_codes = g->unpacked};
     const int8_t *x8[Q4_DOT_INPUTS];
-    size_t head = g->unpacked ? Q4_HEAD_BYTES : PANEL_ROWS * scale_bytes(g->half_scales);
+    size_t head = g->unpacked ? Q4_UNPACKED_HEAD : PANEL_ROWS * scale_bytes(g->half_scales);
     UNROLL
     for (int r = 0; r < np; r++) {
         codes.at[r] = (const uint8_t *)(g->at[r] + head);
@@ -775,7 +730,7 @@ static ALWAYS_INLINE void q4_group(vecf acc[BLOCK_PANELS][MAX_TILE_INPUTS], Grou
             vecf input_scale = vec_set1(in.x8_scale[(size_t)b * in.xq_stride / 32]);
             acc[r][b] = vec_fmadd(vec_from_veci(sum), vec_mul(scale, input_scale), acc[r][b]);
         }
-        g->at[r] += g->unpacked ? head + (size_t)PANEL_ROWS * columns /* unpack_q4's */
+        g->at[r] += g->unpacked ? head + (size_t)PANEL_ROWS * columns /* q4_unpack's */
                                 : group_bytes(DTYPE_Q4_0, columns, g->half_scales);
     }
 }

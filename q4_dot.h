@@ -24,7 +24,7 @@ enum {
  * inlined): each block's low nibbles then its high ones, a byte each (8 * PANEL_ROWS bytes a
  * block; unpack_block), as q4_0's and q4_k's prefill unpacks a batch's panels once (matmul.c's
  * widened_pair). With `signed_codes` (unpacked only, a constant once inlined) those bytes are the
- * codes less 8 (-8..7), and the inputs they meet are unsigned bytes (matmul.c's unpack_q4). */
+ * codes less 8 (-8..7), and the inputs they meet are unsigned bytes (q4_unpack.h). */
 typedef struct {
     const uint8_t *at[Q4_DOT_PANELS];
     int unpacked, signed_codes;

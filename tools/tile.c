@@ -52,7 +52,7 @@ static double tile_rate(DType dtype, int columns, double flop) {
     Panels p = {&w, w.data, 0, w.data, 1, 0};
     if (dtype == DTYPE_Q4_0) {
         matrix_init(&chunk, DTYPE_Q4_0, rows, columns, 32);
-        unpack_q4(&chunk, unpacked, p, 2, 0);
+        q4_unpack(&chunk, unpacked, &w, w.data, 2, 0);
         chunk.data = unpacked;
         p = (Panels){&chunk, unpacked, 0, unpacked, 1, 1};
     }
