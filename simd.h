@@ -31,7 +31,7 @@
  *   vecw_load_i8(p)                2 * VEC_WIDTH int8 values widened to int16
  *   vecw_set1_pair(p)              the int16 pair p[0], p[1] in every int32 lane
  *   veci_zero(), vec_from_veci(v)  int32 lanes, and their values as floats
- *   veci_set1(a), veci_sub(a, b)   every lane a; a - b lane by lane
+ *   veci_set1(a)                   every lane a
  *   veci_dot(acc, a, b)            lane i of acc + a[2i] b[2i] + a[2i + 1] b[2i + 1] (AVX512-VNNI
  *                                  vpdpwssd, or vpmaddwd and an add): exact, the same integers
  *                                  on every target as long as a lane stays within int32
@@ -154,9 +154,6 @@ static inline veci veci_zero(void) {
 }
 static inline veci veci_set1(int32_t a) {
     return _mm512_set1_epi32(a);
-}
-static inline veci veci_sub(veci a, veci b) {
-    return _mm512_sub_epi32(a, b);
 }
 static inline vecf vec_from_veci(veci v) {
     return _mm512_cvtepi32_ps(v);
@@ -285,9 +282,6 @@ static inline veci veci_zero(void) {
 static inline veci veci_set1(int32_t a) {
     return _mm256_set1_epi32(a);
 }
-static inline veci veci_sub(veci a, veci b) {
-    return _mm256_sub_epi32(a, b);
-}
 static inline vecf vec_from_veci(veci v) {
     return _mm256_cvtepi32_ps(v);
 }
@@ -388,9 +382,6 @@ static inline veci veci_zero(void) {
 }
 static inline veci veci_set1(int32_t a) {
     return a;
-}
-static inline veci veci_sub(veci a, veci b) {
-    return a - b;
 }
 static inline vecf vec_from_veci(veci v) {
     return (float)v;
