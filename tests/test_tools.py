@@ -815,6 +815,7 @@ def bench_tools_refuse_bad_integers_in_one_line():
              (["gemm", "15M", "f32", "1025"], 'batch: "1025" is not an integer from 1 to 1024'),
              (["gemm", "15M", "f32", "1", huge], f'repeats: "{huge}" is not an integer from 1 to '
               '1000'),
+             (["gemm", "square", "63"], 'n: "63" is not an integer from 64 to 8192'),
              (["tile", "q6_k"], 'usage: tile f32|q8_0|q4_0 [columns] [repeats]'),
              (["tile", "f32", "48"], 'columns: "48" is not a multiple of 32'),
              (["tile", "q4_0", "2080"], 'columns: "2080" is not an integer from 32 to 2048'),
@@ -858,6 +859,13 @@ def bench_tools_refuse_bad_integers_in_one_line():
         p = subprocess.run([f"build/{args[0]}", *args[1:]], capture_output=True, text=True,
                            env=one_thread, timeout=60)
         assert p.returncode == 0 and re.fullmatch(output, p.stdout), (args, p.stdout, p.stderr)
+    # OpenBLAS's square product, or one line saying it is not installed
+    p = subprocess.run(["build/gemm", "square", "64", "1"], capture_output=True, text=True,
+                       env=one_thread, timeout=60)
+    assert (p.returncode == 0 and re.fullmatch(f"square 64 threads 1: OpenBLAS sgemm {number} "
+                                               "GFLOP/s \\(core [^)]+\\)\n", p.stdout)) or \
+        (p.returncode == 1 and p.stderr == "gemm: square needs OpenBLAS (libopenblas.so.0, "
+         "libopenblas0-pthread)\n"), (p.returncode, p.stdout, p.stderr)
     # products past the memory there is (1.1B's f32 weights, 4.4 GB, under a 400 MiB address
     # space): one line, not a crash
     def limit():

@@ -4,8 +4,9 @@
 # multiply-add peaks of the kernels' products, tools/flops.c, bound prefill), and prefill of a
 # 256-token prompt, batched and (but for 1.1B) one position at a time. Prints one table (medians of
 # the repeats), then prefill's products alone against the peaks measured beside each
-# (tools/bench_products.sh; OpenBLAS's sgemm the ceiling row, and each kernel's tile alone in L1,
-# tools/tile.c, the ceiling of its instructions), then tools/bench_gguf.sh's: run
+# (tools/bench_products.sh; OpenBLAS's sgemm the ceiling row, each kernel's tile alone in L1,
+# tools/tile.c, the ceiling of its instructions, and OpenBLAS on a square product, what a tuned GEMM
+# reaches here at all), then tools/bench_gguf.sh's: run
 # against llama.cpp on the same GGUF files (which builds llama.cpp's llama-bench once from make
 # llama-oracle's source, or uses LLAMA_BENCH's; skipped without npm).
 #   BENCH_QUICK=1   15M and 110M only, fewer repeats and tokens (about 5 minutes)

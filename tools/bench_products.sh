@@ -9,7 +9,9 @@
 # the start of one make bench and 238.5 idle an hour later; 175.8 to 239.4 within ten minutes
 # another day), so that a peak measured minutes away would have been another machine's. Last, each
 # kernel's widest tile alone with its panels and inputs in L1 (tools/tile.c), the same way: the
-# most its instructions give here, beside which the products' share is read.
+# most its instructions give here, beside which the products' share is read; and OpenBLAS's sgemm
+# on a 3072 x 3072 x 3072 product (build/gemm square), what a tuned GEMM reaches of the peak here
+# on the shape it does best.
 #   BENCH_GEMM_BATCH=N  positions a batch (default 128)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,7 +33,8 @@ echo "prefill products (issue 29, goal 2): build/gemm, one forward pass's matmul
     "(fastest of 3), and % of the peak of the kernels' multiply-add (f32/f16/bf16: fp32 FMA;" \
     "q8_0: int16 pairs; q4_0: bytes; G operations/s, the higher of build/flops just before and" \
     "just after the row's gemm run); last, shape L1: each kernel's widest tile alone, its panels" \
-    "and inputs in L1 (build/tile, 256 columns), the most its instructions give here"
+    "and inputs in L1 (build/tile, 256 columns), the most its instructions give here; and" \
+    "OpenBLAS's sgemm on a 3072^3 product, what a tuned GEMM reaches here at all"
 printf '%-6s %-16s %7s %9s %9s %10s\n' shape dtype threads GFLOP/s peak "% of peak"
 blas_rows=0
 peak_now() { OMP_NUM_THREADS=$2 build/flops 3 "$1" 2>/dev/null; } # kind threads
@@ -73,5 +76,13 @@ for threads in 1 2; do
             "$(sed -n 's/.*: \([0-9.]*\) GFLOP.*/\1/p' <<<"$line")" "$peak"
     done
 done
-((blas_rows > 0)) ||
+if ((blas_rows > 0)); then
+    # what a tuned GEMM reaches here at all: OpenBLAS on the square product it does best
+    for threads in 1 2; do
+        measure f32 "$threads" build/gemm square 3072 3
+        gemm_row square "OpenBLAS 3072^3" "$threads" \
+            "$(sed -n 's/.*OpenBLAS sgemm \([0-9.]*\) GFLOP.*/\1/p' <<<"$line")" "$peak"
+    done
+else
     echo "OpenBLAS sgemm: skipped, libopenblas.so.0 is not installed (Debian's libopenblas0-pthread)"
+fi

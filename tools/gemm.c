@@ -2,6 +2,7 @@
  * (tools/flops.c) and, where the library is installed, OpenBLAS's sgemm on the same shapes.
  *
  *   build/gemm SHAPE DTYPE [batch] [repeats]     e.g. OMP_NUM_THREADS=1 build/gemm 110M f32 128
+ *   build/gemm square [n] [repeats]              OpenBLAS alone, n x n x n (default 3072)
  *
  * SHAPE is export.py's 15M, 110M or 1.1B (dim, hidden_dim, n_layers); the products are one
  * forward pass's over a batch of positions, as model.c calls matmul: wq, wk and wv (dim, dim) in
@@ -12,7 +13,9 @@
  * machine shared with other work deschedules it: its CPU time is what the products took while
  * they ran; a thread waiting at a barrier counts as busy unless OMP_WAIT_POLICY=passive), and, with
  * libopenblas.so.0 (Debian's libopenblas0-pthread), its cblas_sgemm over the same f32 products on
- * as many threads (OMP_NUM_THREADS): a measured ceiling. */
+ * as many threads (OMP_NUM_THREADS): a measured ceiling. `square` times OpenBLAS's sgemm alone on
+ * one large square product, the shape a tuned GEMM does best, so as to read what such a GEMM
+ * reaches of the peak on this machine at all (issue 29, goal 2). */
 #include <dlfcn.h>
 #include <omp.h>
 #include <time.h>
@@ -82,24 +85,72 @@ static double sgemm_pass(Pass *p, Sgemm sgemm) {
     return cpu_seconds() - start;
 }
 
-/* Debian's OpenBLAS (libopenblas0-pthread), or NULL. Its run-time choice of kernels by CPU model
- * fell back to Prescott's SSE3 ones on a Xeon it did not know (family 6 model 207, AVX-512):
- * 19-25 GFLOP/s on one thread at 110M, where SkylakeX's ran 86-95. So unless OPENBLAS_CORETYPE
- * is set, the core is named from the CPU's instructions: SkylakeX with AVX-512, Zen on AMD with
- * AVX2 (what it picks on an EPYC), Haswell otherwise with AVX2. */
-static void *blas_open(void) {
+/* Debian's OpenBLAS (libopenblas0-pthread)'s cblas_sgemm, set to as many threads as OpenMP's, and
+ * in *core the name of the kernels it chose ("?" if it does not say); NULL if not installed. Its
+ * run-time choice of kernels by CPU model fell back to Prescott's SSE3 ones on a Xeon it did not
+ * know (family 6 model 207, AVX-512): 19-25 GFLOP/s on one thread at 110M, where SkylakeX's ran
+ * 86-95. So unless OPENBLAS_CORETYPE is set, the core is named from the CPU's instructions:
+ * SkylakeX with AVX-512, Zen on AMD with AVX2 (what it picks on an EPYC), Haswell otherwise with
+ * AVX2. */
+static Sgemm blas_open(const char **core) {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
-    const char *core = __builtin_cpu_supports("avx512f") ? "SkylakeX"
+    const char *type = __builtin_cpu_supports("avx512f") ? "SkylakeX"
                        : !__builtin_cpu_supports("avx2") ? NULL
                        : __builtin_cpu_is("amd")         ? "Zen"
                                                          : "Haswell";
-    if (core) setenv("OPENBLAS_CORETYPE", core, 0);
+    if (type) setenv("OPENBLAS_CORETYPE", type, 0);
 #endif
-    return dlopen("libopenblas.so.0", RTLD_NOW);
+    void *blas = dlopen("libopenblas.so.0", RTLD_NOW);
+    if (!blas) return NULL;
+    const char *(*corename)(void) = (const char *(*)(void))dlsym(blas, "openblas_get_corename");
+    void (*set_threads)(int) = (void (*)(int))dlsym(blas, "openblas_set_num_threads");
+    if (set_threads) set_threads(omp_get_max_threads());
+    *core = corename ? corename() : "?";
+    return (Sgemm)dlsym(blas, "cblas_sgemm");
+}
+
+/* OpenBLAS's sgemm on n x n x n (c = a b, row-major), fastest of `repeats`, in GFLOP/s by CPU
+ * time over the threads (as main's); 0 when memory runs out. */
+static double square_rate(Sgemm sgemm, int n, int repeats) {
+    size_t values = (size_t)n * n;
+    float *a = malloc(values * sizeof(float)), *b = malloc(values * sizeof(float));
+    float *c = malloc(values * sizeof(float));
+    double best = 1e30;
+    for (size_t i = 0; a && b && c && i < values; i++)
+        a[i] = (float)rand() / RAND_MAX - 0.5f, b[i] = (float)rand() / RAND_MAX - 0.5f;
+    for (int r = 0; a && b && c && r < repeats; r++) {
+        double start = cpu_seconds();
+        sgemm(101, 111, 111, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+        double t = cpu_seconds() - start;
+        best = t < best ? t : best;
+    }
+    free(a), free(b), free(c);
+    return best < 1e30 ? 2.0 * n * n * n * omp_get_max_threads() / best / 1e9 : 0.0;
+}
+
+/* build/gemm square [n] [repeats]: main's OpenBLAS row alone, on a square product. */
+static int square_main(int argc, char **argv) {
+    int n = argc > 2 ? int_arg("gemm", "n", argv[2], 64, 8192) : 3072;
+    int repeats = argc > 3 ? int_arg("gemm", "repeats", argv[3], 1, 1000) : 3;
+    const char *core;
+    Sgemm sgemm = blas_open(&core);
+    if (!sgemm) {
+        fprintf(stderr, "gemm: square needs OpenBLAS (libopenblas.so.0, libopenblas0-pthread)\n");
+        return 1;
+    }
+    double rate = square_rate(sgemm, n, repeats);
+    if (rate == 0.0) {
+        fprintf(stderr, "gemm: out of memory\n");
+        return 1;
+    }
+    printf("square %d threads %d: OpenBLAS sgemm %.1f GFLOP/s (core %s)\n", n,
+           omp_get_max_threads(), rate, core);
+    return 0;
 }
 
 int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "square") && argc <= 4) return square_main(argc, argv);
     const Shape *s = NULL;
     for (size_t i = 0; argc > 1 && i < sizeof(SHAPES) / sizeof(SHAPES[0]); i++)
         if (!strcmp(argv[1], SHAPES[i].name)) s = &SHAPES[i];
@@ -107,7 +158,8 @@ int main(int argc, char **argv) {
     for (int d = 0; argc > 2 && d < N_DTYPES; d++)
         if (!strcmp(argv[2], DTYPES[d].name)) dtype = d;
     if (!s || dtype < 0 || argc > 5) {
-        fprintf(stderr, "gemm: usage: gemm 15M|110M|1.1B DTYPE [batch] [repeats]; DTYPE one of");
+        fprintf(stderr, "gemm: usage: gemm 15M|110M|1.1B DTYPE [batch] [repeats], or gemm square "
+                        "[n] [repeats]; DTYPE one of");
         for (int d = 0; d < N_DTYPES; d++) fprintf(stderr, " %s", DTYPES[d].name);
         fprintf(stderr, "\n");
         return 1;
@@ -133,13 +185,8 @@ int main(int argc, char **argv) {
         return 1;
     }
     for (size_t i = 0; i < values; i++) p.x[i] = (float)rand() / RAND_MAX - 0.5f;
-    void *blas = blas_open();
-    Sgemm sgemm = blas ? (Sgemm)dlsym(blas, "cblas_sgemm") : NULL;
-    const char *(*blas_core)(void) =
-        blas ? (const char *(*)(void))dlsym(blas, "openblas_get_corename") : NULL;
-    void (*blas_threads)(int) =
-        blas ? (void (*)(int))dlsym(blas, "openblas_set_num_threads") : NULL;
-    if (blas_threads) blas_threads(omp_get_max_threads());
+    const char *core = "?";
+    Sgemm sgemm = blas_open(&core);
     double best = 1e30, best_blas = 1e30;
     for (int r = 0; r < repeats; r++) { /* the two take turns */
         double t = matmul_pass(&p);
@@ -153,8 +200,7 @@ int main(int argc, char **argv) {
     printf("%s %s batch %d threads %d: matmul %.1f GFLOP/s", s->name, DTYPES[dtype].name, batch,
            threads, flop * threads / best / 1e9);
     if (best_blas < 1e30)
-        printf(", OpenBLAS sgemm %.1f GFLOP/s (core %s)", flop * threads / best_blas / 1e9,
-               blas_core ? blas_core() : "?");
+        printf(", OpenBLAS sgemm %.1f GFLOP/s (core %s)", flop * threads / best_blas / 1e9, core);
     printf("\n");
     return 0;
 }
