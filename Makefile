@@ -408,7 +408,7 @@ build/stream: tools/stream.c tools/bench_args.h tools/bench_blocks.h $(KERNEL_SR
 	$(CC) $(CFLAGS) -I. -o $@ tools/stream.c $(KERNEL_SRC) $(LDLIBS)
 
 # decode's attention alone (tools/attend.c), the measurement behind attention.c's mix_values
-build/attend: tools/attend.c tools/bench_args.h attention.c attention.h simd.h matmul.h | deps-build
+build/attend: tools/attend.c tools/bench_args.h tools/bench_blocks.h attention.c attention.h simd.h matmul.h | deps-build
 	@mkdir -p build
 	$(CC) $(CFLAGS) -I. -o $@ tools/attend.c attention.c $(LDLIBS)
 

@@ -14,12 +14,7 @@
 
 #include "attention.h"
 #include "bench_args.h"
-
-static float *random_floats(size_t n) {
-    float *x = malloc(n * sizeof(float));
-    for (size_t i = 0; x && i < n; i++) x[i] = (float)rand() / RAND_MAX - 0.5f;
-    return x;
-}
+#include "bench_blocks.h"
 
 int main(int argc, char **argv) {
     if (argc != 4) {

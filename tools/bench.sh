@@ -6,7 +6,7 @@
 # the repeats), then prefill's products alone against the peaks measured beside each
 # (tools/bench_products.sh; OpenBLAS's sgemm the ceiling row, each kernel's tile alone in L1,
 # tools/tile.c, the ceiling of its instructions, and OpenBLAS on a square product, what a tuned GEMM
-# reaches here at all), then tools/bench_gguf.sh's: run
+# reaches here), then tools/bench_gguf.sh's: run
 # against llama.cpp on the same GGUF files (which builds llama.cpp's llama-bench once from make
 # llama-oracle's source, or uses LLAMA_BENCH's; skipped without npm).
 #   BENCH_QUICK=1   15M and 110M only, fewer repeats and tokens (about 5 minutes)

@@ -1,7 +1,7 @@
-/* Random weights for the speed tools (tools/stream.c, tools/gemm.c, tools/tile.c). Random bytes
- * are random K-quant codes and scales, but their fp16 block scales must be finite normal numbers,
- * or a product would run on NaN, infinities or subnormals (an Intel core takes a slow assist for
- * those) and time something no model file holds. */
+/* Random weights and inputs for the speed tools (tools/stream.c, gemm.c, tile.c, attend.c). Random
+ * bytes are random K-quant codes and scales, but their fp16 block scales must be finite normal
+ * numbers, or a product would run on NaN, infinities or subnormals (an Intel core takes a slow
+ * assist for those) and time something no model file holds. */
 #ifndef BENCH_BLOCKS_H
 #define BENCH_BLOCKS_H
 
@@ -18,6 +18,13 @@ static inline void finite_block_scales(DType dtype, unsigned char *values, size_
     for (size_t b = 0; b < n && dtype == DTYPE_Q4_K; b++)
         values[144 * b + 1] = values[144 * b + 3] = 0x3c;
     for (size_t b = 0; b < n && dtype == DTYPE_Q6_K; b++) values[210 * b + 209] = 0x3c;
+}
+
+/* n floats uniform in [-0.5, 0.5] (by rand), or NULL when memory runs out. */
+static inline float *random_floats(size_t n) {
+    float *x = malloc(n * sizeof(float));
+    for (size_t i = 0; x && i < n; i++) x[i] = (float)rand() / RAND_MAX - 0.5f;
+    return x;
 }
 
 /* A stack of n_layers random matrices (rows, cols) of dtype, packed, into *out; *f32 gets one

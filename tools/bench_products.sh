@@ -11,7 +11,7 @@
 # kernel's widest tile alone with its panels and inputs in L1 (tools/tile.c), the same way: the
 # most its instructions give here, beside which the products' share is read; and OpenBLAS's sgemm
 # on a 3072 x 3072 x 3072 product (build/gemm square), what a tuned GEMM reaches of the peak here
-# on the shape it does best.
+# on a large square product.
 #   BENCH_GEMM_BATCH=N  positions a batch (default 128)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,27 +34,29 @@ echo "prefill products (issue 29, goal 2): build/gemm, one forward pass's matmul
     "q8_0: int16 pairs; q4_0: bytes; G operations/s, the higher of build/flops just before and" \
     "just after the row's gemm run); last, shape L1: each kernel's widest tile alone, its panels" \
     "and inputs in L1 (build/tile, 256 columns), the most its instructions give here; and" \
-    "OpenBLAS's sgemm on a 3072^3 product, what a tuned GEMM reaches here at all"
+    "OpenBLAS's sgemm on a 3072^3 product, what a tuned GEMM reaches here"
 printf '%-6s %-16s %7s %9s %9s %10s\n' shape dtype threads GFLOP/s peak "% of peak"
 blas_rows=0
 peak_now() { OMP_NUM_THREADS=$2 build/flops 3 "$1" 2>/dev/null; } # kind threads
+blas_rate() { sed -n 's/.*OpenBLAS sgemm \([0-9.]*\) GFLOP.*/\1/p' <<<"$line"; }
 gemm_row() { # shape label threads GFLOP/s peak
     awk -v s="$1" -v d="$2" -v t="$3" -v g="$4" -v p="$5" \
         'BEGIN { printf "%-6s %-16s %7d %9.1f %9.1f %9.0f%%\n", s, d, t, g, p, 100 * g / p }'
 }
 # line=the output of a tool run on `threads` threads, peak=the higher of the peak of `kind` just
-# before it and just after it
+# before it and just after it; returns the tool's status
 measure() { # kind threads command...
-    local kind=$1 threads=$2 before after
+    local kind=$1 threads=$2 before after status=0
     shift 2
     before=$(peak_now "$kind" "$threads")
-    line=$(OMP_WAIT_POLICY=passive OMP_NUM_THREADS=$threads "$@")
+    line=$(OMP_WAIT_POLICY=passive OMP_NUM_THREADS=$threads "$@") || status=$?
     after=$(peak_now "$kind" "$threads")
     peak=$(printf '%s\n%s\n' "$before" "$after" | sort -g | tail -1)
     [[ $peak =~ ^[0-9.]+$ ]] || {
         echo "bench_products.sh: build/flops printed no peak for $kind" >&2
         exit 1
     }
+    return $status
 }
 for shape in "${shapes[@]}"; do
     for threads in 1 2; do
@@ -62,7 +64,7 @@ for shape in "${shapes[@]}"; do
             measure "${peak_kind[$dtype]}" "$threads" build/gemm "$shape" "$dtype" "$gemm_batch" 3
             gemm_row "$shape" "$dtype" "$threads" \
                 "$(sed -n 's/.*matmul \([0-9.]*\) GFLOP.*/\1/p' <<<"$line")" "$peak"
-            blas=$(sed -n 's/.*OpenBLAS sgemm \([0-9.]*\) GFLOP.*/\1/p' <<<"$line")
+            blas=$(blas_rate)
             [[ -z $blas ]] && continue
             gemm_row "$shape" "OpenBLAS sgemm" "$threads" "$blas" "$peak"
             blas_rows=$((blas_rows + 1))
@@ -77,11 +79,9 @@ for threads in 1 2; do
     done
 done
 if ((blas_rows > 0)); then
-    # what a tuned GEMM reaches here at all: OpenBLAS on the square product it does best
-    for threads in 1 2; do
-        measure f32 "$threads" build/gemm square 3072 3
-        gemm_row square "OpenBLAS 3072^3" "$threads" \
-            "$(sed -n 's/.*OpenBLAS sgemm \([0-9.]*\) GFLOP.*/\1/p' <<<"$line")" "$peak"
+    for threads in 1 2; do # a failed square run costs its row, not make bench's later blocks
+        measure f32 "$threads" build/gemm square 3072 3 || continue
+        gemm_row square "OpenBLAS 3072^3" "$threads" "$(blas_rate)" "$peak"
     done
 else
     echo "OpenBLAS sgemm: skipped, libopenblas.so.0 is not installed (Debian's libopenblas0-pthread)"

@@ -14,8 +14,8 @@
  * they ran; a thread waiting at a barrier counts as busy unless OMP_WAIT_POLICY=passive), and, with
  * libopenblas.so.0 (Debian's libopenblas0-pthread), its cblas_sgemm over the same f32 products on
  * as many threads (OMP_NUM_THREADS): a measured ceiling. `square` times OpenBLAS's sgemm alone on
- * one large square product, the shape a tuned GEMM does best, so as to read what such a GEMM
- * reaches of the peak on this machine at all (issue 29, goal 2). */
+ * one large square product, where a tuned GEMM is at its fastest, so as to read what such a GEMM
+ * reaches of the peak on this machine (issue 29, goal 2). */
 #include <dlfcn.h>
 #include <omp.h>
 #include <time.h>
@@ -114,26 +114,28 @@ static Sgemm blas_open(const char **core) {
  * time over the threads (as main's); 0 when memory runs out. */
 static double square_rate(Sgemm sgemm, int n, int repeats) {
     size_t values = (size_t)n * n;
-    float *a = malloc(values * sizeof(float)), *b = malloc(values * sizeof(float));
+    float *a = random_floats(values), *b = random_floats(values);
     float *c = malloc(values * sizeof(float));
     double best = 1e30;
-    for (size_t i = 0; a && b && c && i < values; i++)
-        a[i] = (float)rand() / RAND_MAX - 0.5f, b[i] = (float)rand() / RAND_MAX - 0.5f;
-    for (int r = 0; a && b && c && r < repeats; r++) {
+    if (!a || !b || !c) {
+        free(a), free(b), free(c);
+        return 0.0;
+    }
+    for (int r = 0; r < repeats; r++) {
         double start = cpu_seconds();
         sgemm(101, 111, 111, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
         double t = cpu_seconds() - start;
         best = t < best ? t : best;
     }
     free(a), free(b), free(c);
-    return best < 1e30 ? 2.0 * n * n * n * omp_get_max_threads() / best / 1e9 : 0.0;
+    return 2.0 * n * n * n * omp_get_max_threads() / best / 1e9;
 }
 
 /* build/gemm square [n] [repeats]: main's OpenBLAS row alone, on a square product. */
 static int square_main(int argc, char **argv) {
     int n = argc > 2 ? int_arg("gemm", "n", argv[2], 64, 8192) : 3072;
     int repeats = argc > 3 ? int_arg("gemm", "repeats", argv[3], 1, 1000) : 3;
-    const char *core;
+    const char *core = "?";
     Sgemm sgemm = blas_open(&core);
     if (!sgemm) {
         fprintf(stderr, "gemm: square needs OpenBLAS (libopenblas.so.0, libopenblas0-pthread)\n");
@@ -177,14 +179,13 @@ int main(int argc, char **argv) {
         flop += 2.0 * shape[k][0] * shape[k][1] * batch * s->n_layers;
     }
     size_t values = (size_t)batch * s->hidden_dim;
-    p.x = malloc(values * sizeof(float));
+    p.x = random_floats(values);
     for (int k = 0; k < 3; k++) p.out[k] = malloc(values * sizeof(float));
     if (failed || !p.x || !p.out[0] || !p.out[1] || !p.out[2] ||
         quantized_inputs_alloc(&p.xq, batch, s->hidden_dim)) {
         fprintf(stderr, "gemm: out of memory\n");
         return 1;
     }
-    for (size_t i = 0; i < values; i++) p.x[i] = (float)rand() / RAND_MAX - 0.5f;
     const char *core = "?";
     Sgemm sgemm = blas_open(&core);
     double best = 1e30, best_blas = 1e30;

@@ -36,7 +36,7 @@ static double tile_rate(DType dtype, int columns, double flop) {
     double call_flop = 2.0 * rows * columns * inputs;
     long calls = (long)(flop / call_flop) + 1;
     Matrix w, chunk;
-    float *w_values, *x = malloc((size_t)inputs * columns * sizeof(float));
+    float *w_values, *x = random_floats((size_t)inputs * columns);
     float *out = malloc((size_t)inputs * rows * sizeof(float));
     float *ref = malloc((size_t)inputs * rows * sizeof(float));
     char *unpacked = aligned_alloc(64, UNPACKED_BYTES);
@@ -45,7 +45,6 @@ static double tile_rate(DType dtype, int columns, double flop) {
              unpacked && !quantized_inputs_alloc(&xq, inputs, columns);
 #pragma omp barrier /* every thread here, so that their timed loops run side by side */
     if (!ok) return 0.0;
-    for (size_t i = 0; i < (size_t)inputs * columns; i++) x[i] = (float)rand() / RAND_MAX - 0.5f;
     for (int b = 0; b < inputs; b++) quantize_row(&xq, dtype, x, b, columns, 1); /* as prefill's */
     Inputs in = inputs_of(x, columns, &xq);
     /* the next panels it asks for are its own, as if the batch had one pair of panels */
