@@ -861,17 +861,20 @@ def bench_tools_refuse_bad_integers_in_one_line():
                            env=one_thread, timeout=60)
         assert p.returncode == 0 and re.fullmatch(output, p.stdout), (args, p.stdout, p.stderr)
     # OpenBLAS's square product where the library loads, else one line saying it is not installed
-    p = subprocess.run(["build/gemm", "square", "64", "1"], capture_output=True, text=True,
-                       env=one_thread, timeout=60)
     try:
         ctypes.CDLL("libopenblas.so.0")
+        blas = True
+    except OSError:
+        blas = False
+    no_blas = "gemm: square needs OpenBLAS (libopenblas.so.0, libopenblas0-pthread)\n"
+    p = subprocess.run(["build/gemm", "square", "64", "1"], capture_output=True, text=True,
+                       env=one_thread, timeout=60)
+    if blas:
         assert p.returncode == 0 and re.fullmatch(
             f"square 64 threads 1: OpenBLAS sgemm {number} GFLOP/s \\(core [^)]+\\)\n",
             p.stdout), (p.returncode, p.stdout, p.stderr)
-    except OSError:
-        assert p.returncode == 1 and p.stderr == ("gemm: square needs OpenBLAS "
-                                                  "(libopenblas.so.0, libopenblas0-pthread)\n"), \
-            (p.returncode, p.stderr)
+    else:
+        assert p.returncode == 1 and p.stderr == no_blas, (p.returncode, p.stderr)
     # products past the memory there is (1.1B's f32 weights, 4.4 GB, under a 400 MiB address
     # space): one line, not a crash
     def limit():
@@ -879,6 +882,11 @@ def bench_tools_refuse_bad_integers_in_one_line():
     p = subprocess.run(["build/gemm", "1.1B", "f32", "1", "1"], capture_output=True, text=True,
                        env=one_thread, timeout=60, preexec_fn=limit)
     assert p.returncode == 1 and p.stderr == "gemm: out of memory\n", (p.returncode, p.stderr)
+    # and a square product past it (three 8192^2 matrices of floats, 768 MiB)
+    p = subprocess.run(["build/gemm", "square", "8192", "1"], capture_output=True, text=True,
+                       env=one_thread, timeout=60, preexec_fn=limit)
+    assert p.returncode == 1 and p.stderr == ("gemm: out of memory\n" if blas else no_blas), \
+        (p.returncode, p.stderr)
     # a valid count passes on to the work: here the missing tokenizer's own error
     p = subprocess.run(["build/bench_tokenizer", tmp("none.bin"), tmp("none.txt"), "1"],
                        capture_output=True, text=True, timeout=60)
